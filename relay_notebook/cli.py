@@ -1,0 +1,204 @@
+"""The ``relay`` command line: the same commands as the ``%relay`` magics, for terminals and CI.
+
+Bad input is one line on stderr with a stable code and exit status 2; failures exit 1; a
+Python traceback is never shown (set RELAY_DEBUG=1 to see one for an internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from relay_notebook import commands
+from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.workspace import Workspace
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message}. See: {self.prog} --help")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="relay",
+        description="Author, check and publish relays (durable DBOS programs).",
+    )
+    parser.add_argument(
+        "--home",
+        help="workspace folder (default: $RELAY_HOME or ./relays)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("check", help="run admission and the determinism lint")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("graph", help="print the flow graph (relay-graph/v1)")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the relay-graph/v1 document")
+    fmt.add_argument("--svg", action="store_true", help="print an SVG drawing")
+
+    p = sub.add_parser("publish", help="freeze the draft as a content-hashed release")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("releases", help="list a relay's releases")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("verify", help="check frozen files against their release checksums")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("release", metavar="RELEASE", nargs="?", help="vN, a hash prefix or latest")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    return parser
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def _cmd_check(ws: Workspace, args: argparse.Namespace) -> int:
+    report = commands.check(ws, args.target)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        for d in report.diagnostics:
+            print(d.format())
+        verdict = "admitted" if report.ok else "rejected"
+        print(
+            f"{report.relay}: {verdict} ({len(report.errors)} errors, "
+            f"{len(report.warnings)} warnings)"
+        )
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _cmd_graph(ws: Workspace, args: argparse.Namespace) -> int:
+    flow = commands.graph(ws, args.target)
+    if args.json:
+        _print_json(flow.to_dict())
+    elif args.svg:
+        from relay_notebook.views.svg import render_svg
+
+        sys.stdout.write(render_svg(flow))
+    else:
+        from relay_notebook.views.text import graph_text
+
+        print(graph_text(flow))
+    return EXIT_OK
+
+
+def _cmd_publish(ws: Workspace, args: argparse.Namespace) -> int:
+    result = commands.publish(ws, args.target)
+    rel = result.release
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        for d in result.report.warnings:
+            print(d.format(), file=sys.stderr)
+        state = "published" if result.created else "unchanged; already published as"
+        print(f"{rel.relay}: {state} {rel.ref} ({rel.short_hash}), {len(rel.files)} files")
+    return EXIT_OK
+
+
+def _cmd_releases(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.releases(ws, args.name)
+    if args.json:
+        _print_json([r.to_dict() for r in found])
+    elif not found:
+        print(f"{args.name}: no releases yet (publish with: relay publish {args.name})")
+    else:
+        for r in found:
+            print(f"{r.relay} {r.ref:<5} {r.short_hash}  {r.created_at}  {len(r.files)} files")
+    return EXIT_OK
+
+
+def _cmd_verify(ws: Workspace, args: argparse.Namespace) -> int:
+    reports = commands.verify(ws, args.name, args.release)
+    if args.json:
+        _print_json(
+            [
+                {
+                    "relay": r.release.relay,
+                    "version": r.release.version,
+                    "hash": r.release.hash,
+                    "ok": r.ok,
+                    "problems": r.problems,
+                }
+                for r in reports
+            ]
+        )
+    else:
+        for r in reports:
+            head = f"{r.release.relay} {r.release.ref} ({r.release.short_hash})"
+            if r.ok:
+                print(f"{head}: ok, {len(r.release.files)} files match")
+            else:
+                print(f"{head}: TAMPERED [release-tampered]")
+                for problem in r.problems:
+                    print(f"  {problem}")
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
+
+
+_COMMANDS = {
+    "check": _cmd_check,
+    "graph": _cmd_graph,
+    "publish": _cmd_publish,
+    "releases": _cmd_releases,
+    "verify": _cmd_verify,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status (``relay`` calls ``sys.exit`` with it)."""
+    try:
+        args = _build_parser().parse_args(argv)
+        ws = Workspace(args.home)
+        return _COMMANDS[args.command](ws, args)
+    except _UsageError as exc:
+        print(f"relay: error: {exc} [usage]", file=sys.stderr)
+        return EXIT_USAGE
+    except AdmissionError as exc:
+        for d in exc.diagnostics:
+            print(d.format(), file=sys.stderr)
+        errors = sum(d.severity == "error" for d in exc.diagnostics)
+        print(
+            f"relay: error: relay {exc.relay!r} failed admission ({errors} errors); fix them and "
+            f"run 'relay check {exc.relay}' [{exc.code}]",
+            file=sys.stderr,
+        )
+        return exc.exit_code
+    except RelayError as exc:
+        print(f"relay: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("relay: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("RELAY_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"relay: internal error: {type(exc).__name__}: {exc}. This is a bug in relay_notebook; "
+            f"rerun with RELAY_DEBUG=1 for a traceback [internal-error]",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

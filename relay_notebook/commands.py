@@ -1,0 +1,172 @@
+"""The command layer shared by the ``relay`` CLI and the ``%relay`` magics.
+
+Each command takes a workspace and plain arguments and returns a model object; rendering and
+exit codes belong to the callers. Static commands never import or execute the relay's source.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from relay_notebook.errors import AdmissionError
+from relay_notebook.source.admission import check_source, entrypoint_kind
+from relay_notebook.source.annotations import parse_annotations
+from relay_notebook.source.diagnostics import Diagnostic
+from relay_notebook.source.flow import build_flow_graph
+from relay_notebook.source.graph import FlowGraph
+from relay_notebook.source.layout import layout_graph
+from relay_notebook.workspace import (
+    ENTRY_FILE,
+    Draft,
+    Release,
+    VerifyReport,
+    Workspace,
+    freeze_release,
+    list_releases,
+    resolve_release,
+    verify_release,
+)
+
+__all__ = [
+    "CheckReport",
+    "PublishResult",
+    "check",
+    "check_draft",
+    "graph",
+    "graph_of_draft",
+    "publish",
+    "releases",
+    "verify",
+]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Admission errors and lint warnings of one draft, every file included."""
+
+    relay: str
+    entrypoint: str | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "relay": self.relay,
+            "ok": self.ok,
+            "entrypoint": self.entrypoint,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """A publish: the release, and whether this call created it."""
+
+    release: Release
+    created: bool
+    report: CheckReport
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.release.to_dict(),
+            "created": self.created,
+            "warnings": [d.to_dict() for d in self.report.warnings],
+        }
+
+
+def _helper_diagnostics(draft: Draft) -> list[Diagnostic]:
+    """Syntax errors in the draft's helper modules (they are imported by the relay)."""
+    found: list[Diagnostic] = []
+    for rel in draft.files():
+        if not rel.endswith(".py") or rel == ENTRY_FILE:
+            continue
+        text = (draft.folder / rel).read_text(encoding="utf-8", errors="replace")
+        try:
+            ast.parse(text, filename=rel)
+        except SyntaxError as exc:
+            found.append(
+                Diagnostic(
+                    line=exc.lineno or 1,
+                    col=max((exc.offset or 1) - 1, 0),
+                    code="syntax-error",
+                    message=f"Helper module {rel} does not parse: {exc.msg}; fix the syntax.",
+                    file=rel,
+                )
+            )
+    return found
+
+
+def check_draft(draft: Draft) -> CheckReport:
+    """Admission + lint + annotation diagnostics for a loaded draft."""
+    diagnostics = check_source(draft.source, file=ENTRY_FILE)
+    diagnostics += parse_annotations(draft.source, relay=draft.name).diagnostics
+    diagnostics += _helper_diagnostics(draft)
+    diagnostics.sort(key=lambda d: (d.file != ENTRY_FILE, d.file, d.line, d.col, d.code))
+    return CheckReport(draft.name, entrypoint_kind(draft.source), diagnostics)
+
+
+def check(workspace: Workspace, target: str) -> CheckReport:
+    """``relay check TARGET``."""
+    return check_draft(workspace.resolve_target(target))
+
+
+def graph_of_draft(draft: Draft) -> FlowGraph:
+    """The flow graph of a draft, laid out. Legacy annotations win when they form a valid graph."""
+    annotated = parse_annotations(draft.source, relay=draft.name)
+    if annotated.graph is not None:
+        result = annotated.graph
+    else:
+        result = build_flow_graph(draft.source, relay=draft.name)
+        if annotated.found:
+            result.notes.append(
+                "The # @relay annotations are invalid, so the graph is drawn from the code; run "
+                f"'relay check {draft.name}' for how to fix them."
+            )
+    return layout_graph(result)
+
+
+def graph(workspace: Workspace, target: str) -> FlowGraph:
+    """``relay graph TARGET``."""
+    return graph_of_draft(workspace.resolve_target(target))
+
+
+def publish(workspace: Workspace, target: str) -> PublishResult:
+    """``relay publish TARGET``: admission first, then freeze; identical content is idempotent."""
+    draft = workspace.resolve_target(target)
+    report = check_draft(draft)
+    if not report.ok:
+        raise AdmissionError(draft.name, report.diagnostics)
+    release, created = freeze_release(draft, workspace)
+    return PublishResult(release, created, report)
+
+
+def releases(workspace: Workspace, name: str) -> list[Release]:
+    """``relay releases NAME``: oldest first. Raises if the relay does not exist."""
+    workspace.load_draft(name)
+    return list_releases(workspace, name)
+
+
+def verify(workspace: Workspace, name: str, ref: str | None = None) -> list[VerifyReport]:
+    """``relay verify NAME [RELEASE]``: one report per release checked (all when no ref)."""
+    workspace.load_draft(name)
+    if ref is None:
+        found = list_releases(workspace, name)
+        if not found:
+            resolve_release(workspace, name)  # raises the helpful "no releases yet" error
+        return [verify_release(r) for r in found]
+    return [verify_release(resolve_release(workspace, name, ref))]

@@ -1,0 +1,105 @@
+"""The RelayError tree: every failure a user can meet, each with a stable kebab-case code.
+
+Codes are part of the public contract: they are listed in ``docs/errors.md`` and a test keeps
+the two in step. Messages say what failed, why (expected vs got) and what to type next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from relay_notebook.source.diagnostics import Diagnostic
+
+__all__ = [
+    "AdmissionError",
+    "InvalidManifestError",
+    "InvalidNameError",
+    "InvalidTargetError",
+    "RelayError",
+    "RelayNotFoundError",
+    "ReleaseNotFoundError",
+    "ReleaseTamperedError",
+    "WorkspaceError",
+]
+
+
+class RelayError(Exception):
+    """Base of every error the kit raises on purpose; ``code`` is stable."""
+
+    code: ClassVar[str] = "relay-error"
+    #: the `relay` CLI's exit status for this error: 1 for failures, 2 for bad input
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.code}]"
+
+
+class WorkspaceError(RelayError):
+    """The workspace folder cannot be used (not a directory, not writable)."""
+
+    code = "workspace-error"
+    exit_code = 2
+
+
+class InvalidNameError(RelayError):
+    """A relay name that cannot name a folder safely."""
+
+    code = "invalid-relay-name"
+    exit_code = 2
+
+
+class InvalidTargetError(RelayError):
+    """A TARGET that is neither a relay name nor a readable ``.py`` file."""
+
+    code = "invalid-target"
+    exit_code = 2
+
+
+class RelayNotFoundError(RelayError):
+    """No draft of that name in the workspace."""
+
+    code = "relay-not-found"
+    exit_code = 2
+
+
+class InvalidManifestError(RelayError):
+    """``relay.yaml`` is not valid YAML or does not match the manifest schema."""
+
+    code = "invalid-manifest"
+    exit_code = 2
+
+
+class AdmissionError(RelayError):
+    """The relay's source failed admission; ``diagnostics`` holds every problem found."""
+
+    code = "admission-failed"
+
+    def __init__(self, relay: str, diagnostics: Sequence[Diagnostic]) -> None:
+        errors = [d for d in diagnostics if d.severity == "error"]
+        lines = "\n".join(d.format() for d in errors)
+        super().__init__(
+            f"Relay {relay!r} failed admission with {len(errors)} "
+            f"error{'s' if len(errors) != 1 else ''}:\n{lines}\n"
+            f"Fix the lines above, then check again with: relay check {relay}"
+        )
+        self.relay = relay
+        self.diagnostics = list(diagnostics)
+
+
+class ReleaseNotFoundError(RelayError):
+    """No release of the relay matches the given reference."""
+
+    code = "release-not-found"
+    exit_code = 2
+
+
+class ReleaseTamperedError(RelayError):
+    """A frozen release file no longer matches its recorded checksum."""
+
+    code = "release-tampered"

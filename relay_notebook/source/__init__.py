@@ -1,0 +1,1 @@
+"""Static analysis of relay source: admission, lint, flow graph, annotations, layout (pure)."""
