@@ -186,6 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RelayError as exc:
         print(f"relay: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # the reader went away (`relay graph x --json | head`): not an error worth a message
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         print("relay: interrupted", file=sys.stderr)
         return 130
