@@ -12,10 +12,12 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from relay_notebook import commands
-from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
+from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.workspace import Workspace
 
 __all__ = ["main"]
@@ -35,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="relay",
-        description="Author, check and publish relays (durable DBOS programs).",
+        description="Author, check, publish, run and recover relays (durable DBOS programs).",
     )
     parser.add_argument(
         "--home",
@@ -66,6 +68,31 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("release", metavar="RELEASE", nargs="?", help="vN, a hash prefix or latest")
     p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("run", help="run a relay in a supervised child process")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="JSON", help="the run input as JSON (default: {})")
+    src.add_argument("--input-file", metavar="FILE", help="read the run input from a JSON file")
+    p.add_argument("--release", metavar="REF", help="run a release (vN, hash prefix, latest)")
+    p.add_argument(
+        "--crash",
+        metavar="SPEC",
+        help="crash on purpose: after:STEP[#N] (after its checkpoint) or during:STEP[#N]",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("recover", help="start the next attempt of an interrupted run")
+    p.add_argument("run_id", metavar="RUN", help="a run id as printed by run, e.g. invoice-3")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("runs", help="list runs")
+    p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("logs", help="a run's attempts and steps")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -155,12 +182,139 @@ def _cmd_verify(ws: Workspace, args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
 
 
+def _read_input(args: argparse.Namespace) -> Any:
+    if args.input_file:
+        try:
+            text = Path(args.input_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInputError(
+                f"Cannot read --input-file {args.input_file!r}: {exc}."
+            ) from exc
+        where = f"--input-file {args.input_file}"
+    elif args.input is not None:
+        text, where = args.input, "--input"
+    else:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f'{where} is not valid JSON ({exc}); pass e.g. --input \'{{"text": "hello"}}\'.'
+        ) from exc
+
+
+def _progress(event: dict[str, Any]) -> None:
+    kind = event.get("kind")
+    where = f"{event.get('step')}#{event.get('occurrence')}"
+    if kind == "step_end":
+        line = f"  step {where} done in {event.get('duration_ms')} ms"
+    elif kind == "step_reused":
+        line = f"  step {where} reused from its checkpoint"
+    elif kind == "step_error":
+        line = f"  step {where} attempt {event.get('step_attempt')} failed: {event.get('error')}"
+    elif kind == "crash_injected":
+        line = f"  crashing {event.get('when')} {where} (--crash)"
+    else:
+        return
+    print(line, file=sys.stderr, flush=True)
+
+
+def _report_outcome(outcome: RunOutcome, as_json: bool) -> int:
+    if as_json:
+        _print_json(outcome.to_dict())
+        return outcome.exit_code
+    head = f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})"
+    if outcome.reused:
+        head += f", {len(outcome.reused)} checkpoints reused"
+    print(head)
+    if outcome.status == "succeeded":
+        print(json.dumps(outcome.result, indent=2))
+    elif outcome.error:
+        print(outcome.error.get("message", ""), file=sys.stderr)
+        if outcome.error.get("traceback"):
+            print(outcome.error["traceback"].rstrip(), file=sys.stderr)
+        if outcome.error.get("stderr"):
+            print(outcome.error["stderr"].rstrip(), file=sys.stderr)
+    return outcome.exit_code
+
+
+def _wait(handle: RunHandle) -> RunOutcome:
+    try:
+        return handle.wait()
+    except KeyboardInterrupt:
+        print(f"relay: stopping run {handle.run_id} ...", file=sys.stderr)
+        return handle.cancel()
+
+
+def _cmd_run(ws: Workspace, args: argparse.Namespace) -> int:
+    handle = commands.run(
+        ws,
+        args.target,
+        run_input=_read_input(args),
+        release=args.release,
+        crash=args.crash,
+        on_event=None if args.json else _progress,
+    )
+    if not args.json:
+        print(f"run {handle.run_id}: started", file=sys.stderr, flush=True)
+    return _report_outcome(_wait(handle), args.json)
+
+
+def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
+    handle = commands.recover(ws, args.run_id, on_event=None if args.json else _progress)
+    return _report_outcome(_wait(handle), args.json)
+
+
+def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.runs(ws, args.name)
+    if args.json:
+        _print_json([r.to_dict() for r in found])
+    elif not found:
+        print("no runs yet (start one with: relay run NAME)")
+    else:
+        for r in found:
+            took = f"{r.duration_ms / 1000:.1f} s" if r.duration_ms is not None else "-"
+            print(
+                f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
+                f"{r.release:<6} {took}"
+            )
+    return EXIT_OK
+
+
+def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
+    log = commands.logs(ws, args.run_id)
+    if args.json:
+        _print_json(log.to_dict())
+        return EXIT_OK
+    run = log.run
+    print(f"run {run['run_id']}: {run['status']} (DBOS {run['dbos_status']})")
+    for a in log.attempts:
+        print(
+            f"  attempt {a['attempt']}: {a['status']}, executed {len(a['executed'])}, "
+            f"reused {len(a['reused'])}"
+        )
+    for st in log.steps:
+        marks = []
+        if st["executed_in"]:
+            marks.append("executed in " + ",".join(map(str, st["executed_in"])))
+        if st["reused_in"]:
+            marks.append("reused in " + ",".join(map(str, st["reused_in"])))
+        if st["retries"]:
+            marks.append(f"{len(st['retries'])} failed tries")
+        print(f"  {st['function_id']:>4} {st['name']:<24} {st['status']:<13} {'; '.join(marks)}")
+    return EXIT_OK
+
+
 _COMMANDS = {
     "check": _cmd_check,
     "graph": _cmd_graph,
     "publish": _cmd_publish,
     "releases": _cmd_releases,
     "verify": _cmd_verify,
+    "run": _cmd_run,
+    "recover": _cmd_recover,
+    "runs": _cmd_runs,
+    "logs": _cmd_logs,
 }
 
 

@@ -10,7 +10,17 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_notebook.errors import AdmissionError
+from relay_notebook.errors import AdmissionError, InvalidCrashSpecError
+from relay_notebook.history import RunLog, RunSummary, list_runs, read_run_log
+from relay_notebook.runner import (
+    CrashSpec,
+    RunHandle,
+    parse_crash_spec,
+    start_recovery,
+    start_run,
+)
+from relay_notebook.runner.runs import DEFAULT_DEADLINE_S
+from relay_notebook.runner.supervisor import EventCallback
 from relay_notebook.source.admission import check_source, entrypoint_kind
 from relay_notebook.source.annotations import parse_annotations
 from relay_notebook.source.diagnostics import Diagnostic
@@ -36,8 +46,12 @@ __all__ = [
     "check_draft",
     "graph",
     "graph_of_draft",
+    "logs",
     "publish",
+    "recover",
     "releases",
+    "run",
+    "runs",
     "verify",
 ]
 
@@ -170,3 +184,68 @@ def verify(workspace: Workspace, name: str, ref: str | None = None) -> list[Veri
             resolve_release(workspace, name)  # raises the helpful "no releases yet" error
         return [verify_release(r) for r in found]
     return [verify_release(resolve_release(workspace, name, ref))]
+
+
+def run(
+    workspace: Workspace,
+    target: str,
+    *,
+    run_input: Any = None,
+    release: str | None = None,
+    crash: str | None = None,
+    on_event: EventCallback | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> RunHandle:
+    """``relay run TARGET``: admission, then attempt 1 in a child process; returns at once."""
+    draft = workspace.resolve_target(target)
+    crash_spec = parse_crash_spec(crash) if crash else None
+    report = check_draft(draft)
+    if not report.ok:
+        raise AdmissionError(draft.name, report.diagnostics)
+    if crash_spec is not None:
+        _check_crash_step(draft, crash_spec)
+    return start_run(
+        workspace,
+        draft,
+        run_input=run_input,
+        release=release,
+        crash=crash_spec,
+        on_event=on_event,
+        deadline_s=deadline_s,
+    )
+
+
+def _check_crash_step(draft: Draft, spec: CrashSpec) -> None:
+    """Refuse a crash point the relay cannot reach: a step name the flow graph does not know."""
+    flow = build_flow_graph(draft.source, relay=draft.name)
+    names = sorted(
+        {n.label for n in flow.nodes if n.type == "step"}
+        | {
+            str(n.details["function"])
+            for n in flow.nodes
+            if n.type == "step" and "function" in n.details
+        }
+    )
+    if spec.step not in names:
+        known = ", ".join(names) if names else "none found"
+        raise InvalidCrashSpecError(
+            f"Cannot crash {spec}: relay {draft.name!r} has no step named {spec.step!r} "
+            f"(its steps: {known})."
+        )
+
+
+def recover(
+    workspace: Workspace, run_id: str, *, on_event: EventCallback | None = None
+) -> RunHandle:
+    """``relay recover RUN``: the next attempt on the same folder and workflow id."""
+    return start_recovery(workspace, run_id, on_event=on_event)
+
+
+def runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:
+    """``relay runs [NAME]``."""
+    return list_runs(workspace, relay)
+
+
+def logs(workspace: Workspace, run_id: str) -> RunLog:
+    """``relay logs RUN``."""
+    return read_run_log(workspace, run_id)

@@ -14,13 +14,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdmissionError",
+    "AttemptBudgetError",
+    "BindingChangedError",
+    "DeadlinePassedError",
+    "InvalidCrashSpecError",
+    "InvalidInputError",
     "InvalidManifestError",
     "InvalidNameError",
+    "InvalidRunIdError",
     "InvalidTargetError",
     "RelayError",
     "RelayNotFoundError",
     "ReleaseNotFoundError",
     "ReleaseTamperedError",
+    "RunLockedError",
+    "RunNotFoundError",
+    "RunRejectedError",
     "WorkspaceError",
 ]
 
@@ -97,6 +106,64 @@ class ReleaseNotFoundError(RelayError):
 
     code = "release-not-found"
     exit_code = 2
+
+
+class InvalidRunIdError(RelayError):
+    """A RUN argument that is not of the form RELAY-N."""
+
+    code = "invalid-run-id"
+    exit_code = 2
+
+
+class RunNotFoundError(RelayError):
+    """No run folder for that run id."""
+
+    code = "run-not-found"
+    exit_code = 2
+
+
+class InvalidInputError(RelayError):
+    """The run input is not valid JSON (or not readable)."""
+
+    code = "invalid-input"
+    exit_code = 2
+
+
+class InvalidCrashSpecError(RelayError):
+    """A --crash value that is not ``after:STEP[#N]`` or ``during:STEP[#N]``."""
+
+    code = "invalid-crash-spec"
+    exit_code = 2
+
+
+class RunLockedError(RelayError):
+    """Another process is executing this run right now (single executor per run)."""
+
+    code = "run-locked"
+
+
+class RunRejectedError(RelayError):
+    """A run attempt refused before starting: changed binding, spent budget, passed deadline."""
+
+    code = "run-rejected"
+
+
+class BindingChangedError(RunRejectedError):
+    """Recovery refused: something the run was bound to at its first attempt has changed."""
+
+    code = "binding-changed"
+
+
+class AttemptBudgetError(RunRejectedError):
+    """Recovery refused: the run has used all of its process attempts."""
+
+    code = "attempt-budget-exhausted"
+
+
+class DeadlinePassedError(RunRejectedError):
+    """Recovery refused: the run's first deadline has passed."""
+
+    code = "deadline-passed"
 
 
 class ReleaseTamperedError(RelayError):

@@ -1,0 +1,269 @@
+"""The child: one attempt of one run, in its own process, on DBOS with the run's SQLite file.
+
+Design note: the child configures and launches DBOS itself (authored code never does), pins
+``application_version`` to the release or draft hash so that a recovery finds its workflow,
+and exits with ``os._exit`` once its outcome is on disk, skipping DBOS's slow ``destroy``.
+A recovery does not wait for DBOS's internal queue poll (about a second): the child polls
+that queue fast only until its own workflow has been picked up, then restores the default,
+so steps do not pay for the fast poll. Run as ``python -m relay_notebook.runner.child SPEC``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.folders import write_json_atomic
+from relay_notebook.runner.ledger import EventWriter
+
+RESULT_LIMIT = 128 * 1024
+_TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+_FAST_POLL_SEC = 0.01
+
+
+class _EventLogHandler(logging.Handler):
+    """Copies ``DBOS.logger`` records into the ledger, tagged with workflow and step ids."""
+
+    def __init__(self, events: EventWriter) -> None:
+        super().__init__(level=logging.INFO)
+        self.events = events
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from dbos import DBOS
+
+        try:
+            status = DBOS.step_status
+            self.events.emit(
+                "log",
+                level=record.levelname,
+                logger=record.name,
+                message=record.getMessage()[:4000],
+                workflow_id=DBOS.workflow_id,
+                step_id=DBOS.step_id,
+                step_attempt=(status.current_attempt or 0) + 1 if status else None,
+            )
+        except Exception:
+            self.handleError(record)
+
+
+def _prepare_database(path: Path) -> None:
+    """Create the SQLite file in WAL mode before DBOS first opens it (WAL persists)."""
+    if path.exists():
+        return
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
+
+
+def _workflow_status(path: Path, workflow_id: str) -> str | None:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = conn.execute(
+            "SELECT status FROM workflow_status WHERE workflow_uuid = ?", (workflow_id,)
+        ).fetchone()
+    except sqlite3.OperationalError:
+        return None  # no schema yet: a fresh database
+    finally:
+        conn.close()
+    return str(row[0]) if row else None
+
+
+def _load_relay(code_dir: Path, entry: str) -> ModuleType:
+    sys.path.insert(0, str(code_dir))
+    spec = importlib.util.spec_from_file_location("relay", code_dir / entry)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["relay"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error(code: str, message: str, tb: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": code, "message": message}
+    if tb:
+        out["traceback"] = tb
+    return out
+
+
+def _internal_queue() -> Any:
+    from dbos._dbos import _get_or_create_dbos_registry
+
+    # private to DBOS 3.x (pinned <4); see the design note for why the kit touches it
+    return _get_or_create_dbos_registry().get_internal_queue()
+
+
+async def _await_recovery(workflow_id: str) -> Any:
+    from dbos import DBOS
+
+    queue = _internal_queue()
+    default_poll = queue._polling_interval_sec
+    try:
+        while True:
+            status = await DBOS.get_workflow_status_async(workflow_id)
+            if status is not None and status.status != "ENQUEUED":
+                queue._polling_interval_sec = default_poll
+            if status is not None and status.status in _TERMINAL:
+                break
+            await asyncio.sleep(0.005 if status is None or status.status == "ENQUEUED" else 0.02)
+    finally:
+        queue._polling_interval_sec = default_poll
+    handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
+    return await handle.get_result()
+
+
+async def _run_attempt(spec: dict[str, Any], events: EventWriter, entry: Any) -> dict[str, Any]:
+    from dbos import DBOS, SetWorkflowID
+    from dbos._error import (
+        DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
+        DBOSUnexpectedStepError,
+    )
+
+    run_id = spec["run_id"]
+    db = Path(spec["database"])
+    prior = _workflow_status(db, run_id)
+    if prior is not None:
+        # Recovery: make DBOS's internal queue pick the workflow up at once (restored after).
+        queue = _internal_queue()
+        queue._polling_interval_sec = _FAST_POLL_SEC
+    t0 = time.time() * 1000
+    events.emit("attempt_start", pid=os.getpid(), prior_status=prior, t0=round(t0, 1))
+    DBOS.launch()
+    try:
+        if prior is None:
+            with SetWorkflowID(run_id):
+                result = await entry(spec["input"])
+        else:
+            result = await _await_recovery(run_id)
+    except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as exc:
+        return {
+            "status": "failed",
+            "error": _error(
+                "max-recovery-attempts-exceeded",
+                f"DBOS stopped recovering run {run_id}: it exceeded the workflow's "
+                f"max_recovery_attempts ({exc}). Raise max_recovery_attempts in "
+                f"@DBOS.workflow(...) if the crashes are expected, then start a new run.",
+            ),
+        }
+    except DBOSUnexpectedStepError as exc:
+        return {
+            "status": "failed",
+            "error": _error(
+                "nondeterministic-replay",
+                f"Run {run_id} did not replay the same steps as before: {exc}. Workflow code "
+                f"must call the same steps in the same order on every attempt; move time, "
+                f"randomness and I/O into steps.",
+            ),
+        }
+    except Exception as exc:
+        recorded = [
+            e
+            for e in _attempt_events(events)
+            if e["kind"] == "workflow_error" and e.get("workflow_id") == run_id
+        ]
+        from relay_notebook.runner.instrument import user_traceback
+
+        tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, Path(spec["code_dir"]))
+        return {
+            "status": "failed",
+            "error": _error("relay-raised", f"{type(exc).__name__}: {exc}", tb),
+        }
+    return _finish_result(spec, result)
+
+
+def _attempt_events(events: EventWriter) -> list[dict[str, Any]]:
+    from relay_notebook.runner.ledger import read_events
+
+    return [e for e in read_events(events.path) if e.get("attempt") == events.attempt]
+
+
+def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
+    try:
+        text = json.dumps(result, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        return {
+            "status": "failed",
+            "error": _error(
+                "result-not-json",
+                f"run() returned a value that is not JSON ({exc}). Return dicts, lists, "
+                f"strings, numbers, booleans or None.",
+            ),
+        }
+    size = len(text.encode())
+    if size > RESULT_LIMIT:
+        return {
+            "status": "failed",
+            "error": _error(
+                "result-too-large",
+                f"run() returned {size:,} bytes of JSON; the limit is {RESULT_LIMIT:,} "
+                f"(128 KiB). Write large data to run_dir and return a reference to it.",
+            ),
+        }
+    write_json_atomic(Path(spec["result_path"]), result)
+    return {"status": "succeeded", "result_bytes": size}
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    events = EventWriter(
+        Path(spec["events_path"]),
+        run_id=spec["run_id"],
+        attempt=spec["attempt"],
+        pipe_fd=spec.get("pipe_fd"),
+    )
+    outcome_path = Path(spec["outcome_path"])
+    code_dir = Path(spec["code_dir"])
+    from dbos import DBOS
+
+    from relay_notebook.runner.instrument import Instrumentation, user_traceback
+
+    crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
+    Instrumentation(events, crash, code_dir).install()
+    logging.getLogger("dbos").addHandler(_EventLogHandler(events))
+    _prepare_database(Path(spec["database"]))
+    try:
+        module = _load_relay(code_dir, spec["entry"])
+        entry = getattr(module, "run", None)
+        if entry is None:
+            raise AttributeError("the relay defines no run(INPUT) function")
+    except Exception as exc:
+        outcome = {
+            "status": "failed",
+            "error": _error(
+                "relay-import-failed",
+                f"The relay could not be imported: {type(exc).__name__}: {exc}",
+                user_traceback(exc, code_dir),
+            ),
+        }
+    else:
+        DBOS(
+            config={
+                "name": "relay",
+                "system_database_url": f"sqlite:///{Path(spec['database']).resolve()}",
+                "application_version": spec["app_version"],
+                "executor_id": "relay-local",
+                "log_level": "WARNING",
+            }
+        )
+        outcome = asyncio.run(_run_attempt(spec, events, entry))
+    events.emit("attempt_outcome", status=outcome["status"], error=outcome.get("error"))
+    events.sync()
+    write_json_atomic(outcome_path, outcome)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,149 @@
+"""Run folders: ``relays/NAME/runs/iteration-N-hook/`` and the run ids that name them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay_notebook.errors import InvalidRunIdError, RunNotFoundError
+from relay_notebook.workspace import Workspace, validate_relay_name
+
+__all__ = ["RunFolder", "allocate_run", "find_run", "list_run_folders", "parse_run_id"]
+
+RUNS_DIR = "runs"
+_FOLDER = re.compile(r"iteration-(\d+)-hook")
+_RUN_ID = re.compile(r"(?P<relay>[A-Za-z][A-Za-z0-9_-]{0,63})-(?P<n>\d+)")
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Every path of one run; the run id (``invoice-3``) is also its DBOS ``workflow_id``."""
+
+    relay: str
+    number: int
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.relay}-{self.number}"
+
+    @property
+    def meta(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def result(self) -> Path:
+        return self.path / "relay_result.json"
+
+    @property
+    def trace(self) -> Path:
+        return self.path / "relay_trace.json"
+
+    @property
+    def events(self) -> Path:
+        return self.path / "dbos_events.jsonl"
+
+    @property
+    def execution(self) -> Path:
+        return self.path / "execution"
+
+    @property
+    def dbos_dir(self) -> Path:
+        return self.path / ".relay_dbos"
+
+    @property
+    def database(self) -> Path:
+        return self.dbos_dir / "dbos.sqlite"
+
+    @property
+    def lock(self) -> Path:
+        return self.dbos_dir / "lock"
+
+    @property
+    def ipc(self) -> Path:
+        return self.path / ".relay_ipc"
+
+    def read_meta(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.meta.read_text(encoding="utf-8"))
+        return data
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        write_json_atomic(self.meta, meta)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _runs_root(workspace: Workspace, relay: str) -> Path:
+    return workspace.relay_dir(relay) / RUNS_DIR
+
+
+def allocate_run(workspace: Workspace, relay: str) -> RunFolder:
+    """Create the next ``iteration-N-hook`` folder atomically (mkdir decides races)."""
+    root = _runs_root(workspace, relay)
+    root.mkdir(parents=True, exist_ok=True)
+    taken = [int(m.group(1)) for p in root.iterdir() if (m := _FOLDER.fullmatch(p.name))]
+    n = max(taken, default=0) + 1
+    while True:
+        path = root / f"iteration-{n}-hook"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        folder = RunFolder(relay, n, path)
+        folder.dbos_dir.mkdir()
+        folder.ipc.mkdir()
+        folder.execution.mkdir()
+        return folder
+
+
+def parse_run_id(run_id: str) -> tuple[str, int]:
+    """``invoice-3`` → ``("invoice", 3)``; a clear error for anything else."""
+    m = _RUN_ID.fullmatch(run_id.strip())
+    if not m:
+        raise InvalidRunIdError(
+            f"{run_id!r} is not a run id: expected RELAY-N as printed by 'relay run', e.g. "
+            f"'invoice-3'. List runs with: relay runs"
+        )
+    return validate_relay_name(m["relay"]), int(m["n"])
+
+
+def find_run(workspace: Workspace, run_id: str) -> RunFolder:
+    """The folder of ``run_id``; ``RunNotFoundError`` lists the relay's runs."""
+    relay, n = parse_run_id(run_id)
+    path = _runs_root(workspace, relay) / f"iteration-{n}-hook"
+    folder = RunFolder(relay, n, path)
+    if not folder.meta.is_file():
+        known = [f.run_id for f in list_run_folders(workspace, relay)][-5:]
+        hint = f"Recent runs of {relay}: {', '.join(known)}." if known else "It has no runs."
+        raise RunNotFoundError(
+            f"No run {run_id!r} in workspace {workspace.home}. {hint} List runs with: "
+            f"relay runs {relay}"
+        )
+    return folder
+
+
+def list_run_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
+    """The relay's runs that have started, in number order."""
+    root = _runs_root(workspace, relay)
+    if not root.is_dir():
+        return []
+    found = [
+        RunFolder(relay, int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _FOLDER.fullmatch(p.name)) and (p / "run.json").is_file()
+    ]
+    return sorted(found, key=lambda f: f.number)

@@ -1,0 +1,237 @@
+"""Child-side instrumentation of ``DBOS.step`` and ``DBOS.workflow``: events and crash points.
+
+Design note: DBOS does not say whether a step was executed or reused, nor show the attempts of
+a step it retried. Before the relay is imported, the child replaces ``DBOS.step`` and
+``DBOS.workflow`` with versions that wrap the authored function twice: an *inner* wrapper
+around the body (DBOS calls it only when the step really runs, once per retry attempt) and an
+*outer* wrapper around DBOS's own wrapper (it sees every call, and returns only after DBOS has
+saved the checkpoint). ``functools.wraps`` keeps ``__qualname__``, so DBOS records the same
+step names as without the kit. ``--crash after:`` exits in the outer wrapper, ``--crash
+during:`` at the end of the inner one, so the body's effects happened but no checkpoint exists.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS
+
+from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
+from relay_notebook.runner.ledger import EventWriter
+
+__all__ = ["Instrumentation", "user_traceback"]
+
+
+@dataclass
+class _Call:
+    name: str
+    function: str
+    occurrence: int
+    executed: bool = False
+
+
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("relay_call", default=None)
+
+
+def user_traceback(exc: BaseException, code_dir: Path) -> str:
+    """The traceback trimmed to frames in the relay's own files, with their line numbers."""
+    root = str(code_dir.resolve())
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if os.path.abspath(f.filename).startswith(root + os.sep)
+    ]
+    lines = ["Traceback (most recent call last):\n"]
+    for f in frames:
+        rel = os.path.relpath(f.filename, root)
+        lines.append(f'  File "{rel}", line {f.lineno}, in {f.name}\n')
+        if f.line:
+            lines.append(f"    {f.line.strip()}\n")
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    return "".join(lines)
+
+
+class Instrumentation:
+    """Installs the wrappers and holds the per-attempt counters they share."""
+
+    def __init__(self, events: EventWriter, crash: CrashSpec | None, code_dir: Path) -> None:
+        self.events = events
+        self.crash = crash
+        self.code_dir = code_dir
+        self._calls: dict[str, int] = {}
+        self._original_step = DBOS.step
+        self._original_workflow = DBOS.workflow
+
+    def install(self) -> None:
+        setattr(DBOS, "step", staticmethod(self._step_decorator))  # noqa: B010
+        setattr(DBOS, "workflow", staticmethod(self._workflow_decorator))  # noqa: B010
+
+    # -- crash points -------------------------------------------------------------------------
+
+    def _crash_now(self, call: _Call, when: str) -> None:
+        spec = self.crash
+        if spec is None or spec.when != when or spec.occurrence != call.occurrence:
+            return
+        if spec.step not in (call.name, call.function):
+            return
+        self.events.emit("crash_injected", step=call.name, occurrence=call.occurrence, when=when)
+        self.events.sync()
+        os._exit(CRASH_EXIT_CODE)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _step_decorator(self, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+        dbos_decorate = self._original_step(**options)
+
+        def decorate(func: Callable[..., Any]) -> Any:
+            name = options.get("name") or func.__qualname__
+            body = self._wrap_body(func, name)
+            return self._wrap_calls(dbos_decorate(body), name, func)
+
+        return decorate
+
+    def _body_started(self, name: str) -> tuple[_Call | None, dict[str, Any]]:
+        call = _CALL.get()
+        if call is not None and call.name == name:
+            call.executed = True
+        status = DBOS.step_status
+        info = {
+            "step": name,
+            "occurrence": call.occurrence if call else None,
+            "step_id": DBOS.step_id,
+            "workflow_id": DBOS.workflow_id,
+            "step_attempt": (status.current_attempt or 0) + 1 if status else 1,
+            "max_attempts": status.max_attempts if status else None,
+        }
+        self.events.emit("step_start", **info)
+        return call, info
+
+    def _body_failed(self, info: dict[str, Any], started: float, exc: BaseException) -> None:
+        self.events.emit(
+            "step_error",
+            **info,
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            error_type=type(exc).__name__,
+            error=str(exc)[:2000],
+        )
+
+    def _body_done(self, info: dict[str, Any], started: float) -> None:
+        self.events.emit(
+            "step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2)
+        )
+
+    def _wrap_body(self, func: Callable[..., Any], name: str) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_body(*args: Any, **kwargs: Any) -> Any:
+                call, info = self._body_started(name)
+                started = time.perf_counter()
+                try:
+                    result = await func(*args, **kwargs)
+                except BaseException as exc:
+                    self._body_failed(info, started, exc)
+                    raise
+                finally:
+                    if call is not None:
+                        self._crash_now(call, "during")
+                self._body_done(info, started)
+                return result
+
+            return async_body
+
+        @functools.wraps(func)
+        def sync_body(*args: Any, **kwargs: Any) -> Any:
+            call, info = self._body_started(name)
+            started = time.perf_counter()
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                self._body_failed(info, started, exc)
+                raise
+            finally:
+                if call is not None:
+                    self._crash_now(call, "during")
+            self._body_done(info, started)
+            return result
+
+        return sync_body
+
+    def _next_call(self, name: str, function: str) -> _Call:
+        n = self._calls.get(name, 0) + 1
+        self._calls[name] = n
+        return _Call(name, function, n)
+
+    def _after_call(self, call: _Call) -> None:
+        if not call.executed:
+            self.events.emit("step_reused", step=call.name, occurrence=call.occurrence)
+        else:
+            self._crash_now(call, "after")
+
+    def _wrap_calls(self, wrapped: Any, name: str, func: Callable[..., Any]) -> Any:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(wrapped)
+            async def async_call(*args: Any, **kwargs: Any) -> Any:
+                call = self._next_call(name, func.__name__)
+                token = _CALL.set(call)
+                try:
+                    result = await wrapped(*args, **kwargs)
+                finally:
+                    _CALL.reset(token)
+                self._after_call(call)
+                return result
+
+            return async_call
+
+        @functools.wraps(wrapped)
+        def sync_call(*args: Any, **kwargs: Any) -> Any:
+            call = self._next_call(name, func.__name__)
+            token = _CALL.set(call)
+            try:
+                result = wrapped(*args, **kwargs)
+            finally:
+                _CALL.reset(token)
+            self._after_call(call)
+            return result
+
+        return sync_call
+
+    # -- workflows ----------------------------------------------------------------------------
+
+    def _workflow_decorator(self, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+        dbos_decorate = self._original_workflow(**options)
+
+        def decorate(func: Callable[..., Any]) -> Any:
+            name = options.get("name") or func.__qualname__
+            if not inspect.iscoroutinefunction(func):
+                return dbos_decorate(func)
+
+            @functools.wraps(func)
+            async def body(*args: Any, **kwargs: Any) -> Any:
+                self.events.emit("workflow_start", workflow=name, workflow_id=DBOS.workflow_id)
+                try:
+                    return await func(*args, **kwargs)
+                except Exception as exc:
+                    self.events.emit(
+                        "workflow_error",
+                        workflow=name,
+                        workflow_id=DBOS.workflow_id,
+                        error_type=type(exc).__name__,
+                        error=str(exc)[:2000],
+                        traceback=user_traceback(exc, self.code_dir),
+                    )
+                    raise
+
+            return dbos_decorate(body)
+
+        return decorate

@@ -1,0 +1,82 @@
+"""The run's event ledger, ``dbos_events.jsonl``: the kit's own events and DBOS log records.
+
+Design note: DBOS keeps only each step's final output and no "reused" flag, so the runner
+records what happened itself. Each event is one JSON line written with a single ``write`` on
+an ``O_APPEND`` descriptor: a process killed mid-run loses at most the line it was writing
+(readers skip a torn last line), and lines reach the OS page cache at once, so they survive
+``os._exit`` and SIGKILL. Sequence numbers increase across attempts; the supervisor writes only
+while no child runs, so writers never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EventWriter", "now_ms", "read_events"]
+
+
+def now_ms() -> float:
+    """Wall-clock milliseconds since the epoch, to 0.1 ms (DBOS stores whole ms)."""
+    return round(time.time() * 1000, 1)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every complete event in ``path`` (missing file → none; a torn last line is skipped)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in data.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+class EventWriter:
+    """Appends tagged events to the ledger and, optionally, mirrors them to a live pipe."""
+
+    def __init__(
+        self, path: Path, *, run_id: str, attempt: int, pipe_fd: int | None = None
+    ) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.attempt = attempt
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._pipe_fd = pipe_fd
+        self._seq = len(read_events(path))
+
+    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Write one event now; returns it as written."""
+        self._seq += 1
+        event = {
+            "seq": self._seq,
+            "ts": now_ms(),
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "kind": kind,
+            **fields,
+        }
+        line = (json.dumps(event, default=repr, separators=(",", ":")) + "\n").encode()
+        os.write(self._fd, line)
+        if self._pipe_fd is not None:
+            try:
+                os.write(self._pipe_fd, line)
+            except OSError:
+                self._pipe_fd = None  # the supervisor went away; the file still has it
+        return event
+
+    def sync(self) -> None:
+        """Make every event so far durable on disk."""
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,0 +1,222 @@
+"""Run outcomes: settling an attempt after its child exits, and the run's status and trace."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from relay_notebook.runner.checkpoints import read_checkpoints
+from relay_notebook.runner.folders import RunFolder, write_json_atomic
+from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
+
+__all__ = ["EXIT_CODES", "TRACE_LIMIT", "RunOutcome", "settle_attempt", "write_trace"]
+
+TRACE_LIMIT = 2 * 1024 * 1024
+EXIT_CODES = {
+    "succeeded": 0,
+    "failed": 1,
+    "denied": 1,
+    "rejected": 1,
+    "interrupted": 3,
+    "needs_reconciliation": 4,
+}
+
+
+@dataclass
+class RunOutcome:
+    """What ``relay run`` / ``relay recover`` report: one attempt's end, or a settled run."""
+
+    run_id: str
+    relay: str
+    status: str
+    attempt: int
+    result: Any = None
+    error: dict[str, Any] | None = None
+    executed: list[int] = field(default_factory=list)
+    reused: list[int] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run_id": self.run_id,
+            "relay": self.relay,
+            "status": self.status,
+            "attempt": self.attempt,
+        }
+        if self.status == "succeeded":
+            out["result"] = self.result
+        else:
+            out["error"] = self.error
+        out["executed"] = self.executed
+        out["reused"] = self.reused
+        return out
+
+
+def _exit_description(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def _classify(
+    folder: RunFolder, attempt: int, t0: float | None, events: list[dict[str, Any]]
+) -> tuple[list[int], list[int]]:
+    """Function ids executed in this attempt (checkpoint written after it began) and reused.
+
+    DBOS records no "reused" flag: a checkpoint completed before the attempt started and
+    replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
+    reused; DBOS's own operations before the last reused or executed id count as reused too.
+    """
+    rows = read_checkpoints(folder.database, folder.run_id)
+    if t0 is None:
+        return [], []
+    executed = [r.function_id for r in rows if (r.completed_at_ms or 0) >= t0]
+    reused_calls = {
+        (e["step"], e["occurrence"])
+        for e in events
+        if e.get("kind") == "step_reused" and e.get("attempt") == attempt
+    }
+    seen: dict[str, int] = {}
+    reused: list[int] = []
+    for r in rows:
+        if (r.completed_at_ms or 0) >= t0:
+            continue
+        seen[r.name] = seen.get(r.name, 0) + 1
+        if (r.name, seen[r.name]) in reused_calls:
+            reused.append(r.function_id)
+    reach = max([*executed, *reused], default=0)
+    for r in rows:
+        earlier = r.function_id < reach and (r.completed_at_ms or 0) < t0
+        if earlier and r.function_id not in executed and r.function_id not in reused:
+            reused.append(r.function_id)
+    return sorted(executed), sorted(reused)
+
+
+def settle_attempt(
+    folder: RunFolder,
+    *,
+    attempt: int,
+    attempt_dir: Path,
+    returncode: int,
+    crashed_on_purpose: bool,
+    deadline_hit: bool,
+    on_event: Callable[[dict[str, Any]], None] | None,
+) -> RunOutcome:
+    """Record the end of an attempt in the ledger and run.json; return its outcome."""
+    events = read_events(folder.events)
+    mine = [e for e in events if e.get("attempt") == attempt]
+    start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
+    t0 = float(start["t0"]) if start else None
+    executed, reused = _classify(folder, attempt, t0, events)
+    outcome_file = attempt_dir / "outcome.json"
+    stderr_tail = _tail(attempt_dir / "stderr.log")
+    result: Any = None
+    if outcome_file.is_file() and returncode == 0:
+        child = json.loads(outcome_file.read_text(encoding="utf-8"))
+        status, error = child["status"], child.get("error")
+        if status == "succeeded":
+            result = json.loads(folder.result.read_text(encoding="utf-8"))
+    elif deadline_hit:
+        status = "failed"
+        error = {
+            "code": "deadline-exceeded",
+            "message": f"Run {folder.run_id} passed its deadline and was stopped; a run keeps "
+            f"its first attempt's deadline. Start a new run with: relay run {folder.relay}",
+        }
+    else:
+        status = "interrupted"
+        how = (
+            "crashed on purpose (--crash)" if crashed_on_purpose else _exit_description(returncode)
+        )
+        error = {
+            "code": "interrupted",
+            "message": f"Attempt {attempt} of run {folder.run_id} {how} before finishing. "
+            f"Recover it with: relay recover {folder.run_id}",
+        }
+        if stderr_tail and not crashed_on_purpose:
+            error["stderr"] = stderr_tail
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
+    end = writer.emit(
+        "attempt_end",
+        status=status,
+        returncode=returncode,
+        exit=_exit_description(returncode),
+        executed=executed,
+        reused=reused,
+        error_code=error.get("code") if error else None,
+    )
+    writer.sync()
+    writer.close()
+    if on_event is not None:
+        with contextlib.suppress(Exception):
+            on_event(end)
+    meta = folder.read_meta()
+    meta["status"] = status
+    meta["error"] = error
+    for a in meta.get("attempts", []):
+        if a.get("attempt") == attempt:
+            a.update(
+                ended_at=now_ms(),
+                returncode=returncode,
+                status=status,
+                executed=executed,
+                reused=reused,
+            )
+    folder.write_meta(meta)
+    write_trace(folder)
+    return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    return data[-limit:].decode("utf-8", errors="replace").strip()
+
+
+def write_trace(folder: RunFolder) -> None:
+    """``relay_trace.json``: attempts, step calls and errors, capped at 2 MiB with a marker."""
+    meta = folder.read_meta()
+    calls = [
+        {k: v for k, v in e.items() if k not in {"run_id"}}
+        for e in read_events(folder.events)
+        if e.get("kind")
+        in {
+            "step_start",
+            "step_end",
+            "step_error",
+            "step_reused",
+            "workflow_error",
+            "crash_injected",
+            "attempt_end",
+        }
+    ]
+    trace: dict[str, Any] = {
+        "run_id": folder.run_id,
+        "relay": folder.relay,
+        "status": meta.get("status"),
+        "attempts": meta.get("attempts", []),
+        "calls": calls,
+        "error": meta.get("error"),
+    }
+    text = json.dumps(trace, sort_keys=True)
+    if len(text.encode()) > TRACE_LIMIT:
+        dropped = 0
+        while calls and len(json.dumps(trace, sort_keys=True).encode()) > TRACE_LIMIT - 256:
+            drop = max(1, len(calls) // 10)
+            del calls[:drop]
+            dropped += drop
+        trace["truncated"] = {"dropped_calls": dropped, "limit_bytes": TRACE_LIMIT}
+    write_json_atomic(folder.trace, trace)

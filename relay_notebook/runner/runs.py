@@ -1,0 +1,190 @@
+"""Starting and recovering runs: the supervisor's entry points used by the CLI and magics."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay_notebook.errors import (
+    AttemptBudgetError,
+    BindingChangedError,
+    DeadlinePassedError,
+    InvalidInputError,
+    ReleaseTamperedError,
+)
+from relay_notebook.runner.bindings import changed_bindings, compute_bindings
+from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
+from relay_notebook.runner.ledger import now_ms
+from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt, record_event
+from relay_notebook.workspace import (
+    Draft,
+    Workspace,
+    content_hash,
+    load_manifest,
+    resolve_release,
+    verify_release,
+)
+
+__all__ = ["DEFAULT_DEADLINE_S", "MAX_ATTEMPTS", "start_recovery", "start_run"]
+
+MAX_ATTEMPTS = 3
+DEFAULT_DEADLINE_S = 3600.0
+_TERMINAL = {"succeeded", "failed"}
+
+
+@dataclass(frozen=True)
+class _Code:
+    folder: Path
+    source_hash: str
+    variables: dict[str, str]
+    release: dict[str, Any] | None
+
+
+def _draft_code(draft: Draft) -> _Code:
+    payload = [(rel, (draft.folder / rel).read_bytes()) for rel in draft.files()]
+    return _Code(draft.folder, content_hash(payload), dict(draft.manifest.variables), None)
+
+
+def _release_code(workspace: Workspace, relay: str, ref: str) -> _Code:
+    release = resolve_release(workspace, relay, ref)
+    report = verify_release(release)
+    if not report.ok:
+        raise ReleaseTamperedError(
+            f"Release {release.ref} of {relay} no longer matches its checksum "
+            f"({'; '.join(report.problems)}); it will not run. Publish again with: "
+            f"relay publish {relay}"
+        )
+    manifest = load_manifest(release.folder / "relay.yaml")
+    return _Code(
+        release.folder,
+        release.hash,
+        dict(manifest.variables),
+        {"version": release.version, "hash": release.hash},
+    )
+
+
+def _check_input(run_input: Any) -> None:
+    try:
+        json.dumps(run_input)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"The run input must be JSON (a dict, list, string, number, boolean or None): {exc}."
+        ) from exc
+
+
+def start_run(
+    workspace: Workspace,
+    draft: Draft,
+    *,
+    run_input: Any = None,
+    release: str | None = None,
+    crash: CrashSpec | None = None,
+    on_event: EventCallback | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> RunHandle:
+    """Start attempt 1 of a new run of ``draft`` (or of its ``release``); returns at once."""
+    _check_input(run_input)
+    code = _release_code(workspace, draft.name, release) if release else _draft_code(draft)
+    folder = allocate_run(workspace, draft.name)
+    created = now_ms()
+    folder.write_meta(
+        {
+            "run_id": folder.run_id,
+            "relay": draft.name,
+            "workflow_id": folder.run_id,
+            "release": code.release,
+            "code_dir": str(code.folder),
+            "app_version": code.source_hash,
+            "input": run_input,
+            "variables": code.variables,
+            "bindings": compute_bindings(
+                input=run_input, variables=code.variables, source_hash=code.source_hash
+            ),
+            "created_at": created,
+            "deadline_ms": created + deadline_s * 1000,
+            "max_attempts": MAX_ATTEMPTS,
+            "status": "pending",
+            "attempts": [],
+        }
+    )
+    return launch_attempt(
+        folder,
+        attempt=1,
+        code_dir=code.folder,
+        app_version=code.source_hash,
+        run_input=run_input,
+        crash=crash,
+        deadline_ms=created + deadline_s * 1000,
+        on_event=on_event,
+    )
+
+
+def _finished(folder: RunFolder, meta: dict[str, Any]) -> RunOutcome:
+    attempts = meta.get("attempts", [])
+    result = None
+    if meta["status"] == "succeeded":
+        result = json.loads(folder.result.read_text(encoding="utf-8"))
+    return RunOutcome(
+        folder.run_id, folder.relay, meta["status"], len(attempts), result, meta.get("error")
+    )
+
+
+def _current_code(workspace: Workspace, meta: dict[str, Any]) -> _Code:
+    if meta.get("release"):
+        return _release_code(workspace, meta["relay"], str(meta["release"]["version"]))
+    return _draft_code(workspace.load_draft(meta["relay"]))
+
+
+def _preflight(workspace: Workspace, folder: RunFolder) -> None:
+    meta = folder.read_meta()
+    attempts = len(meta.get("attempts", []))
+    if attempts >= meta.get("max_attempts", MAX_ATTEMPTS):
+        raise AttemptBudgetError(
+            f"Cannot recover run {folder.run_id}: it has used all {attempts} of its process "
+            f"attempts. Start a new run with: relay run {folder.relay}"
+        )
+    if now_ms() > meta["deadline_ms"]:
+        raise DeadlinePassedError(
+            f"Cannot recover run {folder.run_id}: its deadline passed (a run keeps its first "
+            f"attempt's deadline). Start a new run with: relay run {folder.relay}"
+        )
+    code = _current_code(workspace, meta)
+    now = compute_bindings(
+        input=meta["input"], variables=code.variables, source_hash=code.source_hash
+    )
+    changes = changed_bindings(meta["bindings"], now)
+    if changes:
+        record_event(folder, attempts, "recovery_rejected", changed=changes)
+        origin = f"release v{meta['release']['version']}" if meta.get("release") else "the draft"
+        raise BindingChangedError(
+            f"Cannot recover run {folder.run_id}: {'; '.join(changes)} changed since the run "
+            f"started from {origin}. Restore it, or start a new run with: relay run "
+            f"{folder.relay}"
+        )
+
+
+def start_recovery(
+    workspace: Workspace, run_id: str, *, on_event: EventCallback | None = None
+) -> RunHandle:
+    """Start the next attempt of ``run_id``; a finished run comes back as it was, unrun."""
+    folder = find_run(workspace, run_id)
+    meta = folder.read_meta()
+    if meta.get("status") in _TERMINAL:
+        finished = _finished(folder, meta)
+        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
+    attempt = len(meta.get("attempts", [])) + 1
+    return launch_attempt(
+        folder,
+        attempt=attempt,
+        code_dir=Path(meta["code_dir"]),
+        app_version=meta["app_version"],
+        run_input=meta["input"],
+        crash=None,
+        deadline_ms=meta["deadline_ms"],
+        on_event=on_event,
+        preflight=lambda: _preflight(workspace, folder),
+    )

@@ -1,0 +1,235 @@
+"""The supervisor: starts one child process per attempt and turns its end into an outcome.
+
+Design note: the supervisor runs in the kernel (or the ``relay`` CLI) and never imports DBOS or
+the relay. Before each attempt it takes the run's file lock, checks the attempt budget, the
+deadline, the release checksum and the bindings, then starts the child with the locked file
+descriptor and a pipe for live events. The lock is shared with the child, so a second executor
+is refused while either is alive, and the kernel releases it when both are gone, even after
+SIGKILL. A reader thread forwards events as they arrive and, at end of file, settles the
+attempt: it reads the child's outcome file, or, if there is none, records the attempt as
+``interrupted`` with its exit code or signal. Nothing here blocks the caller's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from relay_notebook.errors import RunLockedError
+from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
+from relay_notebook.runner.folders import RunFolder, write_json_atomic
+from relay_notebook.runner.ledger import EventWriter, now_ms
+from relay_notebook.runner.outcome import RunOutcome, settle_attempt
+
+__all__ = ["EventCallback", "RunHandle", "launch_attempt"]
+
+CHILD_MODULE = "relay_notebook.runner.child"
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+def _take_lock(folder: RunFolder) -> int:
+    fd = os.open(folder.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunLockedError(
+            f"Run {folder.run_id} is being executed by another process right now; a run has a "
+            f"single executor. Wait for it to finish (relay runs {folder.relay}) and recover "
+            f"it afterwards if it was interrupted."
+        ) from None
+    return fd
+
+
+class RunHandle:
+    """One attempt in progress. ``wait`` blocks; ``outcome`` is ``None`` until it ends."""
+
+    def __init__(
+        self,
+        folder: RunFolder,
+        attempt: int,
+        *,
+        process: subprocess.Popen[bytes] | None,
+        on_event: EventCallback | None,
+        finished: RunOutcome | None = None,
+    ) -> None:
+        self.folder = folder
+        self.attempt = attempt
+        self.process = process
+        self._on_event = on_event
+        self._done = threading.Event()
+        self._outcome = finished
+        self._deadline_hit = False
+        if finished is not None:
+            self._done.set()
+
+    @property
+    def run_id(self) -> str:
+        return self.folder.run_id
+
+    @property
+    def outcome(self) -> RunOutcome | None:
+        return self._outcome if self._done.is_set() else None
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> RunOutcome:
+        """Block until the attempt has ended; ``TimeoutError`` if ``timeout`` passes first."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"run {self.run_id} attempt {self.attempt} is still going")
+        assert self._outcome is not None
+        return self._outcome
+
+    def kill(self) -> None:
+        """SIGKILL the child at once (crash testing); the attempt ends ``interrupted``."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+
+    def cancel(self, grace: float = 3.0) -> RunOutcome:
+        """Stop the attempt: SIGINT, then SIGTERM, then SIGKILL, ``grace`` seconds apart."""
+        if self.process is not None:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+                if self.process.poll() is not None:
+                    break
+                self.process.send_signal(sig)
+                try:
+                    self.process.wait(grace)
+                except subprocess.TimeoutExpired:
+                    continue
+        return self.wait()
+
+    # -- the reader thread --------------------------------------------------------------------
+
+    def _read(self, pipe_r: int, lock_fd: int, ctx: dict[str, Any]) -> None:
+        try:
+            with os.fdopen(pipe_r, "rb") as stream:
+                for line in stream:
+                    if self._on_event is None:
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    with contextlib.suppress(Exception):
+                        self._on_event(event)
+            assert self.process is not None
+            returncode = self.process.wait()
+            self._outcome = settle_attempt(
+                self.folder,
+                attempt=self.attempt,
+                attempt_dir=Path(ctx["attempt_dir"]),
+                returncode=returncode,
+                crashed_on_purpose=returncode == CRASH_EXIT_CODE,
+                deadline_hit=self._deadline_hit,
+                on_event=self._on_event,
+            )
+        finally:
+            os.close(lock_fd)
+            self._done.set()
+
+    def _watch_deadline(self, deadline_ms: float) -> None:
+        remaining = (deadline_ms - now_ms()) / 1000
+        if self._done.wait(max(remaining, 0)):
+            return
+        self._deadline_hit = True
+        self.cancel(grace=2.0)
+
+
+def launch_attempt(
+    folder: RunFolder,
+    *,
+    attempt: int,
+    code_dir: Path,
+    app_version: str,
+    run_input: Any,
+    crash: CrashSpec | None,
+    deadline_ms: float,
+    on_event: EventCallback | None,
+    preflight: Callable[[], None] | None = None,
+) -> RunHandle:
+    """Lock the run, run ``preflight`` checks under the lock, then start the child."""
+    lock_fd = _take_lock(folder)
+    try:
+        if preflight is not None:
+            preflight()
+        attempt_id = uuid.uuid4().hex[:12]
+        attempt_dir = folder.ipc / f"attempt-{attempt_id}"
+        attempt_dir.mkdir(parents=True)
+        pipe_r, pipe_w = os.pipe()
+        spec = {
+            "run_id": folder.run_id,
+            "relay": folder.relay,
+            "attempt": attempt,
+            "attempt_id": attempt_id,
+            "code_dir": str(code_dir),
+            "entry": "relay.py",
+            "app_version": app_version,
+            "input": run_input,
+            "crash": crash.to_dict() if crash else None,
+            "database": str(folder.database),
+            "events_path": str(folder.events),
+            "result_path": str(folder.result),
+            "outcome_path": str(attempt_dir / "outcome.json"),
+            "pipe_fd": pipe_w,
+        }
+        write_json_atomic(attempt_dir / "spec.json", spec)
+        meta = folder.read_meta()
+        meta["status"] = "running"
+        meta.setdefault("attempts", []).append(
+            {"attempt": attempt, "id": attempt_id, "started_at": now_ms(), "crash": spec["crash"]}
+        )
+        folder.write_meta(meta)
+        with (
+            open(attempt_dir / "stdout.log", "wb") as out,
+            open(attempt_dir / "stderr.log", "wb") as err,
+        ):
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "relay_notebook.runner.child",
+                    str(attempt_dir / "spec.json"),
+                ],
+                cwd=folder.path,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(lock_fd, pipe_w),
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+        os.close(pipe_w)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    meta["attempts"][-1]["pid"] = process.pid
+    folder.write_meta(meta)
+    handle = RunHandle(folder, attempt, process=process, on_event=on_event)
+    ctx = {"attempt_dir": str(attempt_dir)}
+    threading.Thread(
+        target=handle._read, args=(pipe_r, lock_fd, ctx), name=f"relay-{folder.run_id}", daemon=True
+    ).start()
+    threading.Thread(
+        target=handle._watch_deadline, args=(deadline_ms,), name="relay-deadline", daemon=True
+    ).start()
+    return handle
+
+
+def record_event(folder: RunFolder, attempt: int, kind: str, **fields: Any) -> dict[str, Any]:
+    """Append one supervisor event to the run's ledger (only while no child runs)."""
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
+    try:
+        return writer.emit(kind, **fields)
+    finally:
+        writer.close()
