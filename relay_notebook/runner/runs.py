@@ -86,7 +86,11 @@ def start_run(
     on_event: EventCallback | None = None,
     deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> RunHandle:
-    """Start attempt 1 of a new run of ``draft`` (or of its ``release``); returns at once."""
+    """Start attempt 1 of a new run of ``draft`` (or of its ``release``); returns at once.
+
+    ``run_input`` is the JSON value passed as ``INPUT``; ``None`` means an empty object.
+    """
+    run_input = {} if run_input is None else run_input
     _check_input(run_input)
     code = _release_code(workspace, draft.name, release) if release else _draft_code(draft)
     folder = allocate_run(workspace, draft.name)

@@ -201,3 +201,104 @@ def test_analysis_never_executes_the_source(home: Path, tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
     assert (home / "sneaky" / "releases").is_dir()
     assert not marker.exists()
+
+
+LOOP = """from dbos import DBOS
+
+@DBOS.step()
+async def double(x):
+    return 2 * x
+
+@DBOS.workflow()
+async def run(INPUT):
+    out = []
+    for x in INPUT["xs"]:
+        out.append(await double(x))
+    return {"out": out}
+"""
+
+
+def test_run_crash_recover_runs_and_logs(home: Path, tmp_path: Path) -> None:
+    """The whole loop from a terminal: run with a crash (exit 3), recover (exit 0), read logs."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    proc = relay(
+        home,
+        "run",
+        str(tmp_path / "loop.py"),
+        "--input",
+        '{"xs": [1, 2, 3]}',
+        "--crash",
+        "after:double#2",
+        "--json",
+    )
+    assert proc.returncode == 3, proc.stderr
+    first = json.loads(proc.stdout)
+    assert first["run_id"] == "loop-1" and first["status"] == "interrupted"
+    assert first["attempt"] == 1 and "relay recover loop-1" in first["error"]["message"]
+    proc = relay(home, "recover", "loop-1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    second = json.loads(proc.stdout)
+    assert second["result"] == {"out": [2, 4, 6]} and second["attempt"] == 2
+    runs = json.loads(relay(home, "runs", "--json").stdout)
+    assert [(r["run_id"], r["status"], r["attempts"], r["reused"]) for r in runs] == [
+        ("loop-1", "succeeded", 2, 2)
+    ]
+    log = json.loads(relay(home, "logs", "loop-1", "--json").stdout)
+    assert [a["status"] for a in log["attempts"]] == ["interrupted", "succeeded"]
+    assert [
+        (s["function_id"], s["name"], s["executed_in"], s["reused_in"]) for s in log["steps"]
+    ] == [
+        (1, "double", [1], [2]),
+        (2, "double", [1], [2]),
+        (3, "double", [2], []),
+    ]
+    assert all(s["retries"] == [] for s in log["steps"])
+    text = relay(home, "logs", "loop-1")
+    assert "executed in 1; reused in 2" in text.stdout
+
+
+def test_run_prints_progress_and_the_result(home: Path, tmp_path: Path) -> None:
+    """Without --json, run shows each step on stderr and the result on stdout."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    proc = relay(home, "run", str(tmp_path / "loop.py"), "--input", '{"xs": [5]}')
+    assert proc.returncode == 0
+    assert "run loop-1: succeeded (attempt 1)" in proc.stdout and '"out": [\n    10' in proc.stdout
+    assert "step double#1 done" in proc.stderr
+
+
+def test_a_failing_relay_exits_1_with_its_traceback(home: Path, tmp_path: Path) -> None:
+    """A relay that raises exits 1 and prints the error with relay.py line numbers."""
+    (tmp_path / "oops.py").write_text(
+        "from dbos import DBOS\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
+        "    raise KeyError('missing field')\n"
+    )
+    proc = relay(home, "run", str(tmp_path / "oops.py"))
+    assert proc.returncode == 1
+    assert "KeyError" in proc.stderr and 'File "relay.py", line 5, in run' in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["run", "nosuch"], "relay-not-found"),
+        (["run", "loop", "--input", "{bad"], "invalid-input"),
+        (["run", "loop", "--input-file", "/nonexistent.json"], "invalid-input"),
+        (["run", "loop", "--crash", "sometime:double"], "invalid-crash-spec"),
+        (["run", "loop", "--crash", "after:nosuchstep"], "invalid-crash-spec"),
+        (["run", "loop", "--release", "v7"], "release-not-found"),
+        (["recover", "loop-99"], "run-not-found"),
+        (["recover", "not a run id"], "invalid-run-id"),
+        (["logs", "loop-99"], "run-not-found"),
+        (["runs", "nosuch"], "relay-not-found"),
+    ],
+)
+def test_run_commands_reject_bad_input_clearly(
+    home: Path, tmp_path: Path, args: list[str], code: str
+) -> None:
+    """Bad run/recover/logs arguments are one line with a code and exit status 2."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    relay(home, "check", str(tmp_path / "loop.py"))
+    proc = relay(home, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert_one_clean_error_line(proc, code)
+    assert not (home / "loop" / "runs").exists()
