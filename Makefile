@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test check fix bench clean
+.PHONY: setup system-deps lab test check fix bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+## Debian packages the tests use: bubblewrap confines relay writes to their run folder
+system-deps:
+	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "note: install$$missing (as root) for the full test suite; tests needing it skip"; \
+	  fi; \
+	fi
 
 ## JupyterLab on the tutorials, with the kit installed
 lab: setup
@@ -28,7 +41,7 @@ check: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: check
+test: check system-deps
 	$(BIN)/python -m pytest
 
 fix: setup

@@ -11,6 +11,7 @@ so steps do not pay for the fast poll. Run as ``python -m relay_notebook.runner.
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib.util
 import json
 import logging
@@ -32,7 +33,10 @@ _FAST_POLL_SEC = 0.01
 
 
 class _EventLogHandler(logging.Handler):
-    """Copies ``DBOS.logger`` records into the ledger, tagged with workflow and step ids."""
+    """Copies ``DBOS.logger`` records into the ledger, tagged with workflow and step ids.
+
+    INFO records are kept when they come from workflow or step code; warnings always.
+    """
 
     def __init__(self, events: EventWriter) -> None:
         super().__init__(level=logging.INFO)
@@ -42,6 +46,8 @@ class _EventLogHandler(logging.Handler):
         from dbos import DBOS
 
         try:
+            if record.levelno < logging.WARNING and DBOS.workflow_id is None:
+                return  # DBOS's own start-up chatter (migrations, versions)
             status = DBOS.step_status
             self.events.emit(
                 "log",
@@ -54,6 +60,16 @@ class _EventLogHandler(logging.Handler):
             )
         except Exception:
             self.handleError(record)
+
+
+def _route_logs(events: EventWriter) -> None:
+    """Send ``DBOS.logger`` records from INFO up to the ledger; keep stderr at WARNING."""
+    logger = logging.getLogger("dbos")
+    for handler in logger.handlers:
+        if handler.level < logging.WARNING:
+            handler.setLevel(logging.WARNING)
+    logger.addHandler(_EventLogHandler(events))
+    logger.setLevel(logging.INFO)
 
 
 def _prepare_database(path: Path) -> None:
@@ -175,10 +191,13 @@ async def _run_attempt(spec: dict[str, Any], events: EventWriter, entry: Any) ->
         from relay_notebook.runner.instrument import user_traceback
 
         tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, Path(spec["code_dir"]))
-        return {
-            "status": "failed",
-            "error": _error("relay-raised", f"{type(exc).__name__}: {exc}", tb),
-        }
+        message = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+            message += (
+                f". A relay writes only inside its run folder ({spec['run_dir']}); use "
+                f"agentworks.run_dir or a relative path."
+            )
+        return {"status": "failed", "error": _error("relay-raised", message, tb)}
     return _finish_result(spec, result)
 
 
@@ -230,7 +249,6 @@ def main(spec_path: str) -> None:
 
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
     Instrumentation(events, crash, code_dir).install()
-    logging.getLogger("dbos").addHandler(_EventLogHandler(events))
     _prepare_database(Path(spec["database"]))
     try:
         module = _load_relay(code_dir, spec["entry"])
@@ -256,6 +274,7 @@ def main(spec_path: str) -> None:
                 "log_level": "WARNING",
             }
         )
+        _route_logs(events)
         outcome = asyncio.run(_run_attempt(spec, events, entry))
     events.emit("attempt_outcome", status=outcome["status"], error=outcome.get("error"))
     events.sync()

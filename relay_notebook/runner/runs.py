@@ -29,9 +29,11 @@ from relay_notebook.workspace import (
     verify_release,
 )
 
-__all__ = ["DEFAULT_DEADLINE_S", "MAX_ATTEMPTS", "start_recovery", "start_run"]
+__all__ = ["DEFAULT_DEADLINE_S", "MAX_ATTEMPTS", "VAULT_DIR", "start_recovery", "start_run"]
 
 MAX_ATTEMPTS = 3
+#: where the workspace keeps secrets (issue #4); hidden from children when confined
+VAULT_DIR = ".relay_vault"
 DEFAULT_DEADLINE_S = 3600.0
 _TERMINAL = {"succeeded", "failed"}
 
@@ -65,6 +67,11 @@ def _release_code(workspace: Workspace, relay: str, ref: str) -> _Code:
         dict(manifest.variables),
         {"version": release.version, "hash": release.hash},
     )
+
+
+def _hidden(workspace: Workspace) -> tuple[Path, ...]:
+    """Folders the child must not see: the workspace's secrets."""
+    return (workspace.home / VAULT_DIR,)
 
 
 def _check_input(run_input: Any) -> None:
@@ -124,6 +131,7 @@ def start_run(
         crash=crash,
         deadline_ms=created + deadline_s * 1000,
         on_event=on_event,
+        hidden=_hidden(workspace),
     )
 
 
@@ -191,4 +199,5 @@ def start_recovery(
         deadline_ms=meta["deadline_ms"],
         on_event=on_event,
         preflight=lambda: _preflight(workspace, folder),
+        hidden=_hidden(workspace),
     )

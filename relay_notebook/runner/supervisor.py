@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from relay_notebook.errors import RunLockedError
+from relay_notebook.runner.confine import confine_command
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms
@@ -91,10 +92,15 @@ class RunHandle:
         assert self._outcome is not None
         return self._outcome
 
+    def _signal(self, sig: signal.Signals) -> None:
+        # the child leads its own session; the group includes bwrap's inner process
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+
     def kill(self) -> None:
         """SIGKILL the child at once (crash testing); the attempt ends ``interrupted``."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        self._signal(signal.SIGKILL)
 
     def cancel(self, grace: float = 3.0) -> RunOutcome:
         """Stop the attempt: SIGINT, then SIGTERM, then SIGKILL, ``grace`` seconds apart."""
@@ -102,7 +108,7 @@ class RunHandle:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
                 if self.process.poll() is not None:
                     break
-                self.process.send_signal(sig)
+                self._signal(sig)
                 try:
                     self.process.wait(grace)
                 except subprocess.TimeoutExpired:
@@ -157,6 +163,7 @@ def launch_attempt(
     deadline_ms: float,
     on_event: EventCallback | None,
     preflight: Callable[[], None] | None = None,
+    hidden: tuple[Path, ...] = (),
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child."""
     lock_fd = _take_lock(folder)
@@ -180,6 +187,7 @@ def launch_attempt(
             "database": str(folder.database),
             "events_path": str(folder.events),
             "result_path": str(folder.result),
+            "run_dir": str(folder.path),
             "outcome_path": str(attempt_dir / "outcome.json"),
             "pipe_fd": pipe_w,
         }
@@ -190,17 +198,19 @@ def launch_attempt(
             {"attempt": attempt, "id": attempt_id, "started_at": now_ms(), "crash": spec["crash"]}
         )
         folder.write_meta(meta)
+        argv, confined = confine_command(
+            [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
+            run_dir=folder.path,
+            tmp_dir=attempt_dir / "tmp",
+            hidden=hidden,
+        )
+        meta["attempts"][-1]["confined"] = confined
         with (
             open(attempt_dir / "stdout.log", "wb") as out,
             open(attempt_dir / "stderr.log", "wb") as err,
         ):
             process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "relay_notebook.runner.child",
-                    str(attempt_dir / "spec.json"),
-                ],
+                argv,
                 cwd=folder.path,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

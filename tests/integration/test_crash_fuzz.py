@@ -321,9 +321,9 @@ def check_side_effects(
         assert pid in attempts, f"{step} {args} ran in pid {pid}, no attempt of the run\n{context}"
         ran[FUNCTION_IDS[(step, args)]].append(attempts[pid]["attempt"])
     for fid, executions in ran.items():
-        step = by_fid[fid]
-        name = f"step {fid} ({step['name']})"
-        completed = step["completed_at_ms"]
+        row = by_fid[fid]
+        name = f"step {fid} ({row['name']})"
+        completed = row["completed_at_ms"]
         assert executions, f"{name} is checkpointed but its body never ran\n{context}"
         assert len(executions) == len(set(executions)), (
             f"{name} ran twice within one attempt: attempts {executions}\n{context}"
@@ -342,9 +342,9 @@ def check_side_effects(
             f"{name} ran in attempt {last} although its checkpoint was saved before that "
             f"attempt started\n{context}"
         )
-        assert set(executions) <= set(step["executed_in"]), (
+        assert set(executions) <= set(row["executed_in"]), (
             f"{name}: side effects in attempts {executions}, ledger says executed_in "
-            f"{step['executed_in']}\n{context}"
+            f"{row['executed_in']}\n{context}"
         )
 
 

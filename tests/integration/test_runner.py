@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 import time
 from collections import Counter
@@ -68,14 +69,18 @@ def go(handle_or_outcome: Any) -> RunOutcome:
     return outcome
 
 
-def side_effects(path: Path) -> Counter[str]:
+def side_effects(ws: Workspace, run_id: str) -> Counter[str]:
+    """The lines step bodies appended to effects.log in the run's folder."""
+    n = run_id.rsplit("-", 1)[1]
+    path = ws.relay_dir("five") / "runs" / f"iteration-{n}-hook" / "effects.log"
     return Counter(path.read_text().splitlines()) if path.exists() else Counter()
 
 
 @pytest.fixture
-def five(workspace: Workspace, tmp_path: Path) -> tuple[Workspace, Any, dict[str, Any]]:
+def five(workspace: Workspace) -> tuple[Workspace, Any, dict[str, Any]]:
     draft = workspace.save_draft("five", FIVE_STEPS)
-    return workspace, draft, {"ledger": str(tmp_path / "effects.log"), "n": 3}
+    # relative to the run folder, the only place a (confined) relay may write
+    return workspace, draft, {"ledger": "effects.log", "n": 3}
 
 
 def test_uncrashed_run_succeeds_and_writes_its_files(five: Any) -> None:
@@ -111,7 +116,7 @@ def test_crash_after_each_step_then_recover(five: Any, tmp_path: Path, k: int) -
     assert second.reused == list(range(1, k + 1))
     assert second.executed == list(range(k + 1, 6))
     # every step body ran exactly once, however the run was split across attempts
-    effects = side_effects(Path(inp["ledger"]))
+    effects = side_effects(ws, first.run_id)
     assert effects == Counter(["load", "square 0", "square 1", "square 2", "total"])
     steps = read_run_log(ws, first.run_id).steps
     assert [s["executed_in"] for s in steps] == [[1]] * k + [[2]] * (5 - k)
@@ -126,7 +131,7 @@ def test_crash_during_a_step_runs_only_that_step_twice(five: Any) -> None:
     assert first.executed == [1, 2]  # load and square#1 were checkpointed
     second = go(start_recovery(ws, first.run_id))
     assert second.status == "succeeded"
-    effects = side_effects(Path(inp["ledger"]))
+    effects = side_effects(ws, first.run_id)
     assert effects["square 1"] == 2
     assert all(n == 1 for line, n in effects.items() if line != "square 1")
     step3 = read_run_log(ws, first.run_id).steps[2]
@@ -374,3 +379,97 @@ def test_a_tampered_release_does_not_run(five: Any) -> None:
     assert not (ws.relay_dir("five") / "runs").exists() or not any(
         (ws.relay_dir("five") / "runs").iterdir()
     )
+
+
+LOGS = textwrap.dedent(
+    """
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def hello(x):
+        DBOS.logger.info(f"hello from step {x}")
+        return x
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        DBOS.logger.info("workflow says hi")
+        return await hello(1)
+    """
+)
+
+
+def test_dbos_logger_records_land_in_the_events_with_ids(workspace: Workspace) -> None:
+    """DBOS.logger lines from the relay are events tagged with run, attempt, workflow and step."""
+    out = go(start_run(workspace, workspace.save_draft("logs", LOGS)))
+    folder = workspace.relay_dir("logs") / "runs" / "iteration-1-hook"
+    logs = [e for e in read_events(folder / "dbos_events.jsonl") if e["kind"] == "log"]
+    assert [(e["message"], e["workflow_id"], e["step_id"]) for e in logs] == [
+        ("workflow says hi", out.run_id, None),
+        ("hello from step 1", out.run_id, 1),
+    ]
+    assert all(e["run_id"] == out.run_id and e["attempt"] == 1 for e in logs)
+    assert logs[1]["step_attempt"] == 1
+
+
+ESCAPE = textwrap.dedent(
+    """
+    import pathlib
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def write(path, text):
+        pathlib.Path(path).write_text(text)
+        return path
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        await write("inside.txt", "kept")  # relative: the run folder is the working directory
+        return await write(INPUT["path"], "escaped")
+    """
+)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_writes_outside_the_run_folder_fail_clearly(workspace: Workspace, tmp_path: Path) -> None:
+    """Under bubblewrap a relay writes in its run folder, and a write elsewhere fails clearly."""
+    outside = tmp_path / "outside.txt"
+    out = go(
+        start_run(workspace, workspace.save_draft("esc", ESCAPE), run_input={"path": str(outside)})
+    )
+    assert out.status == "failed"
+    assert "Read-only file system" in out.error["message"]
+    assert "writes only inside its run folder" in out.error["message"]
+    assert not outside.exists()
+    folder = workspace.relay_dir("esc") / "runs" / "iteration-1-hook"
+    assert (folder / "inside.txt").read_text() == "kept"
+    assert read_run_log(workspace, out.run_id).attempts[0]["status"] == "failed"
+    assert folder.joinpath("run.json").read_text().count('"confined": true') == 1
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_the_vault_folder_is_hidden_from_the_relay(workspace: Workspace) -> None:
+    """A confined relay cannot read the workspace's vault folder."""
+    vault = workspace.home / ".relay_vault"
+    vault.mkdir(parents=True)
+    (vault / "secrets.json").write_text('{"API_KEY": "s3cr3t"}')
+    source = (
+        "import os\nfrom dbos import DBOS\n\n@DBOS.step()\nasync def peek(p):\n"
+        "    return sorted(os.listdir(p))\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
+        "    return {'seen': await peek(INPUT['vault'])}\n"
+    )
+    out = go(
+        start_run(workspace, workspace.save_draft("peek", source), run_input={"vault": str(vault)})
+    )
+    assert out.status == "succeeded" and out.result == {"seen": []}
+
+
+def test_without_confinement_the_run_goes_on(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RELAY_CONFINE=0 runs unconfined and records that in the attempt."""
+    monkeypatch.setenv("RELAY_CONFINE", "0")
+    out = go(start_run(workspace, workspace.save_draft("logs", LOGS)))
+    assert out.status == "succeeded"
+    assert read_run_log(workspace, out.run_id).run["status"] == "succeeded"
+    meta = json.loads((workspace.relay_dir("logs") / "runs/iteration-1-hook/run.json").read_text())
+    assert meta["attempts"][0]["confined"] is False
