@@ -53,6 +53,12 @@ class EventWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pipe_fd = pipe_fd
         self._seq = len(read_events(path))
+        size = os.fstat(self._fd).st_size
+        if size:
+            with open(path, "rb") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    os.write(self._fd, b"\n")  # end a line torn by a killed writer
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Write one event now; returns it as written."""

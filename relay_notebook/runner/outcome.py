@@ -14,9 +14,21 @@ from relay_notebook.runner.checkpoints import read_checkpoints
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
 
-__all__ = ["EXIT_CODES", "TRACE_LIMIT", "RunOutcome", "settle_attempt", "write_trace"]
+__all__ = ["CODES", "EXIT_CODES", "TRACE_LIMIT", "RunOutcome", "settle_attempt", "write_trace"]
 
 TRACE_LIMIT = 2 * 1024 * 1024
+#: codes of a run's ``error`` (in run.json, ``relay run --json`` and the logs)
+CODES = {
+    "interrupted": "The attempt's process ended before the run finished; recover the run.",
+    "relay-raised": "The relay raised an exception: the run failed and is never restarted.",
+    "relay-import-failed": "Importing the relay's module failed (top-level code raised).",
+    "result-not-json": "run() returned a value that JSON cannot hold.",
+    "result-too-large": "run() returned more than 128 KiB of JSON.",
+    "deadline-exceeded": "The run passed its deadline (one hour by default) and was stopped.",
+    "max-recovery-attempts-exceeded": "DBOS stopped recovering the workflow "
+    "(its max_recovery_attempts was exceeded).",
+    "nondeterministic-replay": "On recovery the workflow called different steps than before.",
+}
 EXIT_CODES = {
     "succeeded": 0,
     "failed": 1,
@@ -178,6 +190,10 @@ def settle_attempt(
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
 
+def _encode(trace: dict[str, Any]) -> bytes:
+    return (json.dumps(trace, indent=2, sort_keys=True) + "\n").encode()
+
+
 def _tail(path: Path, limit: int = 4000) -> str:
     try:
         data = path.read_bytes()
@@ -211,12 +227,12 @@ def write_trace(folder: RunFolder) -> None:
         "calls": calls,
         "error": meta.get("error"),
     }
-    text = json.dumps(trace, sort_keys=True)
-    if len(text.encode()) > TRACE_LIMIT:
+    if len(_encode(trace)) > TRACE_LIMIT:
         dropped = 0
-        while calls and len(json.dumps(trace, sort_keys=True).encode()) > TRACE_LIMIT - 256:
-            drop = max(1, len(calls) // 10)
-            del calls[:drop]
+        trace["truncated"] = {"dropped_calls": 0, "limit_bytes": TRACE_LIMIT}
+        while calls and len(_encode(trace)) > TRACE_LIMIT:
+            drop = max(1, len(calls) // 20)
+            del calls[:drop]  # the oldest calls go first; the newest explain the end
             dropped += drop
-        trace["truncated"] = {"dropped_calls": dropped, "limit_bytes": TRACE_LIMIT}
+            trace["truncated"]["dropped_calls"] = dropped
     write_json_atomic(folder.trace, trace)

@@ -16,6 +16,7 @@ SOURCE_MODULES = [
     "relay_notebook.source.admission",
     "relay_notebook.source.lint",
     "relay_notebook.source.annotations",
+    "relay_notebook.runner.outcome",
 ]
 CLI_CODES = {"usage", "internal-error"}
 
@@ -57,6 +58,18 @@ def test_error_codes_and_docs_are_in_step() -> None:
     codes = all_codes()
     assert not codes - documented, f"undocumented codes: {sorted(codes - documented)}"
     assert not documented - codes, f"documented but never emitted: {sorted(documented - codes)}"
+
+
+def test_run_error_codes_in_the_runner_are_all_listed() -> None:
+    """Every error code the child or the supervisor writes is in runner.outcome.CODES."""
+    from relay_notebook.runner import outcome
+
+    written: set[str] = set()
+    for name in ("child.py", "outcome.py"):
+        text = (ROOT / "relay_notebook" / "runner" / name).read_text()
+        written |= set(re.findall(r'_error\(\s*"([a-z-]+)"', text))
+        written |= set(re.findall(r'"code": "([a-z-]+)"', text))
+    assert written and written <= set(outcome.CODES)
 
 
 def test_static_commands_do_not_import_dbos_or_ipython() -> None:

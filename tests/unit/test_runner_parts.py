@@ -1,0 +1,108 @@
+"""Runner pieces that need no child process: crash specs, run ids, the ledger, bindings, traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from relay_notebook.errors import InvalidCrashSpecError, InvalidRunIdError, RunNotFoundError
+from relay_notebook.runner import CrashSpec, find_run, parse_crash_spec
+from relay_notebook.runner.bindings import changed_bindings, compute_bindings
+from relay_notebook.runner.folders import allocate_run, parse_run_id
+from relay_notebook.runner.ledger import EventWriter, read_events
+from relay_notebook.runner.outcome import TRACE_LIMIT, write_trace
+from relay_notebook.workspace import Workspace
+
+
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [
+        ("after:charge", CrashSpec("after", "charge", 1)),
+        ("during:charge#2", CrashSpec("during", "charge", 2)),
+        (" after:extract_invoice#10 ", CrashSpec("after", "extract_invoice", 10)),
+    ],
+)
+def test_crash_specs_parse(text: str, spec: CrashSpec) -> None:
+    """after:/during: with an optional #N parse into a CrashSpec."""
+    assert parse_crash_spec(text) == spec
+
+
+@pytest.mark.parametrize("text", ["", "after", "later:x", "after:", "after:x#0", "during:x#-1"])
+def test_bad_crash_specs_show_the_accepted_forms(text: str) -> None:
+    """A malformed --crash names the forms that work."""
+    with pytest.raises(InvalidCrashSpecError, match="expected after:STEP or during:STEP"):
+        parse_crash_spec(text)
+
+
+def test_run_ids_name_relay_and_number(workspace: Workspace) -> None:
+    """invoice-3 is run 3 of relay invoice; relay names may contain dashes and digits."""
+    assert parse_run_id("invoice-3") == ("invoice", 3)
+    assert parse_run_id("my-relay-2-12") == ("my-relay-2", 12)
+    with pytest.raises(InvalidRunIdError, match="expected RELAY-N"):
+        parse_run_id("invoice")
+    with pytest.raises(RunNotFoundError, match="relay runs invoice"):
+        find_run(workspace, "invoice-3")
+
+
+def test_run_folders_are_numbered_in_order(workspace: Workspace) -> None:
+    """Each new run gets the next iteration-N-hook folder with its subfolders."""
+    workspace.save_draft("r", "x = 1\n")
+    first, second = allocate_run(workspace, "r"), allocate_run(workspace, "r")
+    assert (first.number, second.number) == (1, 2)
+    assert second.path.name == "iteration-2-hook"
+    assert all((second.path / d).is_dir() for d in (".relay_dbos", ".relay_ipc", "execution"))
+
+
+def test_ledger_numbers_events_across_writers_and_skips_a_torn_line(tmp_path: Path) -> None:
+    """Sequence numbers continue across writers; a half-written last line is ignored."""
+    path = tmp_path / "dbos_events.jsonl"
+    a = EventWriter(path, run_id="r-1", attempt=1)
+    a.emit("attempt_start")
+    a.emit("step_start", step="s")
+    a.close()
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq": 3, "kind": "step_e')  # the process died mid-write
+    b = EventWriter(path, run_id="r-1", attempt=2)
+    b.emit("attempt_start")
+    b.close()
+    events = read_events(path)
+    assert [(e["seq"], e["attempt"], e["kind"]) for e in events] == [
+        (1, 1, "attempt_start"),
+        (2, 1, "step_start"),
+        (3, 2, "attempt_start"),
+    ]
+
+
+def test_changed_bindings_name_what_changed() -> None:
+    """Only the bindings that differ are reported, in the user's words."""
+    bound = compute_bindings(input={"a": 1}, variables={}, source_hash="a" * 64)
+    same = compute_bindings(input={"a": 1}, variables={}, source_hash="a" * 64)
+    assert changed_bindings(bound, same) == []
+    now = compute_bindings(input={"a": 2}, variables={"x": "y"}, source_hash="b" * 64)
+    changes = changed_bindings(bound, now)
+    assert [c.split(" (")[0] for c in changes] == [
+        "the run input",
+        "the relay's variables",
+        "the relay source",
+    ]
+    assert "(bound aaaaaaaaaaaa, now bbbbbbbbbbbb)" in changes[2]
+    assert set(bound) >= {"python", "dbos", "sqlalchemy", "runner"}
+
+
+def test_trace_is_capped_at_2_mib_with_a_marker(workspace: Workspace) -> None:
+    """A run with a huge ledger gets a trace under 2 MiB that says what it dropped."""
+    workspace.save_draft("r", "x = 1\n")
+    folder = allocate_run(workspace, "r")
+    folder.write_meta({"run_id": folder.run_id, "status": "succeeded", "attempts": []})
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=1)
+    for i in range(6000):
+        writer.emit("step_end", step="s", occurrence=i, step_id=i, detail="x" * 400)
+    writer.close()
+    write_trace(folder)
+    data = folder.trace.read_bytes()
+    assert len(data) <= TRACE_LIMIT
+    trace = json.loads(data)
+    assert trace["truncated"]["dropped_calls"] > 0
+    assert trace["calls"][-1]["occurrence"] == 5999  # the newest calls are kept
