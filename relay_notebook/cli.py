@@ -90,6 +90,26 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 
+    p = sub.add_parser("grant", help="restore a relay's access")
+    p.add_argument("name", metavar="NAME")
+    p = sub.add_parser("revoke", help="revoke a relay's access (runs and recoveries are denied)")
+    p.add_argument("name", metavar="NAME")
+
+    p = sub.add_parser("reconcile", help="resolve an uncertain call so recovery can go on")
+    p.add_argument("run_id", metavar="RUN")
+    act = p.add_mutually_exclusive_group()
+    act.add_argument("--result", metavar="JSON", help="the call's outcome, as established")
+    act.add_argument("--retry", action="store_true", help="the call is safe to make again")
+    p.add_argument("--key", help="which uncertain call (when there are several)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("vault", help="workspace secrets")
+    vsub = p.add_subparsers(dest="vault_command", metavar="ACTION", parser_class=_Parser)
+    vsub.required = True
+    v = vsub.add_parser("set", help="store a secret; the value is read from stdin, never echoed")
+    v.add_argument("name", metavar="NAME")
+    vsub.add_parser("list", help="the secrets' names (never their values)")
+
     p = sub.add_parser("logs", help="a run's attempts and steps")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -205,7 +225,8 @@ def _read_input(args: argparse.Namespace) -> Any:
 
 def _progress(event: dict[str, Any]) -> None:
     kind = event.get("kind")
-    where = f"{event.get('step')}#{event.get('occurrence')}"
+    n = event.get("occurrence")
+    where = f"{event.get('step')}#{n}" if n is not None else str(event.get("step"))
     if kind == "step_end":
         line = f"  step {where} done in {event.get('duration_ms')} ms"
     elif kind == "step_reused":
@@ -305,6 +326,62 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_grant(ws: Workspace, args: argparse.Namespace) -> int:
+    commands.grant(ws, args.name)
+    print(f"{args.name}: access granted")
+    return EXIT_OK
+
+
+def _cmd_revoke(ws: Workspace, args: argparse.Namespace) -> int:
+    commands.revoke(ws, args.name)
+    print(f"{args.name}: access revoked (restore with: relay grant {args.name})")
+    return EXIT_OK
+
+
+def _cmd_reconcile(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.result is None and not args.retry:
+        pending = commands.pending_calls(ws, args.run_id)
+        if args.json:
+            _print_json([{"key": p.key, "call": p.call, "attempt": p.attempt} for p in pending])
+        elif not pending:
+            print(f"run {args.run_id}: no uncertain calls")
+        else:
+            for p in pending:
+                call = p.call or {}
+                print(f"{p.key}  {call.get('kind')} {call.get('name')!r} (attempt {p.attempt})")
+            print(f"resolve with: relay reconcile {args.run_id} --result JSON | --retry")
+        return EXIT_OK
+    result = None
+    if args.result is not None:
+        try:
+            result = json.loads(args.result)
+        except ValueError as exc:
+            raise InvalidInputError(f"--result is not valid JSON ({exc}).") from exc
+    state = commands.reconcile(ws, args.run_id, result=result, retry=args.retry, key=args.key)
+    if args.json:
+        _print_json({"key": state.key, "state": state.state, "result": state.result})
+    else:
+        how = "will be retried" if state.state == "retry" else "resolved with the given result"
+        print(f"{state.key}: {how}. Continue with: relay recover {args.run_id}")
+    return EXIT_OK
+
+
+def _cmd_vault(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.vault_command == "list":
+        for name in commands.vault_names(ws):
+            print(name)
+        return EXIT_OK
+    if sys.stdin.isatty():
+        import getpass
+
+        value = getpass.getpass(f"value for {args.name}: ")
+    else:
+        value = sys.stdin.read().rstrip("\n")
+    commands.vault_set(ws, args.name, value)
+    print(f"{args.name}: stored in the vault of {ws.home}")
+    return EXIT_OK
+
+
 _COMMANDS = {
     "check": _cmd_check,
     "graph": _cmd_graph,
@@ -315,6 +392,10 @@ _COMMANDS = {
     "recover": _cmd_recover,
     "runs": _cmd_runs,
     "logs": _cmd_logs,
+    "grant": _cmd_grant,
+    "revoke": _cmd_revoke,
+    "reconcile": _cmd_reconcile,
+    "vault": _cmd_vault,
 }
 
 

@@ -10,7 +10,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_notebook.errors import AdmissionError, InvalidCrashSpecError
+from agentworks.journal import CallState, Journal
+from relay_notebook.errors import AdmissionError, InvalidCrashSpecError, NothingToReconcileError
 from relay_notebook.history import RunLog, RunSummary, list_runs, read_run_log
 from relay_notebook.runner import (
     CrashSpec,
@@ -19,6 +20,7 @@ from relay_notebook.runner import (
     start_recovery,
     start_run,
 )
+from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.runs import DEFAULT_DEADLINE_S
 from relay_notebook.runner.supervisor import EventCallback
 from relay_notebook.source.admission import check_source, entrypoint_kind
@@ -38,20 +40,28 @@ from relay_notebook.workspace import (
     resolve_release,
     verify_release,
 )
+from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.vault import Vault
 
 __all__ = [
     "CheckReport",
     "PublishResult",
     "check",
     "check_draft",
+    "grant",
     "graph",
     "graph_of_draft",
     "logs",
+    "pending_calls",
     "publish",
+    "reconcile",
     "recover",
     "releases",
+    "revoke",
     "run",
     "runs",
+    "vault_names",
+    "vault_set",
     "verify",
 ]
 
@@ -202,7 +212,7 @@ def run(
     report = check_draft(draft)
     if not report.ok:
         raise AdmissionError(draft.name, report.diagnostics)
-    if crash_spec is not None:
+    if crash_spec is not None and ":" not in crash_spec.step:
         _check_crash_step(draft, crash_spec)
     return start_run(
         workspace,
@@ -249,3 +259,67 @@ def runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:
 def logs(workspace: Workspace, run_id: str) -> RunLog:
     """``relay logs RUN``."""
     return read_run_log(workspace, run_id)
+
+
+def grant(workspace: Workspace, name: str) -> None:
+    """``relay grant NAME``: restore a relay's access."""
+    workspace.load_draft(name)
+    AccessPolicy(workspace.home).grant(name)
+
+
+def revoke(workspace: Workspace, name: str) -> None:
+    """``relay revoke NAME``: deny new attempts and platform calls of a relay, live."""
+    workspace.load_draft(name)
+    AccessPolicy(workspace.home).revoke(name)
+
+
+def pending_calls(workspace: Workspace, run_id: str) -> list[CallState]:
+    """The uncertain calls that stop ``run_id`` (``relay reconcile RUN`` without an action)."""
+    folder = find_run(workspace, run_id)
+    return Journal(folder.ipc / "journal.jsonl").pending()
+
+
+def reconcile(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    result: Any = None,
+    retry: bool = False,
+    key: str | None = None,
+) -> CallState:
+    """``relay reconcile RUN --result JSON | --retry [--key KEY]``: resolve one uncertain call."""
+    folder = find_run(workspace, run_id)
+    journal = Journal(folder.ipc / "journal.jsonl")
+    pending = journal.pending()
+    if not pending:
+        raise NothingToReconcileError(
+            f"Run {run_id} has no uncertain call to reconcile. Recover it with: relay recover "
+            f"{run_id}"
+        )
+    if key is None:
+        if len(pending) > 1:
+            keys = ", ".join(p.key for p in pending)
+            raise NothingToReconcileError(
+                f"Run {run_id} has {len(pending)} uncertain calls ({keys}); pick one with --key."
+            )
+        chosen = pending[0]
+    else:
+        matches = [p for p in pending if p.key == key]
+        if not matches:
+            keys = ", ".join(p.key for p in pending)
+            raise NothingToReconcileError(
+                f"Run {run_id} has no uncertain call with key {key!r}; pending: {keys}."
+            )
+        chosen = matches[0]
+    journal.resolve(chosen.key, result=result, retry=retry)
+    return journal.state(chosen.key)
+
+
+def vault_set(workspace: Workspace, name: str, value: str) -> None:
+    """``relay vault set NAME``: store a secret (the value never reaches a run folder)."""
+    Vault(workspace.home).set(name, value)
+
+
+def vault_names(workspace: Workspace) -> list[str]:
+    """The names (never the values) of the workspace's secrets."""
+    return Vault(workspace.home).names()

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from relay_notebook.source.diagnostics import Diagnostic
 
 __all__ = [
+    "AccessRevokedError",
     "AdmissionError",
     "AttemptBudgetError",
     "BindingChangedError",
@@ -22,7 +23,9 @@ __all__ = [
     "InvalidManifestError",
     "InvalidNameError",
     "InvalidRunIdError",
+    "InvalidSecretError",
     "InvalidTargetError",
+    "NothingToReconcileError",
     "RelayError",
     "RelayNotFoundError",
     "ReleaseNotFoundError",
@@ -164,6 +167,26 @@ class DeadlinePassedError(RunRejectedError):
     """Recovery refused: the run's first deadline has passed."""
 
     code = "deadline-passed"
+
+
+class InvalidSecretError(RelayError):
+    """A vault secret name or value that cannot be stored (the value is never shown)."""
+
+    code = "invalid-secret"
+    exit_code = 2
+
+
+class AccessRevokedError(RelayError):
+    """The relay's access is revoked: no attempt starts until ``relay grant NAME``."""
+
+    code = "access-revoked"
+
+
+class NothingToReconcileError(RelayError):
+    """``reconcile`` found no matching uncertain call (or needs ``--key`` to choose one)."""
+
+    code = "nothing-to-reconcile"
+    exit_code = 2
 
 
 class ReleaseTamperedError(RelayError):

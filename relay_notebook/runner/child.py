@@ -198,6 +198,10 @@ async def _run_attempt(spec: dict[str, Any], events: EventWriter, entry: Any) ->
                 f"agentworks.run_dir or a relative path."
             )
         return {"status": "failed", "error": _error("relay-raised", message, tb)}
+    finally:
+        from agentworks.mcp import close_pools
+
+        await close_pools()
     return _finish_result(spec, result)
 
 
@@ -234,6 +238,9 @@ def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
 
 
 def main(spec_path: str) -> None:
+    # jsonschema imports rfc3987_syntax when installed, which compiles a grammar for 1.5 s on
+    # every attempt; relays never validate IRI formats, so the child does without it.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     events = EventWriter(
         Path(spec["events_path"]),
@@ -245,10 +252,12 @@ def main(spec_path: str) -> None:
     code_dir = Path(spec["code_dir"])
     from dbos import DBOS
 
+    from relay_notebook.runner.child_runtime import install_runtime, read_secrets
     from relay_notebook.runner.instrument import Instrumentation, user_traceback
 
+    runtime = install_runtime(spec, events, read_secrets(), outcome_path)
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
-    Instrumentation(events, crash, code_dir).install()
+    Instrumentation(events, crash, code_dir, runtime.redactor).install()
     _prepare_database(Path(spec["database"]))
     try:
         module = _load_relay(code_dir, spec["entry"])
@@ -276,6 +285,7 @@ def main(spec_path: str) -> None:
         )
         _route_logs(events)
         outcome = asyncio.run(_run_attempt(spec, events, entry))
+        outcome = json.loads(runtime.redactor.scrub(json.dumps(outcome)))
     events.emit("attempt_outcome", status=outcome["status"], error=outcome.get("error"))
     events.sync()
     write_json_atomic(outcome_path, outcome)

@@ -13,7 +13,10 @@ __all__ = ["CRASH_EXIT_CODE", "CrashSpec", "parse_crash_spec"]
 #: the child's exit status when it kills itself on purpose
 CRASH_EXIT_CODE = 86
 
-_SPEC = re.compile(r"(?P<when>after|during):(?P<step>[A-Za-z_][\w.<>-]*)(?:#(?P<n>\d+))?")
+# STEP is a step name, or a platform call: agent:NAME, mcp:SERVER.TOOL
+_SPEC = re.compile(
+    r"(?P<when>after|during):(?P<step>(?:(?:agent|mcp):)?[A-Za-z_][\w.<>-]*)(?:#(?P<n>\d+))?"
+)
 
 
 @dataclass(frozen=True)

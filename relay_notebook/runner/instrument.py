@@ -25,6 +25,9 @@ from typing import Any
 
 from dbos import DBOS
 
+from agentworks.errors import SecretLeakError
+from agentworks.platform import begin_step_body
+from agentworks.redact import Redactor
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.ledger import EventWriter
 
@@ -63,8 +66,15 @@ def user_traceback(exc: BaseException, code_dir: Path) -> str:
 class Instrumentation:
     """Installs the wrappers and holds the per-attempt counters they share."""
 
-    def __init__(self, events: EventWriter, crash: CrashSpec | None, code_dir: Path) -> None:
+    def __init__(
+        self,
+        events: EventWriter,
+        crash: CrashSpec | None,
+        code_dir: Path,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.events = events
+        self.redactor = redactor or Redactor({})
         self.crash = crash
         self.code_dir = code_dir
         self._calls: dict[str, int] = {}
@@ -99,7 +109,27 @@ class Instrumentation:
 
         return decorate
 
+    def _refuse_secret(self, what: str, value: Any) -> None:
+        leaked = self.redactor.find(value)
+        if leaked:
+            raise SecretLeakError(
+                f"{what} carries the value of vault secret {leaked}; DBOS would save it in the "
+                f"run's history, so it was refused. Read the secret with vault({leaked!r}) "
+                f"inside the step instead of passing or returning it."
+            )
+
+    def _scrubbed(self, exc: BaseException) -> BaseException:
+        """An exception safe to checkpoint: one that mentions a secret is replaced."""
+        leaked = self.redactor.find(str(exc))
+        if not leaked:
+            return exc
+        return SecretLeakError(
+            f"{type(exc).__name__} raised with a message containing the value of vault secret "
+            f"{leaked}; the message was withheld from the run's history."
+        )
+
     def _body_started(self, name: str) -> tuple[_Call | None, dict[str, Any]]:
+        begin_step_body()
         call = _CALL.get()
         if call is not None and call.name == name:
             call.executed = True
@@ -137,7 +167,15 @@ class Instrumentation:
                 call, info = self._body_started(name)
                 started = time.perf_counter()
                 try:
+                    self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
                     result = await func(*args, **kwargs)
+                    self._refuse_secret(f"The result of step {name!r}", result)
+                except Exception as exc:
+                    self._body_failed(info, started, exc)
+                    safe = self._scrubbed(exc)
+                    if safe is not exc:
+                        raise safe from None
+                    raise
                 except BaseException as exc:
                     self._body_failed(info, started, exc)
                     raise
@@ -154,7 +192,15 @@ class Instrumentation:
             call, info = self._body_started(name)
             started = time.perf_counter()
             try:
+                self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
                 result = func(*args, **kwargs)
+                self._refuse_secret(f"The result of step {name!r}", result)
+            except Exception as exc:
+                self._body_failed(info, started, exc)
+                safe = self._scrubbed(exc)
+                if safe is not exc:
+                    raise safe from None
+                raise
             except BaseException as exc:
                 self._body_failed(info, started, exc)
                 raise
@@ -220,7 +266,9 @@ class Instrumentation:
             async def body(*args: Any, **kwargs: Any) -> Any:
                 self.events.emit("workflow_start", workflow=name, workflow_id=DBOS.workflow_id)
                 try:
-                    return await func(*args, **kwargs)
+                    result = await func(*args, **kwargs)
+                    self._refuse_secret(f"The result of workflow {name!r}", result)
+                    return result
                 except Exception as exc:
                     self.events.emit(
                         "workflow_error",
@@ -230,6 +278,9 @@ class Instrumentation:
                         error=str(exc)[:2000],
                         traceback=user_traceback(exc, self.code_dir),
                     )
+                    safe = self._scrubbed(exc)
+                    if safe is not exc:
+                        raise safe from None
                     raise
 
             return dbos_decorate(body)

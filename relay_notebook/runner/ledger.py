@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,8 @@ class EventWriter:
         self.attempt = attempt
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pipe_fd = pipe_fd
+        #: applied to every line before it is written (the child scrubs vault values)
+        self.scrub: Callable[[str], str] | None = None
         self._seq = len(read_events(path))
         size = os.fstat(self._fd).st_size
         if size:
@@ -71,7 +74,10 @@ class EventWriter:
             "kind": kind,
             **fields,
         }
-        line = (json.dumps(event, default=repr, separators=(",", ":")) + "\n").encode()
+        text = json.dumps(event, default=repr, separators=(",", ":"))
+        if self.scrub is not None:
+            text = self.scrub(text)
+        line = (text + "\n").encode()
         os.write(self._fd, line)
         if self._pipe_fd is not None:
             try:

@@ -17,6 +17,20 @@ from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
 __all__ = ["CODES", "EXIT_CODES", "TRACE_LIMIT", "RunOutcome", "settle_attempt", "write_trace"]
 
 TRACE_LIMIT = 2 * 1024 * 1024
+#: ledger events copied into relay_trace.json (logs stay in dbos_events.jsonl only)
+TRACE_KINDS = frozenset(
+    {
+        "step_start",
+        "step_end",
+        "step_error",
+        "step_reused",
+        "workflow_error",
+        "crash_injected",
+        "receipt",
+        "call_reused",
+        "attempt_end",
+    }
+)
 #: codes of a run's ``error`` (in run.json, ``relay run --json`` and the logs)
 CODES = {
     "interrupted": "The attempt's process ended before the run finished; recover the run.",
@@ -206,18 +220,9 @@ def write_trace(folder: RunFolder) -> None:
     """``relay_trace.json``: attempts, step calls and errors, capped at 2 MiB with a marker."""
     meta = folder.read_meta()
     calls = [
-        {k: v for k, v in e.items() if k not in {"run_id"}}
+        {k: v for k, v in e.items() if k != "run_id"}
         for e in read_events(folder.events)
-        if e.get("kind")
-        in {
-            "step_start",
-            "step_end",
-            "step_error",
-            "step_reused",
-            "workflow_error",
-            "crash_injected",
-            "attempt_end",
-        }
+        if e.get("kind") in TRACE_KINDS
     ]
     trace: dict[str, Any] = {
         "run_id": folder.run_id,

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentworks.journal import Journal
 from relay_notebook.errors import (
+    AccessRevokedError,
     AttemptBudgetError,
     BindingChangedError,
     DeadlinePassedError,
@@ -28,12 +30,13 @@ from relay_notebook.workspace import (
     resolve_release,
     verify_release,
 )
+from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.vault import VAULT_DIR, Vault
 
-__all__ = ["DEFAULT_DEADLINE_S", "MAX_ATTEMPTS", "VAULT_DIR", "start_recovery", "start_run"]
+__all__ = ["DEFAULT_DEADLINE_S", "MAX_ATTEMPTS", "start_recovery", "start_run"]
 
 MAX_ATTEMPTS = 3
-#: where the workspace keeps secrets (issue #4); hidden from children when confined
-VAULT_DIR = ".relay_vault"
+
 DEFAULT_DEADLINE_S = 3600.0
 _TERMINAL = {"succeeded", "failed"}
 
@@ -44,11 +47,15 @@ class _Code:
     source_hash: str
     variables: dict[str, str]
     release: dict[str, Any] | None
+    default_model: str | None = None
 
 
 def _draft_code(draft: Draft) -> _Code:
     payload = [(rel, (draft.folder / rel).read_bytes()) for rel in draft.files()]
-    return _Code(draft.folder, content_hash(payload), dict(draft.manifest.variables), None)
+    manifest = draft.manifest
+    return _Code(
+        draft.folder, content_hash(payload), dict(manifest.variables), None, manifest.model
+    )
 
 
 def _release_code(workspace: Workspace, relay: str, ref: str) -> _Code:
@@ -66,12 +73,23 @@ def _release_code(workspace: Workspace, relay: str, ref: str) -> _Code:
         release.hash,
         dict(manifest.variables),
         {"version": release.version, "hash": release.hash},
+        manifest.model,
     )
 
 
 def _hidden(workspace: Workspace) -> tuple[Path, ...]:
     """Folders the child must not see: the workspace's secrets."""
     return (workspace.home / VAULT_DIR,)
+
+
+def _context(workspace: Workspace, code: _Code) -> dict[str, Any]:
+    """What the child needs besides the spec basics: for agentworks' Runtime."""
+    return {
+        "workspace": str(workspace.home),
+        "variables": code.variables,
+        "default_model": code.default_model,
+        "release": code.release,
+    }
 
 
 def _check_input(run_input: Any) -> None:
@@ -99,6 +117,11 @@ def start_run(
     """
     run_input = {} if run_input is None else run_input
     _check_input(run_input)
+    if not AccessPolicy(workspace.home).is_granted(draft.name):
+        raise AccessRevokedError(
+            f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
+            f"relay grant {draft.name}"
+        )
     code = _release_code(workspace, draft.name, release) if release else _draft_code(draft)
     folder = allocate_run(workspace, draft.name)
     created = now_ms()
@@ -132,6 +155,8 @@ def start_run(
         deadline_ms=created + deadline_s * 1000,
         on_event=on_event,
         hidden=_hidden(workspace),
+        secrets=Vault(workspace.home).values(),
+        context=_context(workspace, code),
     )
 
 
@@ -179,16 +204,56 @@ def _preflight(workspace: Workspace, folder: RunFolder) -> None:
         )
 
 
+def _held(folder: RunFolder, meta: dict[str, Any], status: str, error: dict[str, Any]) -> RunHandle:
+    """A recovery that does not start: reported with ``status``; no attempt is used."""
+    attempts = len(meta.get("attempts", []))
+    record_event(folder, attempts, "recovery_held", status=status, error=error)
+    outcome = RunOutcome(folder.run_id, folder.relay, status, attempts, None, error)
+    return RunHandle(folder, attempts, process=None, on_event=None, finished=outcome)
+
+
 def start_recovery(
     workspace: Workspace, run_id: str, *, on_event: EventCallback | None = None
 ) -> RunHandle:
-    """Start the next attempt of ``run_id``; a finished run comes back as it was, unrun."""
+    """Start the next attempt of ``run_id``; a finished run comes back as it was, unrun.
+
+    A revoked relay comes back ``denied`` and a run with an unreconciled uncertain call comes
+    back ``needs_reconciliation``, both without using an attempt.
+    """
     folder = find_run(workspace, run_id)
     meta = folder.read_meta()
     if meta.get("status") in _TERMINAL:
         finished = _finished(folder, meta)
         return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
+    if not AccessPolicy(workspace.home).is_granted(folder.relay):
+        return _held(
+            folder,
+            meta,
+            "denied",
+            {
+                "code": "access-revoked",
+                "message": f"Recovery of run {run_id} was denied: relay {folder.relay}'s access is "
+                f"revoked. Restore it with 'relay grant {folder.relay}', then recover again.",
+            },
+        )
+    pending = Journal(folder.ipc / "journal.jsonl").pending()
+    if pending:
+        calls = "; ".join(
+            f"{p.call.get('kind')} {p.call.get('name')!r} (key {p.key})" for p in pending if p.call
+        )
+        return _held(
+            folder,
+            meta,
+            "needs_reconciliation",
+            {
+                "code": "needs-reconciliation",
+                "message": f"Run {run_id} waits for reconciliation of an uncertain call: {calls}. "
+                f"Find out whether it took effect, then run 'relay reconcile {run_id} --result "
+                f"JSON' or 'relay reconcile {run_id} --retry', and recover again.",
+            },
+        )
     attempt = len(meta.get("attempts", [])) + 1
+    code = _current_code(workspace, meta)
     return launch_attempt(
         folder,
         attempt=attempt,
@@ -200,4 +265,6 @@ def start_recovery(
         on_event=on_event,
         preflight=lambda: _preflight(workspace, folder),
         hidden=_hidden(workspace),
+        secrets=Vault(workspace.home).values(),
+        context=_context(workspace, code),
     )

@@ -164,6 +164,8 @@ def launch_attempt(
     on_event: EventCallback | None,
     preflight: Callable[[], None] | None = None,
     hidden: tuple[Path, ...] = (),
+    secrets: dict[str, str] | None = None,
+    context: dict[str, Any] | None = None,
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child."""
     lock_fd = _take_lock(folder)
@@ -190,6 +192,7 @@ def launch_attempt(
             "run_dir": str(folder.path),
             "outcome_path": str(attempt_dir / "outcome.json"),
             "pipe_fd": pipe_w,
+            **(context or {}),
         }
         write_json_atomic(attempt_dir / "spec.json", spec)
         meta = folder.read_meta()
@@ -212,7 +215,7 @@ def launch_attempt(
             process = subprocess.Popen(
                 argv,
                 cwd=folder.path,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,
                 pass_fds=(lock_fd, pipe_w),
@@ -220,6 +223,13 @@ def launch_attempt(
                 env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"},
             )
         os.close(pipe_w)
+        # secrets travel through a pipe: never a file in the run folder
+        assert process.stdin is not None
+        try:
+            process.stdin.write(json.dumps(secrets or {}).encode())
+            process.stdin.close()
+        except BrokenPipeError:
+            pass  # the child died at once; the reader thread reports it
     except BaseException:
         os.close(lock_fd)
         raise

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from relay_notebook.errors import RelayError
 from relay_notebook.history import read_run_log
 from relay_notebook.runner import MAX_ATTEMPTS, RunHandle, RunOutcome, start_recovery, start_run
 from relay_notebook.runner.folders import RunFolder
@@ -372,6 +373,23 @@ def check_reuse(folder: RunFolder, steps: list[dict[str, Any]], context: str) ->
             )
 
 
+def attempt_with_kill(
+    handle: RunHandle, started: float, delay: float | None, context: str
+) -> tuple[RunOutcome, Kill | None]:
+    """Run one attempt to its end, killing it after ``delay``; its outcome and the kill."""
+    at_ms = None if delay is None else kill_after(handle, started, delay)
+    outcome = wait_for(handle, context)
+    if outcome.status != "interrupted":
+        return outcome, None
+    assert at_ms is not None, (
+        f"attempt {outcome.attempt} was interrupted but not killed: {outcome.error}\n{context}\n"
+        f"{evidence(handle.folder)}"
+    )
+    kill = Kill(outcome.attempt, at_ms, phase_at(handle.folder, outcome.attempt, at_ms))
+    PHASES[kill.phase] += 1
+    return outcome, kill
+
+
 @pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(CASES)], ids=lambda s: f"seed-{s}")
 def test_sigkill_at_a_random_moment_then_recover(
     seed: int, baseline: Baseline, draft: tuple[Workspace, Draft]
@@ -379,27 +397,24 @@ def test_sigkill_at_a_random_moment_then_recover(
     """A run SIGKILLed at a random moment recovers to the uncrashed result, no step run twice."""
     ws, relay = draft
     plan = make_plan(seed, baseline)
-    kills: list[Kill] = []
+    context = plan.describe(baseline)
     started = time.monotonic()
     handle = start_run(ws, relay, run_input=INPUT)
     folder = handle.folder
-    context = plan.describe(baseline)
-    at_ms = kill_after(handle, started, plan.delays[0])
-    outcome = wait_for(handle, context)
-    for attempt in range(2, MAX_ATTEMPTS + 2):
-        if at_ms is not None and outcome.status == "interrupted":
-            kills.append(Kill(outcome.attempt, at_ms, phase_at(folder, outcome.attempt, at_ms)))
-            PHASES[kills[-1].phase] += 1
+    outcome, kill = attempt_with_kill(handle, started, plan.delays[0], context)
+    kills = [kill] if kill else []
+    while outcome.status == "interrupted":
         context = f"{plan.describe(baseline)}; kills landed: {kills}"
-        if outcome.status != "interrupted":
-            break
-        assert attempt <= MAX_ATTEMPTS, f"budget used up while interrupted\n{context}"
-        started = time.monotonic()
-        handle = start_recovery(ws, outcome.run_id)
+        assert outcome.attempt < MAX_ATTEMPTS, f"budget used up\n{context}\n{evidence(folder)}"
         delay = plan.delays[len(kills)] if len(kills) < len(plan.delays) else None
-        at_ms = None if delay is None else kill_after(handle, started, delay)
-        outcome = wait_for(handle, context)
-    context = f"{context}\n{evidence(folder)}"
+        started = time.monotonic()
+        try:
+            handle = start_recovery(ws, outcome.run_id)
+        except RelayError as exc:
+            raise AssertionError(f"recovery refused: {exc}\n{context}") from exc
+        outcome, kill = attempt_with_kill(handle, started, delay, context)
+        kills += [kill] if kill else []
+    context = f"{plan.describe(baseline)}; kills landed: {kills}\n{evidence(folder)}"
 
     assert outcome.status == "succeeded", context
     assert outcome.result == baseline.result, context

@@ -30,6 +30,11 @@ def all_codes() -> set[str]:
     }
     for name in SOURCE_MODULES:
         codes |= set(importlib.import_module(name).CODES)
+    import agentworks.errors
+    import agentworks.tools
+
+    codes |= {getattr(agentworks.errors, n).code for n in agentworks.errors.__all__}
+    codes.add(agentworks.tools.ToolArgumentsError.code)
     return codes | CLI_CODES
 
 

@@ -1,0 +1,83 @@
+"""The run a child process is executing, as seen by agentworks (installed by the runner).
+
+Design note: authored code imports ``agentworks`` in a kernel, a test or a child alike; only
+the runner's child installs a ``Runtime``, so platform calls made anywhere else fail at once
+with ``NotInRunError`` instead of doing something half-real. The runtime carries plain data
+and callbacks (emit an event, authorize, stop the attempt), so agentworks never imports the
+runner.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from agentworks.errors import NotInRunError
+from agentworks.redact import Redactor
+
+__all__ = ["Runtime", "current", "install", "uninstall"]
+
+
+@dataclass
+class Runtime:
+    """Everything a platform call needs about the run in progress."""
+
+    run_id: str
+    relay: str
+    attempt: int
+    folder: Path  # the run folder
+    code_dir: Path  # the relay's source (draft or frozen release)
+    workspace: Path
+    variables: dict[str, str]
+    default_model: str | None
+    secrets: dict[str, str]
+    emit: Callable[..., dict[str, Any]]
+    authorize: Callable[[str], None]  # raises AccessDeniedError; argument: what is asked
+    stop: Callable[[str, dict[str, Any]], NoReturn]  # end the attempt with a status, now
+    #: crash injection for platform calls: ("agent:NAME", occurrence, "during"|"after")
+    crash_point: Callable[[str, int, str], None] = lambda name, n, when: None
+    redactor: Redactor = field(init=False)
+    _calls: itertools.count[int] = field(init=False, default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        self.redactor = Redactor(self.secrets)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.folder / "execution"
+
+    def next_call_dir(self) -> Path:
+        """A fresh ``execution/call-N/`` folder for one agent call's artifacts."""
+        while True:
+            path = self.run_dir / f"call-{next(self._calls)}"
+            try:
+                path.mkdir(parents=True)
+            except FileExistsError:
+                continue
+            return path
+
+
+_current: Runtime | None = None
+
+
+def install(runtime: Runtime) -> None:
+    global _current
+    _current = runtime
+
+
+def uninstall() -> None:
+    global _current
+    _current = None
+
+
+def current(what: str = "this call") -> Runtime:
+    """The runtime of the run in progress; ``NotInRunError`` outside one."""
+    if _current is None:
+        raise NotInRunError(
+            f"{what} needs a relay run: it works inside a relay started with '%relay run' or "
+            f"'relay run', not in a kernel or a plain script."
+        )
+    return _current

@@ -1,0 +1,111 @@
+"""The call journal: intent before every platform call, its outcome after, durable on disk.
+
+Design note: a process can die between an agent, MCP or service call and the checkpoint of
+the step that made it. DBOS would then run the call again on recovery, which is wrong for a
+call that may already have had its effect. The journal records an *intent* (fsync'd) before
+the call and its *result* or *error* after, keyed by where the call sits in the workflow
+(workflow id, step id, n-th platform call of that step's body). On recovery a key with a
+result returns the saved result; a key with only an intent is *uncertain*: the run stops for
+reconciliation unless the call was declared ``replay_safe`` or the user resolved it
+(``relay reconcile``), by supplying the outcome or allowing a retry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["CallState", "Journal"]
+
+State = Literal["new", "pending", "done", "failed", "retry"]
+
+
+@dataclass(frozen=True)
+class CallState:
+    """What the journal knows about one call key."""
+
+    key: str
+    state: State
+    call: dict[str, Any] | None = None
+    result: Any = None
+    attempt: int | None = None
+
+
+class Journal:
+    """Append-only JSON lines in ``<run>/.relay_ipc/journal.jsonl``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _entries(self) -> list[dict[str, Any]]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in data.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a killed writer
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            prefix = b""
+            if size:
+                with open(self.path, "rb") as fh:
+                    fh.seek(size - 1)
+                    prefix = b"" if fh.read(1) == b"\n" else b"\n"
+            os.write(fd, prefix + (json.dumps(entry, sort_keys=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def states(self) -> dict[str, CallState]:
+        """The latest state of every key, in first-seen order."""
+        states: dict[str, CallState] = {}
+        for e in self._entries():
+            key = e["key"]
+            prev = states.get(key)
+            kind = e["kind"]
+            if kind == "intent":
+                states[key] = CallState(key, "pending", e.get("call"), None, e.get("attempt"))
+            elif kind == "result" and prev is not None:
+                states[key] = CallState(key, "done", prev.call, e.get("result"), prev.attempt)
+            elif kind == "error" and prev is not None:
+                states[key] = CallState(key, "failed", prev.call, e.get("error"), prev.attempt)
+            elif kind == "resolved" and prev is not None:
+                if e.get("retry"):
+                    states[key] = CallState(key, "retry", prev.call, None, prev.attempt)
+                else:
+                    states[key] = CallState(key, "done", prev.call, e.get("result"), prev.attempt)
+        return states
+
+    def state(self, key: str) -> CallState:
+        return self.states().get(key, CallState(key, "new"))
+
+    def pending(self) -> list[CallState]:
+        """Uncertain calls: an intent with no result, error or resolution."""
+        return [s for s in self.states().values() if s.state == "pending"]
+
+    def intent(self, key: str, call: dict[str, Any], attempt: int) -> None:
+        self._append({"kind": "intent", "key": key, "call": call, "attempt": attempt})
+
+    def result(self, key: str, result: Any) -> None:
+        self._append({"kind": "result", "key": key, "result": result})
+
+    def error(self, key: str, error: str) -> None:
+        self._append({"kind": "error", "key": key, "error": error})
+
+    def resolve(self, key: str, *, result: Any = None, retry: bool = False) -> None:
+        """Reconcile an uncertain call: its ``result`` as established by the user, or a retry."""
+        self._append({"kind": "resolved", "key": key, "result": result, "retry": retry})

@@ -1,0 +1,501 @@
+"""MCP over stdio: the workspace's server declarations and live client sessions (``mcp`` SDK).
+
+Design note: each ``MCPSession`` lives in a task of its own that enters and leaves the SDK's
+stdio transport and client session. The SDK is built on anyio cancel scopes, which must be left
+by the task that entered them, while authored code calls MCP from whatever task it runs in
+(``asyncio.gather`` included) and the pool is closed by the run's task; so no caller owns those
+scopes, callers only send requests. Start and every call are bounded by timeouts: a silent server
+is an error, never a hang. The server's stderr goes to a file (a pipe nobody reads could block
+the server) whose tail explains a failed start or call. Closing stops the server as the SDK does
+(stdin closed, then SIGTERM, then SIGKILL of its process group) and waits until it is reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO, TypeVar
+
+import anyio
+import yaml
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import types as mcp_types
+from mcp.shared.exceptions import MCPError as SDKError
+from pydantic import ValidationError
+
+from agentworks.errors import MCPError
+
+__all__ = [
+    "MCP_SERVERS_FILE",
+    "MCPPool",
+    "MCPServerConfig",
+    "MCPSession",
+    "load_mcp_servers",
+    "server_for",
+]
+
+T = TypeVar("T")
+
+MCP_SERVERS_FILE = "mcp_servers.yaml"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_BASE_ENV = ("PATH", "HOME", "LANG")
+_STDERR_TAIL_BYTES = 2000
+_CALL_FAILURES = (
+    SDKError,
+    RuntimeError,
+    ValidationError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+)
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+_SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "command": (lambda v: isinstance(v, str) and bool(v.strip()), "must be a non-empty string"),
+    "args": (
+        lambda v: isinstance(v, list) and all(_is_text(a) for a in v),
+        'must be a list of strings, e.g. ["servers/orders.py"]',
+    ),
+    "env": (
+        lambda v: (
+            isinstance(v, dict) and all(isinstance(k, str) and _is_text(x) for k, x in v.items())
+        ),
+        'must map names to strings, e.g. {ORDERS_DB: "orders.json"}',
+    ),
+    "relays": (
+        lambda v: v == "*" or (isinstance(v, list) and all(isinstance(r, str) for r in v)),
+        'must be "*" or a list of relay names, e.g. ["invoice", "lab"]',
+    ),
+    "cwd": (lambda v: isinstance(v, str), "must be a folder path relative to the workspace"),
+    "start_timeout": (_is_seconds, "must be a positive number of seconds"),
+    "call_timeout": (_is_seconds, "must be a positive number of seconds"),
+}
+
+
+@dataclass(frozen=True)
+class MCPServerConfig:
+    """One stdio server declared in ``mcp_servers.yaml``; ``relays == ("*",)`` allows all."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    relays: tuple[str, ...] = ("*",)
+    cwd: Path = Path(".")
+    start_timeout: float = 20.0
+    call_timeout: float = 60.0
+
+    def allows(self, relay: str) -> bool:
+        """Whether ``relay`` may use this server."""
+        return "*" in self.relays or relay in self.relays
+
+
+def load_mcp_servers(workspace_home: Path) -> dict[str, MCPServerConfig]:
+    """The servers declared in ``<workspace>/mcp_servers.yaml``; ``{}`` when there is none."""
+    home = Path(workspace_home).resolve()
+    path = home / MCP_SERVERS_FILE
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise MCPError(
+            f"{path}{where}: not valid YAML ({problem}). Fix the file and retry."
+        ) from exc
+
+    def fail(keys: tuple[str, ...], message: str) -> MCPError:
+        line = _line_of(root, keys)
+        return MCPError(f"{path}{f', line {line}' if line else ''}: {'.'.join(keys)} {message}")
+
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or set(data) != {"servers"}:
+        raise fail(
+            ("the file",), "must hold one key, servers: {NAME: {command: ..., args: [...]}}."
+        )
+    servers = data["servers"] or {}
+    if not isinstance(servers, dict):
+        raise fail(("servers",), f"must map server names to settings, got {_kind(servers)}.")
+    if duplicate := _duplicate_key(root, "servers"):
+        raise fail(("servers", duplicate), "is declared twice; keep one declaration.")
+    configs: dict[str, MCPServerConfig] = {}
+    for name, entry in servers.items():
+        keys = ("servers", str(name))
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise fail(keys, "is not a valid server name: use letters, digits, '_' or '-'.")
+        if not isinstance(entry, dict) or "command" not in entry:
+            raise fail(keys, f"must be a mapping with at least command:, got {_kind(entry)}.")
+        for key, value in entry.items():
+            if key not in _SETTINGS:
+                raise fail(
+                    (*keys, str(key)), f"is not a setting; use one of {', '.join(_SETTINGS)}."
+                )
+            check, rule = _SETTINGS[key]
+            if not check(value):
+                raise fail((*keys, key), f"{rule}, got {_kind(value)}.")
+        command = entry["command"].strip()
+        if os.sep in command and not Path(command).is_absolute():
+            command = str((home / command).resolve())
+        relays = entry.get("relays", "*")
+        configs[name] = MCPServerConfig(
+            name=name,
+            command=command,
+            args=tuple(_resolve_arg(home, str(a)) for a in entry.get("args", [])),
+            env={k: str(v) for k, v in entry.get("env", {}).items()},
+            relays=("*",) if relays == "*" else tuple(relays),
+            cwd=(home / entry.get("cwd", ".")).resolve(),
+            start_timeout=float(entry.get("start_timeout", 20.0)),
+            call_timeout=float(entry.get("call_timeout", 60.0)),
+        )
+    return configs
+
+
+def server_for(servers: Mapping[str, MCPServerConfig], name: str, relay: str) -> MCPServerConfig:
+    """The server ``name`` if it is declared and ``relay`` may use it; else ``MCPError``."""
+    config = servers.get(name)
+    if config is None:
+        known = ", ".join(sorted(servers)) or "none"
+        raise MCPError(
+            f"MCP server {name!r} is not declared in the workspace (declared: {known}). "
+            f"Declare it under servers: in {MCP_SERVERS_FILE} in the workspace folder."
+        )
+    if not config.allows(relay):
+        raise MCPError(
+            f"MCP server {name!r} is not available to relay {relay!r} (allowed: "
+            f"{', '.join(config.relays) or 'no relay'}). Add {relay!r} to servers.{name}.relays "
+            f'in {MCP_SERVERS_FILE}, or set relays: "*" to allow every relay.'
+        )
+    return config
+
+
+class MCPSession:
+    """One live stdio session with a server, reused for several calls within a run attempt."""
+
+    def __init__(self, config: MCPServerConfig, *, stderr_path: Path | None = None) -> None:
+        self.config = config
+        self._stderr_path = stderr_path
+        self._stderr: TextIO | None = None
+        self._session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
+        self._lost: str | None = None
+        self._tools: list[dict[str, Any]] | None = None
+        self._command_line = shlex.join([config.command, *config.args])
+
+    async def __aenter__(self) -> MCPSession:
+        command = self._resolve_command()
+        if self._stderr_path is not None:
+            self._stderr_path.parent.mkdir(parents=True, exist_ok=True)
+            self._stderr = self._stderr_path.open("a+", encoding="utf-8")
+        else:
+            fd, name = tempfile.mkstemp(prefix=f"mcp-{self.config.name}-", suffix=".stderr")
+            os.unlink(name)  # anonymous: gone with the last descriptor, like TemporaryFile
+            self._stderr = os.fdopen(fd, "w+", encoding="utf-8")
+        params = StdioServerParameters(
+            command=command,
+            args=list(self.config.args),
+            env={k: os.environ[k] for k in _BASE_ENV if k in os.environ} | dict(self.config.env),
+            cwd=self.config.cwd,
+        )
+        self._ready = ready = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._serve(params, ready), name=f"mcp-{self.config.name}")
+        try:
+            await ready
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the server and wait until its process is gone; safe to call twice."""
+        self._session = None
+        self._stop.set()
+        if self._task is not None:
+            if self._ready is not None and not self._ready.done():
+                self._task.cancel()  # still starting: the SDK's shutdown is shielded, so it runs
+            # asyncio.wait never cancels the task: the server is stopped even if we are cancelled.
+            await asyncio.wait({self._task})
+            self._task = None
+        if self._ready is not None and self._ready.done() and not self._ready.cancelled():
+            self._ready.exception()  # already raised to the opener; keeps asyncio from warning
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether calls can be made: started, not closed, and the server still connected."""
+        return self._session is not None
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The tools as provider specs ``{"name", "description", "parameters"}``, by name."""
+        if self._tools is None:
+            session = self._live()
+            tools: list[mcp_types.Tool] = []
+            cursor: str | None = None
+            while True:
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await self._request("listing tools", session.list_tools(params=params))
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            self._tools = [
+                {"name": t.name, "description": t.description or "", "parameters": t.input_schema}
+                for t in sorted(tools, key=lambda t: t.name)
+            ]
+        return [dict(spec) for spec in self._tools]
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """Call ``tool``; its JSON result (structured, parsed JSON text, or text)."""
+        session = self._live()
+        result = await self._request(f"calling tool {tool!r}", session.call_tool(tool, arguments))
+        texts = [c.text for c in result.content if isinstance(c, mcp_types.TextContent)]
+        if result.is_error:
+            message = "\n".join(texts) or "no message"
+            names = [spec["name"] for spec in self._tools or []]
+            offers = (
+                f" The server offers: {', '.join(names)}." if names and tool not in names else ""
+            )
+            raise MCPError(
+                f"MCP tool {self.config.name}.{tool} failed: {message}. Check the arguments "
+                f"(keys: {', '.join(sorted(arguments)) or 'none'}) against the tool's schema."
+                + offers
+            )
+        if result.structured_content is not None:
+            return result.structured_content
+        if len(texts) == len(result.content):
+            values = [_json_or_text(text) for text in texts]
+            return None if not values else values[0] if len(values) == 1 else values
+        return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
+
+    async def _serve(self, params: StdioServerParameters, ready: asyncio.Future[None]) -> None:
+        assert self._stderr is not None
+        try:
+            async with (
+                stdio_client(params, errlog=self._stderr) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                with anyio.fail_after(self.config.start_timeout):
+                    await session.initialize()
+                self._session = session
+                ready.set_result(None)
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(self._start_error(_leaf(exc)))
+                return
+            # After a good start only a dying transport lands here; the next call reports it.
+            self._lost = f"{type(_leaf(exc)).__name__}: {_leaf(exc)}"
+        finally:
+            self._session = None
+            if not ready.done():
+                ready.set_exception(MCPError(f"MCP server {self.config.name!r}: start cancelled."))
+
+    def _resolve_command(self) -> str:
+        command = self.config.command
+        if command == "python":
+            return sys.executable
+        if os.sep in command:
+            if os.path.isfile(command) and os.access(command, os.X_OK):
+                return command
+        else:
+            found = shutil.which(command, path=os.environ.get("PATH"))
+            if found:
+                return found
+        raise MCPError(
+            f"MCP server {self.config.name!r} cannot start: command {command!r} was not found "
+            "(or is not executable). Install it, or fix servers."
+            f"{self.config.name}.command in {MCP_SERVERS_FILE}."
+        )
+
+    def _start_error(self, cause: BaseException) -> MCPError:
+        if isinstance(cause, TimeoutError):
+            why = f"it did not answer initialize within {self.config.start_timeout:g} s"
+        elif isinstance(cause, SDKError) and "closed" in str(cause).lower():
+            why = "it exited (or closed stdout) before answering initialize"
+        else:
+            why = f"{type(cause).__name__}: {cause}"
+        error = MCPError(
+            f"MCP server {self.config.name!r} failed to start: {why}. Command: "
+            f"{self._command_line} (in {self.config.cwd.resolve()}). Run it by hand to see why, "
+            f"or fix servers.{self.config.name} in {MCP_SERVERS_FILE}.{self._stderr_tail()}"
+        )
+        error.__cause__ = cause
+        return error
+
+    def _live(self) -> ClientSession:
+        if self._session is None:
+            why = f"its connection was lost ({self._lost})" if self._lost else "it is closed"
+            raise MCPError(
+                f"MCP session with server {self.config.name!r} cannot take calls: {why}. "
+                f"Ask the pool for the server again to start it anew.{self._stderr_tail()}"
+            )
+        return self._session
+
+    async def _request(self, what: str, request: Awaitable[T]) -> T:
+        timeout = self.config.call_timeout
+        try:
+            with anyio.fail_after(timeout):
+                return await request
+        except TimeoutError as exc:
+            raise MCPError(
+                f"MCP server {self.config.name!r} gave no answer within {timeout:g} s while "
+                f"{what}; the call may still take effect on the server. Raise "
+                f"servers.{self.config.name}.call_timeout in {MCP_SERVERS_FILE} if it needs longer."
+            ) from exc
+        except _CALL_FAILURES as exc:
+            if isinstance(exc, SDKError) and exc.code == mcp_types.CONNECTION_CLOSED:
+                # The server is gone: stop the transport now (reaping it); the pool starts anew.
+                self._lost, self._session = str(exc), None
+                self._stop.set()
+            raise MCPError(
+                f"MCP server {self.config.name!r} failed while {what}: {exc}. If the server "
+                f"stopped, the next call through the pool starts it anew.{self._stderr_tail()}"
+            ) from exc
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        fd = self._stderr.fileno()
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, _STDERR_TAIL_BYTES, max(0, size - _STDERR_TAIL_BYTES))
+        lines = raw.decode("utf-8", errors="replace").strip().splitlines()[-10:]
+        if not lines:
+            return " It wrote nothing to stderr."
+        return "\nIts stderr ends with:\n  " + "\n  ".join(lines) + "\n"
+
+
+class MCPPool:
+    """Sessions opened lazily per server name for one relay, all closed together."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, MCPServerConfig],
+        relay: str,
+        *,
+        stderr_dir: Path | None = None,
+    ) -> None:
+        self.servers = dict(servers)
+        self.relay = relay
+        self._stderr_dir = stderr_dir
+        self._sessions: dict[str, MCPSession] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def __aenter__(self) -> MCPPool:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def session(self, name: str) -> MCPSession:
+        """The open session with server ``name``, started on first use."""
+        config = server_for(self.servers, name, self.relay)
+        async with self._lock:
+            if self._closed:
+                raise MCPError(f"The MCP pool of relay {self.relay!r} is closed; open a new one.")
+            session = self._sessions.get(name)
+            if session is None or not session.is_open:
+                if session is not None:
+                    await session.aclose()
+                log = self._stderr_dir / f"mcp-{name}.stderr.log" if self._stderr_dir else None
+                session = await MCPSession(config, stderr_path=log).__aenter__()
+                self._sessions[name] = session
+            return session
+
+    async def aclose(self) -> None:
+        """Close every session, newest first; the pool cannot be used afterwards."""
+        async with self._lock:
+            self._closed = True
+            while self._sessions:
+                _, session = self._sessions.popitem()
+                await session.aclose()
+
+
+def _line_of(root: yaml.Node | None, keys: tuple[str, ...]) -> int:
+    """The 1-based line of the deepest node found along ``keys`` (0 when none)."""
+    node, line = root, (root.start_mark.line + 1 if root is not None else 0)
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if k.value == key), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
+
+
+def _duplicate_key(root: yaml.Node | None, section: str) -> str | None:
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    for key, value in root.value:
+        if key.value == section and isinstance(value, yaml.MappingNode):
+            seen: set[str] = set()
+            for k, _ in value.value:
+                if k.value in seen:
+                    return str(k.value)
+                seen.add(k.value)
+    return None
+
+
+def _resolve_arg(home: Path, arg: str) -> str:
+    """A relative path to an existing workspace file becomes absolute; other args stay."""
+    if arg.startswith("-") or Path(arg).is_absolute() or not (home / arg).exists():
+        return arg
+    return str((home / arg).resolve())
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside nested exception groups (the SDK's task groups wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

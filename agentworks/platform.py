@@ -1,0 +1,169 @@
+"""Platform calls (agent, MCP): authorized, serialized, journaled, and run inside a step.
+
+Design note: a platform call made in a step's body runs there; one made in the workflow body
+becomes a step of its own (``DBOS.run_step_async``) named ``agent:NAME`` or
+``mcp:SERVER.TOOL``, so its result is checkpointed like any step. Either way the call goes
+through the journal (see ``agentworks.journal``): a saved result is returned without calling
+again, an uncertain one stops the attempt for reconciliation unless ``replay_safe``. Calls are
+serialized with one lock per run, even under ``asyncio.gather``, so receipts have one order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentworks._runtime import Runtime, current
+from agentworks.errors import AgentworksError, NestedCallError, SecretLeakError
+from agentworks.journal import Journal
+
+__all__ = ["begin_step_body", "in_tool", "platform_call"]
+
+_step_calls: contextvars.ContextVar[itertools.count[int] | None] = contextvars.ContextVar(
+    "agentworks_step_calls", default=None
+)
+in_tool: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentworks_in_tool", default=None
+)
+_locks: dict[int, asyncio.Lock] = {}
+_occurrences: dict[str, int] = {}
+
+
+def begin_step_body() -> None:
+    """Called when a step body starts: its platform calls are numbered from 1 again."""
+    _step_calls.set(itertools.count(1))
+
+
+def _lock() -> asyncio.Lock:
+    loop = asyncio.get_running_loop()
+    lock = _locks.get(id(loop))
+    if lock is None:
+        lock = _locks[id(loop)] = asyncio.Lock()
+    return lock
+
+
+def journal_of(rt: Runtime) -> Journal:
+    return Journal(rt.folder / ".relay_ipc" / "journal.jsonl")
+
+
+async def platform_call(
+    kind: str,
+    name: str,
+    call: dict[str, Any],
+    perform: Callable[[], Awaitable[Any]],
+    *,
+    replay_safe: bool,
+) -> Any:
+    """Run ``perform`` as a journaled platform call; see the module's design note."""
+    from dbos import DBOS
+
+    rt = current(f"{kind}()")
+    inside = in_tool.get()
+    if inside is not None:
+        raise NestedCallError(
+            f"{kind}({name!r}) was called from inside the tool {inside!r}; tools cannot make "
+            f"agent or MCP calls. Call it from run() or a step, or attach the MCP tool to the "
+            f"agent with mcp=[...]."
+        )
+    if DBOS.step_id is not None:
+        return await _guarded(rt, kind, name, call, perform, replay_safe)
+    if DBOS.workflow_id is None:
+        raise AgentworksError(
+            f"{kind}({name!r}) must be called from the workflow or one of its steps, not at "
+            f"import time."
+        )
+
+    async def own_step() -> Any:
+        begin_step_body()
+        rt.emit(
+            "step_start",
+            step=f"{kind}:{name}",
+            step_id=DBOS.step_id,
+            workflow_id=DBOS.workflow_id,
+            step_attempt=1,
+            occurrence=None,
+        )
+        started = time.perf_counter()
+        result = await _guarded(rt, kind, name, call, perform, replay_safe)
+        rt.emit(
+            "step_end",
+            step=f"{kind}:{name}",
+            step_id=DBOS.step_id,
+            workflow_id=DBOS.workflow_id,
+            step_attempt=1,
+            occurrence=None,
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return result
+
+    return await DBOS.run_step_async({"name": f"{kind}:{name}"}, own_step)
+
+
+async def _guarded(
+    rt: Runtime,
+    kind: str,
+    name: str,
+    call: dict[str, Any],
+    perform: Callable[[], Awaitable[Any]],
+    replay_safe: bool,
+) -> Any:
+    from dbos import DBOS
+
+    counter = _step_calls.get()
+    if counter is None:
+        counter = itertools.count(1)
+        _step_calls.set(counter)
+    key = f"{DBOS.workflow_id}/{DBOS.step_id}/{next(counter)}"
+    journal = journal_of(rt)
+    async with _lock():
+        rt.authorize(f"{kind} {name}")
+        state = journal.state(key)
+        if state.state == "done":
+            rt.emit("call_reused", key=key, call_kind=kind, name=name, step_id=DBOS.step_id)
+            return state.result
+        if state.state == "pending" and not replay_safe:
+            rt.stop(
+                "needs_reconciliation",
+                {
+                    "code": "needs-reconciliation",
+                    "message": f"Run {rt.run_id} stopped: the {kind} call {name!r} (key {key}) "
+                    f"was interrupted in attempt {state.attempt} before its result was saved, "
+                    f"so it may or may not have had its effect. Establish what happened, then "
+                    f"run 'relay reconcile {rt.run_id} --result JSON' (the call's result) or "
+                    f"'relay reconcile {rt.run_id} --retry' (safe to call again), and recover.",
+                    "call": {"key": key, "kind": kind, "name": name, **call},
+                },
+            )
+        safe_call = _safe(rt, call)
+        label = f"{kind}:{name}"
+        occurrence = _occurrences[label] = _occurrences.get(label, 0) + 1
+        journal.intent(key, {"kind": kind, "name": name, **safe_call}, rt.attempt)
+        try:
+            result = await perform()
+        except Exception as exc:
+            journal.error(key, rt.redactor.scrub(f"{type(exc).__name__}: {exc}"))
+            raise
+        rt.crash_point(label, occurrence, "during")  # effect done, result not yet saved
+        leaked = rt.redactor.find(result)
+        if leaked:
+            journal.error(key, "result withheld: it contained a vault value")
+            raise SecretLeakError(
+                f"The {kind} call {name!r} returned the value of vault secret {leaked}; it "
+                f"will not be saved. Keep secrets out of what agents and tools return."
+            )
+        journal.result(key, result)
+        rt.crash_point(label, occurrence, "after")
+        return result
+
+
+def _safe(rt: Runtime, call: dict[str, Any]) -> dict[str, Any]:
+    """The call's description with any secret value replaced (journals are persisted)."""
+    import json
+
+    text = json.dumps(call, default=repr, sort_keys=True)
+    out: dict[str, Any] = json.loads(rt.redactor.scrub(text))
+    return out

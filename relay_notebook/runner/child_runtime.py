@@ -1,0 +1,134 @@
+"""Child side of the adapter: the agentworks Runtime, its authorization, and early stops.
+
+Design note: some outcomes are not errors of the relay and must not be recorded by DBOS as
+one (that would make the run terminal): a revoked relay (``denied``) and an uncertain call
+(``needs_reconciliation``). For those the child writes its outcome and leaves the process at
+once, so the workflow stays ``PENDING`` and a later attempt continues it. Everything the
+child writes to stdout or stderr passes through the run's redactor first.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from agentworks import _runtime
+from agentworks.redact import Redactor
+from relay_notebook.runner.crash import CRASH_EXIT_CODE
+from relay_notebook.runner.folders import write_json_atomic
+from relay_notebook.runner.ledger import EventWriter
+from relay_notebook.workspace.access import AccessPolicy
+
+__all__ = ["install_runtime", "read_secrets"]
+
+
+class _RedactingStream(io.TextIOBase):
+    """A text stream that scrubs vault values before they reach the captured file."""
+
+    def __init__(self, inner: TextIO, redactor: Redactor) -> None:
+        self._inner = inner
+        self._redactor = redactor
+
+    def write(self, text: str) -> int:
+        self._inner.write(self._redactor.scrub(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._inner.encoding
+
+
+def read_secrets() -> dict[str, str]:
+    """The vault values the supervisor wrote to our stdin (never a file in the run folder)."""
+    try:
+        data = sys.stdin.read()
+    except (OSError, ValueError):
+        return {}
+    if not data.strip():
+        return {}
+    secrets = json.loads(data)
+    return {str(k): str(v) for k, v in secrets.items()}
+
+
+def install_runtime(
+    spec: dict[str, Any], events: EventWriter, secrets: dict[str, str], outcome_path: Path
+) -> _runtime.Runtime:
+    """Build and install the Runtime that agentworks calls see in this process."""
+    workspace = Path(spec["workspace"])
+    relay = spec["relay"]
+    release = spec.get("release")
+
+    def stop(status: str, error: dict[str, Any]) -> NoReturn:
+        events.emit("attempt_outcome", status=status, error=error)
+        events.sync()
+        write_json_atomic(outcome_path, {"status": status, "error": error})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def authorize(what: str) -> None:
+        if not AccessPolicy(workspace).is_granted(relay):
+            stop(
+                "denied",
+                {
+                    "code": "access-revoked",
+                    "message": f"Access of relay {relay} was revoked, so {what} was denied and "
+                    f"run {spec['run_id']} stopped. Restore it with 'relay grant {relay}', then "
+                    f"'relay recover {spec['run_id']}'.",
+                },
+            )
+        if release:
+            from relay_notebook.workspace.releases import _read_release, verify_release
+
+            report = verify_release(_read_release(Path(spec["code_dir"])))
+            if not report.ok:
+                stop(
+                    "denied",
+                    {
+                        "code": "release-tampered",
+                        "message": f"Release v{release['version']} of {relay} changed while "
+                        f"run {spec['run_id']} was running ({'; '.join(report.problems)}); "
+                        f"{what} was denied.",
+                    },
+                )
+
+    crash = spec.get("crash")
+
+    def crash_point(label: str, occurrence: int, when: str) -> None:
+        wanted = crash and (crash["step"], crash["when"], crash["occurrence"])
+        if wanted == (label, when, occurrence):
+            events.emit("crash_injected", step=label, occurrence=occurrence, when=when)
+            events.sync()
+            os._exit(CRASH_EXIT_CODE)
+
+    runtime = _runtime.Runtime(
+        run_id=spec["run_id"],
+        relay=relay,
+        attempt=spec["attempt"],
+        folder=Path(spec["run_dir"]),
+        code_dir=Path(spec["code_dir"]),
+        workspace=workspace,
+        variables=dict(spec.get("variables") or {}),
+        default_model=spec.get("default_model"),
+        secrets=secrets,
+        emit=events.emit,
+        authorize=authorize,
+        stop=stop,
+        crash_point=crash_point,
+    )
+    _runtime.install(runtime)
+    if runtime.redactor:
+        events.scrub = runtime.redactor.scrub
+        sys.stdout = _RedactingStream(sys.stdout, runtime.redactor)
+        sys.stderr = _RedactingStream(sys.stderr, runtime.redactor)
+    return runtime
