@@ -235,6 +235,7 @@ async def agent(
                 name=name,
                 model=convo.resolved_model,
                 turns=receipt["turns"],
+                duration_ms=receipt["duration_ms"],
                 tool_calls=[
                     {k: v for k, v in r.items() if k in {"tool", "duration_ms", "error"}}
                     for r in convo.receipts

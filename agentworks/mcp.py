@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agentworks._runtime import Runtime, current
@@ -19,7 +20,13 @@ def _pool(rt: Runtime) -> Any:
 
     pool = _pools.get(rt.run_id)
     if pool is None:
-        pool = _pools[rt.run_id] = MCPPool(load_mcp_servers(rt.workspace), rt.relay)
+        servers = {
+            # a server without its own cwd works in the run folder: under confinement the
+            # only place it may write, and shared by every attempt of the run
+            name: replace(cfg, cwd=rt.folder) if cfg.cwd == rt.workspace.resolve() else cfg
+            for name, cfg in load_mcp_servers(rt.workspace).items()
+        }
+        pool = _pools[rt.run_id] = MCPPool(servers, rt.relay, stderr_dir=rt.folder / ".relay_ipc")
     return pool
 
 

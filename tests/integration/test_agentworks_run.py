@@ -1,0 +1,313 @@
+"""agentworks inside real runs: MCP over stdio, agents with tools, providers, vault, variables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentworks
+from relay_notebook import commands
+from relay_notebook.history import read_run_log
+from relay_notebook.runner import RunOutcome
+from relay_notebook.workspace import Manifest, Workspace
+from tests.servers.chat_server import chat_server
+
+SERVERS = Path(__file__).resolve().parents[1] / "servers"
+
+
+def setup_relay(
+    ws: Workspace, source: str, script: dict[str, Any] | None = None, **manifest: Any
+) -> None:
+    model = "scripted:fixtures.json" if script is not None else None
+    ws.save_draft("r", textwrap.dedent(source), Manifest(model=model, **manifest))
+    if script is not None:
+        (ws.relay_dir("r") / "fixtures.json").write_text(json.dumps(script))
+
+
+def go(ws: Workspace, run_input: Any = None, crash: str | None = None) -> RunOutcome:
+    out: RunOutcome = commands.run(ws, "r", run_input=run_input, crash=crash).wait(120)
+    return out
+
+
+@pytest.fixture
+def with_orders_server(workspace: Workspace) -> Workspace:
+    """A workspace declaring the test suite's MCP order server."""
+    workspace.home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SERVERS / "mcp_orders.py", workspace.home / "mcp_orders.py")
+    (workspace.home / "mcp_servers.yaml").write_text(
+        "servers:\n  orders:\n    command: python\n    args: [mcp_orders.py]\n"
+        "    env: {ORDERS_DB: orders.json}\n"
+    )
+    return workspace
+
+
+def test_platform_calls_outside_a_run_fail_clearly() -> None:
+    """agent(), mcp(), vault() and variables in a plain process say they need a run."""
+    import asyncio
+
+    with pytest.raises(agentworks.NotInRunError, match="needs a relay run"):
+        asyncio.run(agentworks.agent(name="x", user_message="hi"))
+    with pytest.raises(agentworks.NotInRunError):
+        agentworks.vault("KEY")
+    with pytest.raises(agentworks.NotInRunError):
+        dict(agentworks.variables)
+    assert "not in a run" in repr(agentworks.run_dir)
+
+
+def test_mcp_call_from_a_step_and_from_the_workflow(with_orders_server: Workspace) -> None:
+    """mcp() works in a step and as a step of its own; recovery reuses the saved result."""
+    ws = with_orders_server
+    setup_relay(
+        ws,
+        """
+        from dbos import DBOS
+        from agentworks import mcp
+
+        @DBOS.step()
+        async def order(sku):
+            return await mcp(server="orders", tool="create_order",
+                             arguments={"sku": sku, "quantity": 1, "idempotency_key": "k-" + sku})
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            first = await order("A")
+            listing = await mcp(server="orders", tool="list_orders")
+            return {"first": first["order_id"], "count": len(listing["orders"]),
+                    "attempts": listing["attempts"]}
+        """,
+    )
+    first = go(ws, crash="after:order")
+    assert first.status == "interrupted"
+    out = commands.recover(ws, first.run_id).wait(120)
+    assert out.status == "succeeded", out.error
+    # the checkpointed create_order was not repeated: one order, one attempt
+    assert out.result == {"first": "ord-1", "count": 1, "attempts": 1}
+    names = [s["name"] for s in read_run_log(ws, first.run_id).steps]
+    assert names == ["order", "mcp:orders.list_orders"]
+
+
+def test_agent_with_python_and_mcp_tools(with_orders_server: Workspace) -> None:
+    """An agent calls a @tool and an attached MCP tool, then answers with schema-checked JSON."""
+    ws = with_orders_server
+    script = {
+        "buyer": [
+            {"tool_calls": [{"name": "stock", "arguments": {"sku": "B-2"}}]},
+            {"tool_calls": [{"name": "orders__create_order",
+                             "arguments": {"sku": "B-2", "quantity": 3, "idempotency_key": "x"}}]},
+            {"content": {"ordered": "B-2", "quantity": 3}},
+        ]
+    }
+    setup_relay(
+        ws,
+        """
+        from dbos import DBOS
+        from agentworks import agent, tool
+
+        @tool
+        def stock(sku: str) -> dict:
+            \"\"\"How many of a SKU are in stock.\"\"\"
+            return {"sku": sku, "in_stock": 7}
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            return await agent(name="buyer", user_message="buy B-2", tools=[stock],
+                               mcp=[{"server": "orders", "tools": ["create_order"]}],
+                               output_schema={"type": "object", "required": ["ordered"]})
+        """,
+        script,
+    )
+    out = go(ws)
+    assert out.status == "succeeded", out.error
+    assert out.result == {"ordered": "B-2", "quantity": 3}
+    receipt = json.loads(
+        (ws.relay_dir("r") / "runs/iteration-1-hook/execution/call-1/receipt.json").read_text()
+    )
+    assert [c["tool"] for c in receipt["tool_calls"]] == ["stock", "orders__create_order"]
+    assert receipt["tool_calls"][1]["result"]["order_id"] == "ord-1"
+    assert receipt["turns"] == 3
+
+
+def test_invalid_agent_output_can_be_caught_by_the_author(workspace: Workspace) -> None:
+    """AgentOutputError is raised for non-JSON output, and the relay may catch it."""
+    setup_relay(
+        workspace,
+        """
+        from dbos import DBOS
+        from agentworks import agent, AgentOutputError
+
+        @DBOS.step()
+        async def ask():
+            try:
+                return await agent(name="chatty", user_message="json please",
+                                   output_schema={"type": "object"})
+            except AgentOutputError as exc:
+                return {"fallback": True, "why": str(exc)}
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            return await ask()
+        """,
+        {"chatty": [{"content": "Sure! Here you go."}]},
+    )
+    out = go(workspace)
+    assert out.status == "succeeded"
+    assert out.result["fallback"] is True and "not JSON" in out.result["why"]
+
+
+def test_a_tool_cannot_call_an_agent(workspace: Workspace) -> None:
+    """An agent call made from inside a tool fails the run with nested-call."""
+    setup_relay(
+        workspace,
+        """
+        from dbos import DBOS
+        from agentworks import agent, tool
+
+        @tool
+        async def sneaky(q: str) -> str:
+            \"\"\"Tries to ask another agent.\"\"\"
+            return await agent(name="inner", user_message=q)
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            return await agent(name="outer", user_message="go", tools=[sneaky])
+        """,
+        {"outer": [{"tool_calls": [{"name": "sneaky", "arguments": {"q": "hi"}}]},
+                   {"content": "done"}],
+         "inner": [{"content": "never"}]},
+    )
+    out = go(workspace)
+    assert out.status == "failed"
+    assert "NestedCallError" in out.error["message"] and "sneaky" in out.error["message"]
+
+
+def test_too_many_turns_is_an_agent_error(workspace: Workspace) -> None:
+    """An agent that keeps calling tools past max_turns fails with a clear message."""
+    loop = [{"tool_calls": [{"name": "ping", "arguments": {}}]}] * 5
+    setup_relay(
+        workspace,
+        """
+        from dbos import DBOS
+        from agentworks import agent, tool
+
+        @tool
+        def ping() -> str:
+            \"\"\"Ping.\"\"\"
+            return "pong"
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            return await agent(name="loop", user_message="go", tools=[ping], max_turns=3)
+        """,
+        {"loop": loop},
+    )
+    out = go(workspace)
+    assert out.status == "failed" and "used all 3 turns" in out.error["message"]
+
+
+def test_gathered_agent_calls_are_serialized(workspace: Workspace) -> None:
+    """Two agents under asyncio.gather both answer, and their receipts are in call order."""
+    setup_relay(
+        workspace,
+        """
+        import asyncio
+        from dbos import DBOS
+        from agentworks import agent
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            a, b = await asyncio.gather(agent(name="a", user_message="1"),
+                                        agent(name="b", user_message="2"))
+            return [a, b]
+        """,
+        {"a": [{"content": "A"}], "b": [{"content": "B"}]},
+    )
+    out = go(workspace)
+    assert out.status == "succeeded" and out.result == ["A", "B"]
+    folder = workspace.relay_dir("r") / "runs/iteration-1-hook"
+    events = [json.loads(x) for x in (folder / "dbos_events.jsonl").read_text().splitlines()]
+    receipts = [e for e in events if e["kind"] == "receipt"]
+    assert sorted(e["name"] for e in receipts) == ["a", "b"]
+    # one after the other: the second started after the first ended
+    first, second = sorted(receipts, key=lambda e: e["ts"])
+    assert second["ts"] - second["duration_ms"] >= first["ts"] - 1
+
+
+def test_openai_compatible_provider_over_loopback(workspace: Workspace) -> None:
+    """A relay talks to a real chat-completions server on loopback, tool call included."""
+    with chat_server() as (base_url, server):
+        commands.vault_set(workspace, "OPENAI_BASE_URL", base_url)
+        setup_relay(
+            workspace,
+            """
+            from dbos import DBOS
+            from agentworks import agent, tool
+
+            @tool
+            def weather(city: str) -> dict:
+                \"\"\"The weather in a city.\"\"\"
+                return {"city": city, "sky": "clear"}
+
+            @DBOS.workflow()
+            async def run(INPUT):
+                return await agent(name="w", model="openai:test-model",
+                                   user_message="weather in Oslo?", tools=[weather])
+            """,
+        )
+        out = go(workspace)
+        assert out.status == "succeeded", out.error
+        assert len(server.requests) == 2
+        second = server.requests[1].body["messages"]
+        assert any(m["role"] == "tool" for m in second)
+    receipt = json.loads(
+        (workspace.relay_dir("r") / "runs/iteration-1-hook/execution/call-1/receipt.json")
+        .read_text()
+    )
+    assert receipt["model"] == server.model
+
+
+def test_missing_secret_says_how_to_set_it(workspace: Workspace) -> None:
+    """vault() of an unknown name fails with the command that stores it."""
+    setup_relay(
+        workspace,
+        """
+        from dbos import DBOS
+        from agentworks import vault
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            return vault("NOPE_NOT_SET")
+        """,
+    )
+    out = go(workspace)
+    assert out.status == "failed" and "relay vault set NOPE_NOT_SET" in out.error["message"]
+
+
+def test_variables_and_run_dir(workspace: Workspace) -> None:
+    """variables come from relay.yaml; files written to run_dir land in execution/."""
+    setup_relay(
+        workspace,
+        """
+        from dbos import DBOS
+        from agentworks import run_dir, variables
+
+        @DBOS.step()
+        async def write(text):
+            (run_dir / "note.txt").write_text(text)
+            return str(run_dir)
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            where = await write(variables["greeting"])
+            return {"where": where.endswith("execution"), "vars": dict(variables)}
+        """,
+        variables={"greeting": "hello"},
+    )
+    out = go(workspace)
+    assert out.result == {"where": True, "vars": {"greeting": "hello"}}
+    note = workspace.relay_dir("r") / "runs/iteration-1-hook/execution/note.txt"
+    assert note.read_text() == "hello"
