@@ -10,8 +10,9 @@ from typing import Any
 
 from agentworks._runtime import Runtime, current
 from agentworks.errors import AgentError, AgentOutputError, AgentworksError, ToolError
-from agentworks.platform import in_tool, platform_call
+from agentworks.platform import current_call_key, in_tool, journal_of, platform_call
 from agentworks.providers.base import AssistantTurn, Provider, ToolCall
+from agentworks.restart import ToolJournal
 
 __all__ = ["agent"]
 
@@ -96,6 +97,7 @@ class _Conversation:
         self.tools, self.max_turns, self.call_dir = tools, max_turns, call_dir
         self.receipts: list[dict[str, Any]] = []
         self.resolved_model = model
+        self.tool_journal: ToolJournal | None = None
 
     async def _run_tool(self, call: ToolCall) -> Any:
         spec = self.tools.get(call.name)
@@ -107,7 +109,13 @@ class _Conversation:
                 raise ToolError(
                     f"unknown tool {call.name!r}; available: {', '.join(sorted(self.tools))}"
                 )
-            result = await spec["invoke"](call.arguments)
+            if self.tool_journal is not None:
+                result, reused = await self.tool_journal.call(
+                    call.name, call.arguments, spec["invoke"]
+                )
+                receipt["reused"] = reused
+            else:
+                result = await spec["invoke"](call.arguments)
             receipt["result"] = result
             return result
         except ToolError as exc:
@@ -164,7 +172,11 @@ async def _tool_table(
                 f"agent {name!r}: tools=[...] takes functions decorated with @tool, got "
                 f"{type(t).__name__}."
             )
-        table[t.name] = {"spec": t.spec(), "invoke": t.invoke}
+        table[t.name] = {
+            "spec": t.spec(),
+            "invoke": t.invoke,
+            "lookup": t.lookup if getattr(t, "recover", None) is not None else None,
+        }
     for entry in mcp:
         from agentworks.mcp import attached_tools
 
@@ -206,6 +218,14 @@ async def agent(
         call_dir = rt.next_call_dir()
         table = await _tool_table(rt, name, tools, mcp)
         convo = _Conversation(rt, name, provider, resolved, table, max_turns, call_dir)
+        if recovery == "restart":
+            if mcp:
+                raise AgentError(
+                    f"agent {name!r}: recovery='restart' journals Python @tool calls only; "
+                    f"attached MCP servers are not available in this mode."
+                )
+            convo.tool_journal = ToolJournal(rt, journal_of(rt), current_call_key(), name)
+            await convo.tool_journal.resolve_pending(table)
         history: list[dict[str, Any]] = []
         if system_prompt:
             history.append({"role": "system", "content": system_prompt})
@@ -245,4 +265,6 @@ async def agent(
             )
 
     call = {"model": resolved, "tools": [getattr(t, "name", "?") for t in tools]}
-    return await platform_call("agent", name, call, perform, replay_safe=replay_safe)
+    return await platform_call(
+        "agent", name, call, perform, replay_safe=replay_safe, restartable=recovery == "restart"
+    )

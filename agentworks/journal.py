@@ -32,6 +32,15 @@ class CallState:
     call: dict[str, Any] | None = None
     result: Any = None
     attempt: int | None = None
+    #: a person must decide (``relay reconcile``) before the run can go on
+    blocking: bool = False
+
+    def describe(self) -> str:
+        """``agent 'clerk'`` or ``tool 'charge'``: the call in the user's terms."""
+        call = self.call or {}
+        if "tool" in call:
+            return f"tool {call['tool']!r}"
+        return f"{call.get('kind', 'call')} {call.get('name')!r}"
 
 
 class Journal:
@@ -78,7 +87,13 @@ class Journal:
             prev = states.get(key)
             kind = e["kind"]
             if kind == "intent":
-                states[key] = CallState(key, "pending", e.get("call"), None, e.get("attempt"))
+                call = e.get("call") or {}
+                blocking = call.get("kind") in {"agent", "mcp"} and not call.get("replay_safe")
+                states[key] = CallState(
+                    key, "pending", e.get("call"), None, e.get("attempt"), blocking
+                )
+            elif kind == "lookup_failed" and prev is not None and prev.state == "pending":
+                states[key] = CallState(key, "pending", prev.call, None, prev.attempt, True)
             elif kind == "result" and prev is not None:
                 states[key] = CallState(key, "done", prev.call, e.get("result"), prev.attempt)
             elif kind == "error" and prev is not None:
@@ -96,6 +111,13 @@ class Journal:
     def pending(self) -> list[CallState]:
         """Uncertain calls: an intent with no result, error or resolution."""
         return [s for s in self.states().values() if s.state == "pending"]
+
+    def blocking(self) -> list[CallState]:
+        """Uncertain calls only a person can settle (not replay-safe, or a failed lookup)."""
+        return [s for s in self.pending() if s.blocking]
+
+    def lookup_failed(self, key: str, reason: str) -> None:
+        self._append({"kind": "lookup_failed", "key": key, "reason": reason})
 
     def intent(self, key: str, call: dict[str, Any], attempt: int) -> None:
         self._append({"kind": "intent", "key": key, "call": call, "attempt": attempt})

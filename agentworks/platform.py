@@ -29,6 +29,9 @@ _step_calls: contextvars.ContextVar[itertools.count[int] | None] = contextvars.C
 in_tool: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentworks_in_tool", default=None
 )
+_call_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentworks_call_key", default=None
+)
 _locks: dict[int, asyncio.Lock] = {}
 _occurrences: dict[str, int] = {}
 
@@ -36,6 +39,14 @@ _occurrences: dict[str, int] = {}
 def begin_step_body() -> None:
     """Called when a step body starts: its platform calls are numbered from 1 again."""
     _step_calls.set(itertools.count(1))
+
+
+def current_call_key() -> str:
+    """The journal key of the platform call being performed (for its tool journal)."""
+    key = _call_key.get()
+    if key is None:
+        raise AgentworksError("no platform call is in progress")
+    return key
 
 
 def _lock() -> asyncio.Lock:
@@ -57,8 +68,14 @@ async def platform_call(
     perform: Callable[[], Awaitable[Any]],
     *,
     replay_safe: bool,
+    restartable: bool = False,
 ) -> Any:
-    """Run ``perform`` as a journaled platform call; see the module's design note."""
+    """Run ``perform`` as a journaled platform call; see the module's design note.
+
+    ``restartable`` calls (agents with ``recovery="restart"``) run again after an interruption
+    instead of stopping for reconciliation: their own tool journal keeps them honest.
+    """
+    replay_safe = replay_safe or restartable
     from dbos import DBOS
 
     rt = current(f"{kind}()")
@@ -141,12 +158,16 @@ async def _guarded(
         safe_call = _safe(rt, call)
         label = f"{kind}:{name}"
         occurrence = _occurrences[label] = _occurrences.get(label, 0) + 1
-        journal.intent(key, {"kind": kind, "name": name, **safe_call}, rt.attempt)
+        intent = {"kind": kind, "name": name, **safe_call, "replay_safe": replay_safe}
+        journal.intent(key, intent, rt.attempt)
+        token = _call_key.set(key)
         try:
             result = await perform()
         except Exception as exc:
             journal.error(key, rt.redactor.scrub(f"{type(exc).__name__}: {exc}"))
             raise
+        finally:
+            _call_key.reset(token)
         rt.crash_point(label, occurrence, "during")  # effect done, result not yet saved
         leaked = rt.redactor.find(result)
         if leaked:

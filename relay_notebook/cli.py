@@ -347,8 +347,7 @@ def _cmd_reconcile(ws: Workspace, args: argparse.Namespace) -> int:
             print(f"run {args.run_id}: no uncertain calls")
         else:
             for p in pending:
-                call = p.call or {}
-                print(f"{p.key}  {call.get('kind')} {call.get('name')!r} (attempt {p.attempt})")
+                print(f"{p.key}  {p.describe()} (attempt {p.attempt})")
             print(f"resolve with: relay reconcile {args.run_id} --result JSON | --retry")
         return EXIT_OK
     result = None

@@ -276,7 +276,7 @@ def revoke(workspace: Workspace, name: str) -> None:
 def pending_calls(workspace: Workspace, run_id: str) -> list[CallState]:
     """The uncertain calls that stop ``run_id`` (``relay reconcile RUN`` without an action)."""
     folder = find_run(workspace, run_id)
-    return Journal(folder.ipc / "journal.jsonl").pending()
+    return Journal(folder.ipc / "journal.jsonl").blocking()
 
 
 def reconcile(
@@ -290,7 +290,7 @@ def reconcile(
     """``relay reconcile RUN --result JSON | --retry [--key KEY]``: resolve one uncertain call."""
     folder = find_run(workspace, run_id)
     journal = Journal(folder.ipc / "journal.jsonl")
-    pending = journal.pending()
+    pending = journal.blocking()
     if not pending:
         raise NothingToReconcileError(
             f"Run {run_id} has no uncertain call to reconcile. Recover it with: relay recover "

@@ -240,7 +240,7 @@ def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
 def main(spec_path: str) -> None:
     # jsonschema imports rfc3987_syntax when installed, which compiles a grammar for 1.5 s on
     # every attempt; relays never validate IRI formats, so the child does without it.
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     events = EventWriter(
         Path(spec["events_path"]),

@@ -236,11 +236,9 @@ def start_recovery(
                 f"revoked. Restore it with 'relay grant {folder.relay}', then recover again.",
             },
         )
-    pending = Journal(folder.ipc / "journal.jsonl").pending()
+    pending = Journal(folder.ipc / "journal.jsonl").blocking()
     if pending:
-        calls = "; ".join(
-            f"{p.call.get('kind')} {p.call.get('name')!r} (key {p.key})" for p in pending if p.call
-        )
+        calls = "; ".join(f"{p.describe()} (key {p.key})" for p in pending)
         return _held(
             folder,
             meta,

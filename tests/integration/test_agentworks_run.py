@@ -97,8 +97,14 @@ def test_agent_with_python_and_mcp_tools(with_orders_server: Workspace) -> None:
     script = {
         "buyer": [
             {"tool_calls": [{"name": "stock", "arguments": {"sku": "B-2"}}]},
-            {"tool_calls": [{"name": "orders__create_order",
-                             "arguments": {"sku": "B-2", "quantity": 3, "idempotency_key": "x"}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "orders__create_order",
+                        "arguments": {"sku": "B-2", "quantity": 3, "idempotency_key": "x"},
+                    }
+                ]
+            },
             {"content": {"ordered": "B-2", "quantity": 3}},
         ]
     }
@@ -176,9 +182,13 @@ def test_a_tool_cannot_call_an_agent(workspace: Workspace) -> None:
         async def run(INPUT):
             return await agent(name="outer", user_message="go", tools=[sneaky])
         """,
-        {"outer": [{"tool_calls": [{"name": "sneaky", "arguments": {"q": "hi"}}]},
-                   {"content": "done"}],
-         "inner": [{"content": "never"}]},
+        {
+            "outer": [
+                {"tool_calls": [{"name": "sneaky", "arguments": {"q": "hi"}}]},
+                {"content": "done"},
+            ],
+            "inner": [{"content": "never"}],
+        },
     )
     out = go(workspace)
     assert out.status == "failed"
@@ -264,8 +274,9 @@ def test_openai_compatible_provider_over_loopback(workspace: Workspace) -> None:
         second = server.requests[1].body["messages"]
         assert any(m["role"] == "tool" for m in second)
     receipt = json.loads(
-        (workspace.relay_dir("r") / "runs/iteration-1-hook/execution/call-1/receipt.json")
-        .read_text()
+        (
+            workspace.relay_dir("r") / "runs/iteration-1-hook/execution/call-1/receipt.json"
+        ).read_text()
     )
     assert receipt["model"] == server.model
 
@@ -311,3 +322,112 @@ def test_variables_and_run_dir(workspace: Workspace) -> None:
     assert out.result == {"where": True, "vars": {"greeting": "hello"}}
     note = workspace.relay_dir("r") / "runs/iteration-1-hook/execution/note.txt"
     assert note.read_text() == "hello"
+
+
+RESTART = """
+import os
+from pathlib import Path
+from dbos import DBOS
+from agentworks import agent, run_dir, tool
+
+
+def effect(line):
+    with open(Path(run_dir) / "effects.log", "a") as fh:
+        fh.write(line + "\\n")
+
+
+def receipt_of(sku):
+    # a durable service receipt: here, the effects log the tool wrote before the crash
+    lines = (Path(run_dir) / "effects.log").read_text().splitlines()
+    if f"charge {sku}" not in lines:
+        raise LookupError(f"no receipt for {sku}")
+    return {"charged": sku}
+
+
+@tool
+def reserve(sku: str) -> dict:
+    \"\"\"Reserve stock.\"\"\"
+    effect(f"reserve {sku}")
+    return {"reserved": sku}
+
+
+@tool
+def invoice(sku: str) -> dict:
+    \"\"\"Write an invoice.\"\"\"
+    effect(f"invoice {sku}")
+    return {"invoiced": sku}
+
+
+@tool(recover=lambda sku: receipt_of(sku))
+def charge(sku: str) -> dict:
+    \"\"\"Charge the customer (dies once, after the charge, before the result is saved).\"\"\"
+    effect(f"charge {sku}")
+    marker = Path(run_dir) / "crashed-once"
+    if not marker.exists():
+        marker.write_text("x")
+        os._exit(9)
+    return {"charged": sku}
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return await agent(name="clerk", user_message="sell A", tools=[reserve, invoice, charge],
+                       recovery="restart")
+"""
+RESTART_SCRIPT = {
+    "clerk": [
+        {"tool_calls": [{"name": "reserve", "arguments": {"sku": "A"}}]},
+        {"tool_calls": [{"name": "invoice", "arguments": {"sku": "A"}}]},
+        {"tool_calls": [{"name": "charge", "arguments": {"sku": "A"}}]},
+        {"content": "sold A"},
+    ]
+}
+
+
+def test_restart_reuses_tool_results_and_recovers_the_pending_one(workspace: Workspace) -> None:
+    """After a crash inside the third tool, the agent restarts; every tool body ran once."""
+    setup_relay(workspace, RESTART, RESTART_SCRIPT)
+    first = go(workspace)
+    assert first.status == "interrupted"
+    second = commands.recover(workspace, first.run_id).wait(120)
+    assert second.status == "succeeded", second.error
+    assert second.result == "sold A"
+    folder = workspace.relay_dir("r") / "runs/iteration-1-hook"
+    effects = (folder / "execution/effects.log").read_text().splitlines()
+    assert effects == ["reserve A", "invoice A", "charge A"]
+    events = [json.loads(x) for x in (folder / "dbos_events.jsonl").read_text().splitlines()]
+    assert [e["tool"] for e in events if e["kind"] == "tool_recovered"] == ["charge"]
+    receipt = json.loads((folder / "execution/call-2/receipt.json").read_text())
+    assert [(c["tool"], c["reused"]) for c in receipt["tool_calls"]] == [
+        ("reserve", True),
+        ("invoice", True),
+        ("charge", True),
+    ]
+
+
+def test_restart_without_a_receipt_stops_for_reconciliation(workspace: Workspace) -> None:
+    """A pending tool call whose lookup cannot establish the outcome stops the run."""
+    source = RESTART.replace('effect(f"charge {sku}")\n    marker', "marker")
+    setup_relay(workspace, source, RESTART_SCRIPT)
+    first = go(workspace)
+    second = commands.recover(workspace, first.run_id).wait(120)
+    assert second.status == "needs_reconciliation", second.error
+    assert "charge" in second.error["message"] and "no receipt for A" in second.error["message"]
+
+
+def test_restart_cannot_be_combined_with_replay_safe(workspace: Workspace) -> None:
+    """recovery='restart' with replay_safe=True is refused before any call."""
+    setup_relay(
+        workspace,
+        """
+        from dbos import DBOS
+        from agentworks import agent
+
+        @DBOS.workflow()
+        async def run(INPUT):
+            return await agent(name="x", user_message="hi", recovery="restart", replay_safe=True)
+        """,
+        {"x": [{"content": "hi"}]},
+    )
+    out = go(workspace)
+    assert out.status == "failed" and "cannot be combined with replay_safe" in out.error["message"]
