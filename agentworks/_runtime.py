@@ -37,6 +37,8 @@ class Runtime:
     emit: Callable[..., dict[str, Any]]
     authorize: Callable[[str], None]  # raises AccessDeniedError; argument: what is asked
     stop: Callable[[str, dict[str, Any]], NoReturn]  # end the attempt with a status, now
+    #: False for ``relay_durability: none`` legacy programs: calls run without checkpoints
+    durable: bool = True
     #: crash injection for platform calls: ("agent:NAME", occurrence, "during"|"after")
     crash_point: Callable[[str, int, str], None] = lambda name, n, when: None
     redactor: Redactor = field(init=False)

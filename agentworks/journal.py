@@ -88,7 +88,9 @@ class Journal:
             kind = e["kind"]
             if kind == "intent":
                 call = e.get("call") or {}
-                blocking = call.get("kind") in {"agent", "mcp"} and not call.get("replay_safe")
+                blocking = call.get("kind") in {"agent", "mcp", "step"} and not call.get(
+                    "replay_safe"
+                )
                 states[key] = CallState(
                     key, "pending", e.get("call"), None, e.get("attempt"), blocking
                 )

@@ -86,8 +86,19 @@ async def platform_call(
             f"agent or MCP calls. Call it from run() or a step, or attach the MCP tool to the "
             f"agent with mcp=[...]."
         )
+    label = f"{kind}:{name}"
+    occurrence = _occurrences[label] = _occurrences.get(label, 0) + 1
+    if not rt.durable:
+        async with _lock():
+            rt.authorize(f"{kind} {name}")
+            result = await perform()
+            rt.crash_point(label, occurrence, "during")
+        rt.crash_point(label, occurrence, "after")
+        return result
     if DBOS.step_id is not None:
-        return await _guarded(rt, kind, name, call, perform, replay_safe)
+        result = await _guarded(rt, kind, name, call, perform, replay_safe, occurrence)
+        rt.crash_point(label, occurrence, "after")  # result journaled (inside a user step)
+        return result
     if DBOS.workflow_id is None:
         raise AgentworksError(
             f"{kind}({name!r}) must be called from the workflow or one of its steps, not at "
@@ -105,7 +116,7 @@ async def platform_call(
             occurrence=None,
         )
         started = time.perf_counter()
-        result = await _guarded(rt, kind, name, call, perform, replay_safe)
+        result = await _guarded(rt, kind, name, call, perform, replay_safe, occurrence)
         rt.emit(
             "step_end",
             step=f"{kind}:{name}",
@@ -117,7 +128,9 @@ async def platform_call(
         )
         return result
 
-    return await DBOS.run_step_async({"name": f"{kind}:{name}"}, own_step)
+    result = await DBOS.run_step_async({"name": label}, own_step)
+    rt.crash_point(label, occurrence, "after")  # the call's own step is checkpointed
+    return result
 
 
 async def _guarded(
@@ -127,6 +140,7 @@ async def _guarded(
     call: dict[str, Any],
     perform: Callable[[], Awaitable[Any]],
     replay_safe: bool,
+    occurrence: int,
 ) -> Any:
     from dbos import DBOS
 
@@ -147,7 +161,7 @@ async def _guarded(
                 "needs_reconciliation",
                 {
                     "code": "needs-reconciliation",
-                    "message": f"Run {rt.run_id} stopped: the {kind} call {name!r} (key {key}) "
+                    "message": f"Run {rt.run_id} stopped: {kind} {name!r} (key {key}) "
                     f"was interrupted in attempt {state.attempt} before its result was saved, "
                     f"so it may or may not have had its effect. Establish what happened, then "
                     f"run 'relay reconcile {rt.run_id} --result JSON' (the call's result) or "
@@ -156,8 +170,6 @@ async def _guarded(
                 },
             )
         safe_call = _safe(rt, call)
-        label = f"{kind}:{name}"
-        occurrence = _occurrences[label] = _occurrences.get(label, 0) + 1
         intent = {"kind": kind, "name": name, **safe_call, "replay_safe": replay_safe}
         journal.intent(key, intent, rt.attempt)
         token = _call_key.set(key)
@@ -168,7 +180,7 @@ async def _guarded(
             raise
         finally:
             _call_key.reset(token)
-        rt.crash_point(label, occurrence, "during")  # effect done, result not yet saved
+        rt.crash_point(f"{kind}:{name}", occurrence, "during")  # effect done, result unsaved
         leaked = rt.redactor.find(result)
         if leaked:
             journal.error(key, "result withheld: it contained a vault value")
@@ -177,7 +189,6 @@ async def _guarded(
                 f"will not be saved. Keep secrets out of what agents and tools return."
             )
         journal.result(key, result)
-        rt.crash_point(label, occurrence, "after")
         return result
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "InvalidRunIdError",
     "InvalidSecretError",
     "InvalidTargetError",
+    "NotDurableError",
     "NothingToReconcileError",
     "RelayError",
     "RelayNotFoundError",
@@ -187,6 +188,12 @@ class NothingToReconcileError(RelayError):
 
     code = "nothing-to-reconcile"
     exit_code = 2
+
+
+class NotDurableError(RunRejectedError):
+    """Recovery refused: the run's relay has ``relay_durability: none`` (nothing to resume)."""
+
+    code = "not-durable"
 
 
 class ReleaseTamperedError(RelayError):

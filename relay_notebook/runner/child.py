@@ -258,12 +258,12 @@ def main(spec_path: str) -> None:
     runtime = install_runtime(spec, events, read_secrets(), outcome_path)
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
     Instrumentation(events, crash, code_dir, runtime.redactor).install()
-    _prepare_database(Path(spec["database"]))
     try:
         module = _load_relay(code_dir, spec["entry"])
         entry = getattr(module, "run", None)
         if entry is None:
             raise AttributeError("the relay defines no run(INPUT) function")
+        legacy = _is_legacy(entry)
     except Exception as exc:
         outcome = {
             "status": "failed",
@@ -274,6 +274,12 @@ def main(spec_path: str) -> None:
             ),
         }
     else:
+        if legacy:
+            entry = _legacy_entry(entry, durable=spec.get("durable", True))
+        if not spec.get("durable", True):
+            outcome = asyncio.run(_run_without_dbos(spec, entry))
+            _finish(events, outcome_path, runtime, outcome)
+        _prepare_database(Path(spec["database"]))
         DBOS(
             config={
                 "name": "relay",
@@ -285,13 +291,68 @@ def main(spec_path: str) -> None:
         )
         _route_logs(events)
         outcome = asyncio.run(_run_attempt(spec, events, entry))
-        outcome = json.loads(runtime.redactor.scrub(json.dumps(outcome)))
+    _finish(events, outcome_path, runtime, outcome)
+
+
+def _finish(events: EventWriter, outcome_path: Path, runtime: Any, outcome: dict[str, Any]) -> None:
+    """Record the attempt's outcome and leave the process (skipping DBOS's slow destroy)."""
+    outcome = json.loads(runtime.redactor.scrub(json.dumps(outcome)))
     events.emit("attempt_outcome", status=outcome["status"], error=outcome.get("error"))
     events.sync()
     write_json_atomic(outcome_path, outcome)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _is_legacy(entry: Any) -> bool:
+    """``run(INPUT, ctx)``: a plain function of two parameters, not a DBOS workflow."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(entry).parameters)
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 2
+
+
+def _legacy_entry(run_fn: Any, *, durable: bool) -> Any:
+    """Wrap ``run(INPUT, ctx)`` as the run's root workflow (or a plain coroutine if not durable)."""
+    import inspect
+
+    from agentworks.legacy import Context
+
+    ctx = Context()
+
+    async def call(run_input: Any) -> Any:
+        if inspect.iscoroutinefunction(run_fn):
+            return await run_fn(run_input, ctx)
+        return await asyncio.to_thread(run_fn, run_input, ctx)
+
+    if not durable:
+        return call
+    from dbos import DBOS
+
+    return DBOS.workflow(name="run")(call)
+
+
+async def _run_without_dbos(spec: dict[str, Any], entry: Any) -> dict[str, Any]:
+    """``relay_durability: none``: the program runs once, with no checkpoints."""
+    from relay_notebook.runner.instrument import user_traceback
+
+    try:
+        result = await entry(spec["input"])
+    except Exception as exc:
+        tb = user_traceback(exc, Path(spec["code_dir"]))
+        return {
+            "status": "failed",
+            "error": _error("relay-raised", f"{type(exc).__name__}: {exc}", tb),
+        }
+    finally:
+        from agentworks.mcp import close_pools
+
+        await close_pools()
+    return _finish_result(spec, result)
 
 
 if __name__ == "__main__":

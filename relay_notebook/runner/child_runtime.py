@@ -125,6 +125,7 @@ def install_runtime(
         authorize=authorize,
         stop=stop,
         crash_point=crash_point,
+        durable=bool(spec.get("durable", True)),
     )
     _runtime.install(runtime)
     if runtime.redactor:

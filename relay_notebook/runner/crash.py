@@ -13,9 +13,9 @@ __all__ = ["CRASH_EXIT_CODE", "CrashSpec", "parse_crash_spec"]
 #: the child's exit status when it kills itself on purpose
 CRASH_EXIT_CODE = 86
 
-# STEP is a step name, or a platform call: agent:NAME, mcp:SERVER.TOOL
+# STEP is a step name, or a platform call: agent:NAME, mcp:SERVER.TOOL, step:NAME (ctx.step)
 _SPEC = re.compile(
-    r"(?P<when>after|during):(?P<step>(?:(?:agent|mcp):)?[A-Za-z_][\w.<>-]*)(?:#(?P<n>\d+))?"
+    r"(?P<when>after|during):(?P<step>(?:(?:agent|mcp|step):)?[A-Za-z_][\w.<>-]*)(?:#(?P<n>\d+))?"
 )
 
 

@@ -14,6 +14,7 @@ from relay_notebook.errors import (
     BindingChangedError,
     DeadlinePassedError,
     InvalidInputError,
+    NotDurableError,
     ReleaseTamperedError,
 )
 from relay_notebook.runner.bindings import changed_bindings, compute_bindings
@@ -48,13 +49,19 @@ class _Code:
     variables: dict[str, str]
     release: dict[str, Any] | None
     default_model: str | None = None
+    durable: bool = True
 
 
 def _draft_code(draft: Draft) -> _Code:
     payload = [(rel, (draft.folder / rel).read_bytes()) for rel in draft.files()]
     manifest = draft.manifest
     return _Code(
-        draft.folder, content_hash(payload), dict(manifest.variables), None, manifest.model
+        draft.folder,
+        content_hash(payload),
+        dict(manifest.variables),
+        None,
+        manifest.model,
+        manifest.relay_durability == "dbos",
     )
 
 
@@ -74,6 +81,7 @@ def _release_code(workspace: Workspace, relay: str, ref: str) -> _Code:
         dict(manifest.variables),
         {"version": release.version, "hash": release.hash},
         manifest.model,
+        manifest.relay_durability == "dbos",
     )
 
 
@@ -89,6 +97,7 @@ def _context(workspace: Workspace, code: _Code) -> dict[str, Any]:
         "variables": code.variables,
         "default_model": code.default_model,
         "release": code.release,
+        "durable": code.durable,
     }
 
 
@@ -141,6 +150,7 @@ def start_run(
             "created_at": created,
             "deadline_ms": created + deadline_s * 1000,
             "max_attempts": MAX_ATTEMPTS,
+            "durable": code.durable,
             "status": "pending",
             "attempts": [],
         }
@@ -249,6 +259,11 @@ def start_recovery(
                 f"Find out whether it took effect, then run 'relay reconcile {run_id} --result "
                 f"JSON' or 'relay reconcile {run_id} --retry', and recover again.",
             },
+        )
+    if not meta.get("durable", True):
+        raise NotDurableError(
+            f"Cannot recover run {run_id}: relay {folder.relay} runs with relay_durability: "
+            f"none, so nothing was checkpointed. Start a new run with: relay run {folder.relay}"
         )
     attempt = len(meta.get("attempts", [])) + 1
     code = _current_code(workspace, meta)
