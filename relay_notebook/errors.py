@@ -25,6 +25,7 @@ __all__ = [
     "InvalidRunIdError",
     "InvalidSecretError",
     "InvalidTargetError",
+    "LedgerCorruptError",
     "NotDurableError",
     "NothingToReconcileError",
     "RelayError",
@@ -194,6 +195,12 @@ class NotDurableError(RunRejectedError):
     """Recovery refused: the run's relay has ``relay_durability: none`` (nothing to resume)."""
 
     code = "not-durable"
+
+
+class LedgerCorruptError(RelayError):
+    """A run's event ledger has a gap in its sequence numbers or another run's events."""
+
+    code = "ledger-corrupt"
 
 
 class ReleaseTamperedError(RelayError):

@@ -11,7 +11,7 @@ from typing import Any
 
 from relay_notebook.runner.checkpoints import read_checkpoints, read_workflow_status
 from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
-from relay_notebook.runner.ledger import read_events
+from relay_notebook.runner.ledger import check_events, read_events
 from relay_notebook.workspace import Workspace
 
 __all__ = ["RunLog", "RunSummary", "list_runs", "read_run_log"]
@@ -82,7 +82,7 @@ class RunLog:
 
 
 def _steps(folder: RunFolder, attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    events = read_events(folder.events)
+    events = check_events(read_events(folder.events), folder.run_id, folder.events)
     by_id: dict[int, dict[str, Any]] = {}
     for cp in read_checkpoints(folder.database, folder.run_id):
         by_id[cp.function_id] = {

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EventWriter", "now_ms", "read_events"]
+__all__ = ["EventWriter", "check_events", "now_ms", "read_events"]
 
 
 def now_ms() -> float:
@@ -39,6 +39,27 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             continue
         if isinstance(event, dict):
             events.append(event)
+    return events
+
+
+def check_events(events: list[dict[str, Any]], run_id: str, where: Path) -> list[dict[str, Any]]:
+    """``events`` if they belong to ``run_id`` with sequence numbers 1, 2, 3...; else raise.
+
+    A ledger with a gap or another run's events cannot be trusted to say what happened.
+    """
+    from relay_notebook.errors import LedgerCorruptError
+
+    for expected, event in enumerate(events, start=1):
+        if event.get("run_id") != run_id:
+            raise LedgerCorruptError(
+                f"The ledger {where} holds an event of run {event.get('run_id')!r} (seq "
+                f"{event.get('seq')}), not of run {run_id}; it was copied or edited by hand."
+            )
+        if event.get("seq") != expected:
+            raise LedgerCorruptError(
+                f"The ledger {where} skips from event {expected - 1} to {event.get('seq')}; "
+                f"events are missing, so the run's history cannot be trusted."
+            )
     return events
 
 

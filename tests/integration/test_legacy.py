@@ -74,6 +74,9 @@ def test_a_legacy_program_runs_with_ctx(workspace: Workspace) -> None:
     }
     steps = [s["name"] for s in read_run_log(workspace, out.run_id).steps]
     assert steps == ["agent:clerk", "step:charge"]
+    for path in workspace.relay_dir("shop").rglob("*"):
+        if path.is_file():
+            assert b"shop-secret-123" not in path.read_bytes(), path
 
 
 def test_a_checkpointed_agent_call_is_reused(workspace: Workspace) -> None:

@@ -106,3 +106,31 @@ def test_trace_is_capped_at_2_mib_with_a_marker(workspace: Workspace) -> None:
     trace = json.loads(data)
     assert trace["truncated"]["dropped_calls"] > 0
     assert trace["calls"][-1]["occurrence"] == 5999  # the newest calls are kept
+
+
+def test_a_ledger_with_a_gap_or_a_foreign_event_is_rejected(workspace: Workspace) -> None:
+    """Reading a run's history refuses a ledger with missing events or another run's events."""
+    from relay_notebook.errors import LedgerCorruptError
+    from relay_notebook.history import read_run_log
+
+    workspace.save_draft("r", "x = 1\n")
+    folder = allocate_run(workspace, "r")
+    folder.write_meta({"run_id": folder.run_id, "status": "running", "attempts": []})
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=1)
+    writer.emit("attempt_start")
+    writer.close()
+    assert read_run_log(workspace, folder.run_id).steps == []
+    other = EventWriter(folder.events, run_id="r-99", attempt=1)
+    other.emit("attempt_start")
+    other.close()
+    with pytest.raises(LedgerCorruptError, match="event of run 'r-99'"):
+        read_run_log(workspace, folder.run_id)
+    lines = folder.events.read_text().splitlines()
+    folder.events.write_text(
+        lines[0]
+        + "\n"
+        + lines[1].replace('"r-99"', f'"{folder.run_id}"').replace('"seq":2', '"seq":5')
+        + "\n"
+    )
+    with pytest.raises(LedgerCorruptError, match="skips from event 1 to 5"):
+        read_run_log(workspace, folder.run_id)
