@@ -20,23 +20,24 @@ from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.workspace import Workspace
 
-__all__ = ["main"]
+__all__ = ["CommandLineError", "build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class _UsageError(Exception):
-    pass
+class CommandLineError(Exception):
+    """The command line (or magic line) itself is wrong; the message is one line."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{message}. See: {self.prog} --help")
+        raise CommandLineError(f"{message}. See: {self.prog} --help")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser; ``notebook=True`` adds the magics' own options."""
     parser = _Parser(
-        prog="relay",
+        prog=prog,
         description="Author, check, publish, run and recover relays (durable DBOS programs).",
     )
     parser.add_argument(
@@ -81,10 +82,16 @@ def _build_parser() -> argparse.ArgumentParser:
         help="crash on purpose: after:STEP[#N] (after its checkpoint) or during:STEP[#N]",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    run_parser = p
 
     p = sub.add_parser("recover", help="start the next attempt of an interrupted run")
     p.add_argument("run_id", metavar="RUN", help="a run id as printed by run, e.g. invoice-3")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        for q in (run_parser, p):
+            q.add_argument("--wait", action="store_true", help="block until the attempt ends")
+            q.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
+        sub.add_parser("lab", help="the recovery lab: the five scenarios as buttons")
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
@@ -401,10 +408,10 @@ _COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status (``relay`` calls ``sys.exit`` with it)."""
     try:
-        args = _build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
         ws = Workspace(args.home)
         return _COMMANDS[args.command](ws, args)
-    except _UsageError as exc:
+    except CommandLineError as exc:
         print(f"relay: error: {exc} [usage]", file=sys.stderr)
         return EXIT_USAGE
     except AdmissionError as exc:

@@ -18,10 +18,12 @@ __all__ = [
     "AttemptBudgetError",
     "BindingChangedError",
     "DeadlinePassedError",
+    "IdempotencyKeyReusedError",
     "InvalidCrashSpecError",
     "InvalidInputError",
     "InvalidManifestError",
     "InvalidNameError",
+    "InvalidRequestError",
     "InvalidRunIdError",
     "InvalidSecretError",
     "InvalidTargetError",
@@ -207,3 +209,16 @@ class ReleaseTamperedError(RelayError):
     """A frozen release file no longer matches its recorded checksum."""
 
     code = "release-tampered"
+
+
+class InvalidRequestError(RelayError):
+    """A REST API request whose body, query or headers are not what the route expects."""
+
+    code = "invalid-request"
+    exit_code = 2
+
+
+class IdempotencyKeyReusedError(RelayError):
+    """An ``Idempotency-Key`` already used to start a run of this relay with a different body."""
+
+    code = "idempotency-key-reused"

@@ -71,8 +71,19 @@ class RunHandle:
         self._done = threading.Event()
         self._outcome = finished
         self._deadline_hit = False
+        self._callbacks: list[Callable[[RunOutcome], None]] = []
+        self._callbacks_lock = threading.Lock()
         if finished is not None:
             self._done.set()
+
+    def add_done_callback(self, fn: Callable[[RunOutcome], None]) -> None:
+        """Call ``fn(outcome)`` when the attempt ends (at once if it already has)."""
+        with self._callbacks_lock:
+            if not self._done.is_set():
+                self._callbacks.append(fn)
+                return
+        assert self._outcome is not None
+        fn(self._outcome)
 
     @property
     def run_id(self) -> str:
@@ -142,7 +153,13 @@ class RunHandle:
             )
         finally:
             os.close(lock_fd)
-            self._done.set()
+            with self._callbacks_lock:
+                self._done.set()
+                callbacks, self._callbacks = self._callbacks, []
+            for fn in callbacks:
+                if self._outcome is not None:
+                    with contextlib.suppress(Exception):  # a view's bug must not hide the end
+                        fn(self._outcome)
 
     def _watch_deadline(self, deadline_ms: float) -> None:
         remaining = (deadline_ms - now_ms()) / 1000

@@ -1,0 +1,234 @@
+"""The REST API's tornado handlers: routes, JSON bodies, and RelayError → HTTP status mapping.
+
+Every route requires the Jupyter server's own authentication (a token or a login) and asks
+its authorizer (resource ``relays``). Operations run in a worker thread; failures come back
+as ``{"error": {"code", "message"}}`` with a status chosen from the error class, never as a
+traceback (an unexpected exception is logged by the server and reported as
+``internal-error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from http.client import responses
+from typing import Any, TypeVar
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from relay_notebook.errors import (
+    AdmissionError,
+    IdempotencyKeyReusedError,
+    InvalidRequestError,
+    RelayError,
+    RelayNotFoundError,
+    ReleaseNotFoundError,
+    RunNotFoundError,
+)
+from relay_notebook.server.service import RelayService
+
+__all__ = ["API_PREFIX", "CODES", "ROUTES", "error_status"]
+
+API_PREFIX = "relay/api"
+#: codes of errors the HTTP layer itself reports (listed in docs/errors.md)
+CODES = {
+    "forbidden": "The Jupyter server refused the request (HTTP 403): no valid token or login, "
+    "or its authorizer denied it. Send 'Authorization: token TOKEN'.",
+    "route-not-found": "No REST API route matches the URL (HTTP 404); see openapi.yaml.",
+    "method-not-allowed": "The route exists, but not for this HTTP method (HTTP 405).",
+    "http-error": "Another refusal by the Jupyter server itself; the message says which.",
+}
+_NOT_FOUND = (RelayNotFoundError, ReleaseNotFoundError, RunNotFoundError)
+_UNPROCESSABLE = (AdmissionError, IdempotencyKeyReusedError)
+T = TypeVar("T")
+
+
+def error_status(error: RelayError) -> int:
+    """404 for a missing relay, release or run; 400 other bad input; 422 or 409 refusals."""
+    if isinstance(error, _NOT_FOUND):
+        return 404
+    if error.exit_code == 2:
+        return 400
+    if isinstance(error, _UNPROCESSABLE):
+        return 422
+    return 409
+
+
+class RelayAPIHandler(APIHandler):
+    """Shared plumbing: the service, JSON replies and the error format."""
+
+    auth_resource = "relays"
+
+    @property
+    def service(self) -> RelayService:
+        service: RelayService = self.settings["relay_service"]
+        return service
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking service call off the event loop."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def reply(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(data))
+
+    def fail(self, status: int, code: str, message: str, **extra: Any) -> None:
+        self.clear_header("Location")
+        self.set_status(status)
+        self.finish(json.dumps({"error": {"code": code, "message": message, **extra}}))
+
+    def body(self) -> dict[str, Any]:
+        """The request's JSON object; an empty body is ``{}``."""
+        raw = self.request.body
+        if not raw or not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise InvalidRequestError(
+                f"The request body is not valid JSON ({exc}); send a JSON object with "
+                f"Content-Type: application/json."
+            ) from None
+        if not isinstance(data, dict):
+            raise InvalidRequestError(
+                f"The request body must be a JSON object, got {type(data).__name__}."
+            )
+        return data
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, RelayError):
+            extra: dict[str, Any] = {}
+            if isinstance(exc, AdmissionError):
+                extra["diagnostics"] = [d.to_dict() for d in exc.diagnostics]
+            self.fail(error_status(exc), exc.code, exc.message, **extra)
+            return
+        if isinstance(exc, web.HTTPError) or exc is None:
+            status = exc.status_code if isinstance(exc, web.HTTPError) else status_code
+            code = {403: "forbidden", 404: "route-not-found", 405: "method-not-allowed"}
+            reason = (exc.log_message if isinstance(exc, web.HTTPError) else None) or responses.get(
+                status, "error"
+            )
+            self.fail(status, code.get(status, "http-error"), str(reason))
+            return
+        self.fail(
+            500,
+            "internal-error",
+            f"The relay API failed unexpectedly ({type(exc).__name__}); this is a bug in "
+            f"relay_notebook. The Jupyter server log has the traceback.",
+        )
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        # a RelayError is an answer, not a server failure: no traceback in the server log
+        if isinstance(e, RelayError) and not self._finished:
+            self.send_error(error_status(e), exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+
+class RelaysHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply(await self.call(self.service.list_relays))
+
+
+class RelayHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        self.reply(await self.call(self.service.relay, name))
+
+
+class ReleasesHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        self.reply(await self.call(self.service.releases, name))
+
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        self.body()  # publish takes no fields, but a malformed body is still an error
+        release, created = await self.call(self.service.publish, name)
+        self.reply(release, 201 if created else 200)
+
+
+class AccessHandler(RelayAPIHandler):
+    def initialize(self, granted: bool) -> None:
+        self.granted = granted
+
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        self.reply(await self.call(self.service.set_access, name, granted=self.granted))
+
+
+class RelayRunsHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, name: str) -> None:
+        key = self.request.headers.get("Idempotency-Key")
+        run, started = await self.call(self.service.start_run, name, self.body(), key)
+        self.set_header("Location", self.base_url + f"{API_PREFIX}/runs/{run['run_id']}")
+        self.reply(run, 202 if started else 200)
+
+
+class RunsHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        relay = self.get_query_argument("relay", None)
+        self.reply(await self.call(self.service.list_runs, relay or None))
+
+
+class RunHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        self.reply(await self.call(self.service.run, run_id))
+
+
+class RecoverHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, run_id: str) -> None:
+        self.body()
+        run, started = await self.call(self.service.recover, run_id)
+        self.reply(run, 202 if started else 200)
+
+
+class ReconcileHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, run_id: str) -> None:
+        self.reply(await self.call(self.service.reconcile, run_id, self.body()))
+
+
+class NoRouteHandler(RelayAPIHandler):
+    """Anything else under ``relay/api``: a JSON 404 instead of the server's HTML page."""
+
+    @web.authenticated
+    def prepare(self) -> None:  # type: ignore[override]
+        raise web.HTTPError(404, f"No relay API route {self.request.method} {self.request.path}")
+
+
+_NAME = r"(?P<name>[^/]+)"
+_RUN = r"(?P<run_id>[^/]+)"
+#: (pattern relative to the server's base_url, handler, kwargs), matched in order
+ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
+    (rf"{API_PREFIX}/relays", RelaysHandler, {}),
+    (rf"{API_PREFIX}/relays/{_NAME}", RelayHandler, {}),
+    (rf"{API_PREFIX}/relays/{_NAME}/releases", ReleasesHandler, {}),
+    (rf"{API_PREFIX}/relays/{_NAME}/runs", RelayRunsHandler, {}),
+    (rf"{API_PREFIX}/relays/{_NAME}/grant", AccessHandler, {"granted": True}),
+    (rf"{API_PREFIX}/relays/{_NAME}/revoke", AccessHandler, {"granted": False}),
+    (rf"{API_PREFIX}/runs", RunsHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}", RunHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/recover", RecoverHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/reconcile", ReconcileHandler, {}),
+    (rf"{API_PREFIX}(?:/.*)?", NoRouteHandler, {}),
+]

@@ -1,0 +1,249 @@
+"""The REST API's operations on one workspace, as JSON-ready dicts (no HTTP, no tornado here).
+
+Design note: every method is a plain blocking call on the command layer, made from a worker
+thread by the handlers so the server's event loop never waits on disk, SQLite or a child
+process start. Runs started here are supervised by this process: their ``RunHandle`` is kept
+until the attempt ends (its reader thread writes the outcome to ``run.json``), and nothing
+ever calls ``wait``. Request bodies are validated here, so the rules hold for any caller.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from relay_notebook import commands
+from relay_notebook.errors import InvalidRequestError, RelayError
+from relay_notebook.history import RunLog
+from relay_notebook.runner import RunHandle, find_run, list_run_folders
+from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
+from relay_notebook.workspace import Draft, Release, Workspace, list_releases
+from relay_notebook.workspace.access import AccessPolicy
+
+__all__ = ["RelayService"]
+
+_RUN_FIELDS = {"input", "release", "crash"}
+_RECONCILE_FIELDS = {"result", "retry", "key"}
+
+
+def _check_fields(body: dict[str, Any], allowed: set[str], what: str) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidRequestError(
+            f"Unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in "
+            f"the {what} body; expected only {', '.join(sorted(allowed))}."
+        )
+
+
+def _optional_str(body: dict[str, Any], key: str, what: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequestError(
+            f"Field {key!r} of the {what} body must be a string or null, got "
+            f"{type(value).__name__} {json.dumps(value)[:60]}."
+        )
+    return value
+
+
+def _release_ref(release: Release) -> dict[str, Any]:
+    return {"version": release.version, "hash": release.hash}
+
+
+class RelayService:
+    """List, publish, run, recover and reconcile the relays of one workspace."""
+
+    def __init__(self, home: Path) -> None:
+        self.workspace = Workspace(home)
+        self._idempotency = IdempotencyStore(self.workspace.home)
+        self._handles: dict[str, RunHandle] = {}
+        self._lock = threading.Lock()
+
+    # -- relays and releases ------------------------------------------------------------------
+
+    def _draft(self, name: str) -> Draft:
+        """The draft called ``name``; a name is never read as a file path here."""
+        return self.workspace.load_draft(name)
+
+    def _access(self, name: str) -> str:
+        return "granted" if AccessPolicy(self.workspace.home).is_granted(name) else "revoked"
+
+    def list_relays(self) -> list[dict[str, Any]]:
+        """``GET relay/api/relays``."""
+        out = []
+        for name in self.workspace.list_relays():
+            found = list_releases(self.workspace, name)
+            out.append(
+                {
+                    "name": name,
+                    "releases": len(found),
+                    "latest": _release_ref(found[-1]) if found else None,
+                    "runs": len(list_run_folders(self.workspace, name)),
+                    "access": self._access(name),
+                }
+            )
+        return out
+
+    def relay(self, name: str) -> dict[str, Any]:
+        """``GET relay/api/relays/{name}``: manifest, releases, flow graph and check report."""
+        draft = self._draft(name)
+        return {
+            "name": draft.name,
+            "manifest": draft.manifest.model_dump(mode="json"),
+            "access": self._access(name),
+            "releases": [r.to_dict() for r in list_releases(self.workspace, name)],
+            "graph": commands.graph_of_draft(draft).to_dict(),
+            "check": commands.check_draft(draft).to_dict(),
+        }
+
+    def releases(self, name: str) -> list[dict[str, Any]]:
+        """``GET relay/api/relays/{name}/releases``: oldest first."""
+        self._draft(name)
+        return [r.to_dict() for r in commands.releases(self.workspace, name)]
+
+    def publish(self, name: str) -> tuple[dict[str, Any], bool]:
+        """``POST relay/api/relays/{name}/releases``: the release and whether it is new."""
+        self._draft(name)
+        result = commands.publish(self.workspace, name)
+        return result.to_dict(), result.created
+
+    def set_access(self, name: str, *, granted: bool) -> dict[str, Any]:
+        """``POST relay/api/relays/{name}/grant`` and ``.../revoke``."""
+        self._draft(name)
+        (commands.grant if granted else commands.revoke)(self.workspace, name)
+        return {"relay": name, "access": self._access(name)}
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def _keep(self, handle: RunHandle) -> None:
+        with self._lock:
+            for run_id in [r for r, h in self._handles.items() if h.done()]:
+                del self._handles[run_id]
+            if not handle.done():
+                self._handles[handle.run_id] = handle
+
+    def _brief(self, run_id: str) -> dict[str, Any]:
+        folder = find_run(self.workspace, run_id)
+        meta = folder.read_meta()
+        return {
+            "run_id": run_id,
+            "relay": folder.relay,
+            "status": meta.get("status", "pending"),
+            "attempt": len(meta.get("attempts", [])),
+        }
+
+    def _run_exists(self, run_id: str) -> bool:
+        try:
+            find_run(self.workspace, run_id)
+        except RelayError:
+            return False
+        return True
+
+    def start_run(
+        self, name: str, body: dict[str, Any], idempotency_key: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """``POST relay/api/relays/{name}/runs``: ``(run, started)``; a known key starts none."""
+        _check_fields(body, _RUN_FIELDS, "run request")
+        release = _optional_str(body, "release", "run request")
+        crash = _optional_str(body, "crash", "run request")
+        self._draft(name)
+
+        def start() -> str:
+            handle = commands.run(
+                self.workspace, name, run_input=body.get("input"), release=release, crash=crash
+            )
+            self._keep(handle)
+            return handle.run_id
+
+        if idempotency_key is None:
+            return self._brief(start()), True
+        key = validate_key(idempotency_key)
+        digest = fingerprint({f: body.get(f) for f in sorted(_RUN_FIELDS)})
+        run_id, started = self._idempotency.run_once(name, key, digest, start, self._run_exists)
+        return self._brief(run_id), started
+
+    def list_runs(self, relay: str | None) -> list[dict[str, Any]]:
+        """``GET relay/api/runs[?relay=NAME]``: oldest first."""
+        if relay is not None:
+            self._draft(relay)
+        return [s.to_dict() for s in commands.runs(self.workspace, relay)]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """``GET relay/api/runs/{run_id}``: status, result or error, attempts, steps, trace."""
+        log: RunLog = commands.logs(self.workspace, run_id)
+        folder = find_run(self.workspace, run_id)
+        status = log.run.get("status") or "pending"
+        out: dict[str, Any] = {
+            "run_id": log.run["run_id"],
+            "relay": log.run["relay"],
+            "status": status,
+            "attempt": len(log.attempts),
+            "release": log.run.get("release"),
+            "created_at": log.run.get("created_at"),
+            "input": log.run.get("input"),
+        }
+        if status == "succeeded" and folder.result.is_file():
+            out["result"] = json.loads(folder.result.read_text(encoding="utf-8"))
+        else:
+            out["error"] = log.run.get("error")
+        out["attempts"] = log.attempts
+        out["steps"] = log.steps
+        out["trace"] = (
+            json.loads(folder.trace.read_text(encoding="utf-8")) if folder.trace.is_file() else None
+        )
+        out["pending_calls"] = [
+            {"key": c.key, "call": c.call, "attempt": c.attempt}
+            for c in commands.pending_calls(self.workspace, run_id)
+        ]
+        return out
+
+    def recover(self, run_id: str) -> tuple[dict[str, Any], bool]:
+        """``POST relay/api/runs/{run_id}/recover``: ``(run, started)``.
+
+        When no attempt starts (the run finished, access is revoked, or an uncertain call
+        waits for reconciliation) the outcome comes back at once with ``started`` false.
+        """
+        handle = commands.recover(self.workspace, run_id)
+        if handle.outcome is not None:
+            return handle.outcome.to_dict(), False
+        self._keep(handle)
+        return self._brief(run_id), True
+
+    def reconcile(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST relay/api/runs/{run_id}/reconcile``: resolve one uncertain call."""
+        _check_fields(body, _RECONCILE_FIELDS, "reconcile request")
+        retry = body.get("retry", False)
+        if not isinstance(retry, bool):
+            raise InvalidRequestError(
+                f"Field 'retry' of the reconcile request must be true or false, got "
+                f"{json.dumps(retry)[:60]}."
+            )
+        if retry == ("result" in body):
+            raise InvalidRequestError(
+                'A reconcile request needs exactly one of {"result": JSON} (the call took '
+                'effect with this result) or {"retry": true} (it did not; run it again).'
+            )
+        key = _optional_str(body, "key", "reconcile request")
+        state = commands.reconcile(
+            self.workspace, run_id, result=body.get("result"), retry=retry, key=key
+        )
+        return {"run_id": run_id, "key": state.key, "state": state.state, "result": state.result}
+
+    # -- supervision --------------------------------------------------------------------------
+
+    def live_runs(self) -> list[str]:
+        """Runs with an attempt this process supervises right now."""
+        with self._lock:
+            return sorted(r for r, h in self._handles.items() if not h.done())
+
+    def interrupt_all(self, grace: float = 2.0) -> list[str]:
+        """Stop every live attempt (server shutdown): each ends ``interrupted``, recoverable."""
+        with self._lock:
+            live = [h for h in self._handles.values() if not h.done()]
+        threads = [threading.Thread(target=h.cancel, args=(grace,)) for h in live]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sorted(h.run_id for h in live)

@@ -1,0 +1,114 @@
+"""MIME bundles: the flow graph and run history as JSON for the JupyterLab renderer, with an
+SVG/HTML fallback everywhere else and a deterministic ``text/plain`` (compared by nbval)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from relay_notebook.source.diagnostics import Diagnostic
+from relay_notebook.source.graph import FlowGraph
+from relay_notebook.source.layout import layout_graph
+from relay_notebook.views.svg import render_svg
+from relay_notebook.views.text import graph_text
+
+__all__ = ["GRAPH_MIME", "RUNS_MIME", "CheckView", "GraphView", "RunsView"]
+
+GRAPH_MIME = "application/vnd.relay.graph+json"
+RUNS_MIME = "application/vnd.relay.runs+json"
+
+
+@dataclass
+class GraphView:
+    """A flow graph or run graph, shown by the labextension (SVG elsewhere)."""
+
+    graph: FlowGraph
+
+    def __post_init__(self) -> None:
+        if any(n.x is None for n in self.graph.nodes):
+            layout_graph(self.graph)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {
+            GRAPH_MIME: self.graph.to_dict(),
+            "image/svg+xml": render_svg(self.graph),
+            "text/plain": graph_text(self.graph),
+        }
+
+
+@dataclass
+class CheckView:
+    """Admission errors and lint warnings of a cell, one line each, with cell line numbers."""
+
+    relay: str
+    diagnostics: Sequence[Diagnostic]
+    line_offset: int = 1
+
+    def lines(self) -> list[str]:
+        return [
+            f"cell line {d.line + self.line_offset}: {d.severity}: {d.message} [{d.code}]"
+            if d.file == "relay.py"
+            else d.format()
+            for d in self.diagnostics
+        ]
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
+        return {
+            "text/html": f'<ul class="relay-diagnostics">{items}</ul>',
+            "text/plain": "\n".join(self.lines()),
+        }
+
+
+_BADGE = {
+    "succeeded": "#15803d",
+    "failed": "#b91c1c",
+    "interrupted": "#b45309",
+    "needs_reconciliation": "#7c3aed",
+    "denied": "#991b1b",
+    "running": "#2563eb",
+    "pending": "#64748b",
+}
+
+
+@dataclass
+class RunsView:
+    """A table of runs: status, attempts, reused checkpoints, duration."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def text(self) -> str:
+        if not self.runs:
+            return "no runs yet"
+        return "\n".join(
+            f"{r['run_id']:<20} {r['status']:<21} attempts {r['attempts']}  reused {r['reused']}"
+            for r in self.runs
+        )
+
+    def html(self) -> str:
+        rows = []
+        for r in self.runs:
+            colour = _BADGE.get(r["status"], "#64748b")
+            took = f"{r['duration_ms'] / 1000:.1f} s" if r.get("duration_ms") else "–"
+            reused = (
+                f'<span class="relay-badge relay-badge--reused">{r["reused"]} reused</span>'
+                if r["reused"]
+                else ""
+            )
+            rows.append(
+                f"<tr><td><code>{html.escape(r['run_id'])}</code></td>"
+                f'<td><span class="relay-badge" style="background:{colour};color:white;'
+                f'padding:1px 6px;border-radius:8px">{html.escape(r["status"])}</span></td>'
+                f"<td>{r['attempts']}</td><td>{reused}</td><td>{took}</td></tr>"
+            )
+        return (
+            '<table class="relay-history"><thead><tr><th>run</th><th>status</th>'
+            "<th>attempts</th><th>checkpoints</th><th>duration</th></tr></thead><tbody>"
+            + "".join(rows)
+            + "</tbody></table>"
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {RUNS_MIME: {"runs": self.runs}, "text/html": self.html(), "text/plain": self.text()}
