@@ -1,4 +1,5 @@
-"""A small order service on loopback for tests: counts attempts, deduplicates idempotency keys."""
+"""The lab's order service: a real HTTP server on loopback that counts every attempt and
+creates one order per idempotency key (the kind of service a safe action relies on)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+__all__ = ["OrderBook", "OrderService", "order_service"]
 
 
 @dataclass
@@ -24,7 +27,7 @@ class OrderBook:
 def _handler(book: OrderBook) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
-            pass
+            pass  # the lab shows attempts itself; no access log on the kernel's stderr
 
         def _reply(self, status: int, body: Any) -> None:
             data = json.dumps(body).encode()
@@ -41,8 +44,12 @@ def _handler(book: OrderBook) -> type[BaseHTTPRequestHandler]:
             if self.headers.get("Authorization") != f"Bearer {book.token}":
                 self._reply(401, {"error": "bad token"})
                 return
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            key = body["idempotency_key"]
+            try:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                key = str(body["idempotency_key"])
+            except (ValueError, KeyError, TypeError):
+                self._reply(400, {"error": "expected JSON with sku, quantity, idempotency_key"})
+                return
             with book.lock:
                 book.attempts.append(body)
                 order = book.orders.get(key)
@@ -58,15 +65,34 @@ def _handler(book: OrderBook) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class OrderService:
+    """A running service on 127.0.0.1 (a free port) until ``stop``."""
+
+    def __init__(self, token: str) -> None:
+        self.book = OrderBook(token)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.book))
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"OrderService({self.url!r}, {len(self.book.orders)} orders)"
+
+    def attempts_for(self, key: str) -> int:
+        """How many requests carried idempotency key ``key``."""
+        with self.book.lock:
+            return sum(a.get("idempotency_key") == key for a in self.book.attempts)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 @contextmanager
 def order_service(token: str) -> Iterator[tuple[str, OrderBook]]:
-    """A running service on 127.0.0.1 (a free port); yields its base URL and its book."""
-    book = OrderBook(token)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(book))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    """A running service for the duration of a ``with`` block; yields its URL and its book."""
+    service = OrderService(token)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", book
+        yield service.url, service.book
     finally:
-        server.shutdown()
-        server.server_close()
+        service.stop()
