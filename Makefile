@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup system-deps lab test check fix bench clean
+.PHONY: setup system-deps lab test check fix bench notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,13 @@ test: check system-deps
 fix: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+## rewrite the tutorials from tools/make_notebooks.py and store fresh outputs (no widget state)
+notebooks: setup
+	$(BIN)/python tools/make_notebooks.py
+	cd notebooks && for nb in *.ipynb; do \
+	  ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.store_widget_state=False "$$nb" || exit 1; done
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done

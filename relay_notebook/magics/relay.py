@@ -184,12 +184,13 @@ class RelayMagics(Magics):
 
     def _show(self, view: RunView, args: Any) -> Any:
         self.views.append(view)
+        if not args.wait:
+            view.show()  # live: updated in place while the kernel stays free
+            return None
+        # --wait shows the final state once (a saved notebook then holds exactly that)
+        outcome = view.wait()
         view.show()
-        if args.wait:
-            outcome = view.wait()
-            if outcome.status == "succeeded":
-                return outcome.result
-        return None
+        return outcome.result if outcome.status == "succeeded" else None
 
     def _do_runs(self, args: Any) -> RunsView:
         return RunsView([r.to_dict() for r in commands.runs(self.workspace, args.name)])
