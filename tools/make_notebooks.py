@@ -28,7 +28,9 @@ NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
             "supervised child process on DBOS, with its own SQLite database."
         ),
         FRESH,
-        md("## Author\n\nThree steps and a loop. The graph below is drawn without running anything."),
+        md(
+            "## Author\n\nThree steps and a loop. The graph below is drawn without running anything."
+        ),
         code(
             "%%relay greeter\n"
             "from dbos import DBOS\n\n"
@@ -67,12 +69,16 @@ NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
             "view updates live while the kernel stays free."
         ),
         code(
-            "people = {\"names\": [\" ada \", \"GRACE\"]}\n"
+            'people = {"names": [" ada ", "GRACE"]}\n'
             "%relay run greeter --input people --wait -o greetings"
         ),
         code("greetings"),
-        md("## Read the logs\n\nEvery step call, in which attempt it ran, and whether it was reused."),
-        code("log = %relay logs greeter-1 --json\n[(s['function_id'], s['name'], s['executed_in']) for s in log['steps']]"),
+        md(
+            "## Read the logs\n\nEvery step call, in which attempt it ran, and whether it was reused."
+        ),
+        code(
+            "log = %relay logs greeter-1 --json\n[(s['function_id'], s['name'], s['executed_in']) for s in log['steps']]"
+        ),
     ],
     "02-crash-and-recover.ipynb": [
         md(
@@ -106,7 +112,9 @@ NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
         code("%relay run orders --input '{\"n\": 3}' --crash after:price#2 --wait"),
         md("The run is **interrupted** (the `relay` CLI exits with status 3). Recover it:"),
         code("%relay recover orders-1 --wait"),
-        code("log = %relay logs orders-1 --json\n[(s['name'], s['executed_in'], s['reused_in']) for s in log['steps']]"),
+        code(
+            "log = %relay logs orders-1 --json\n[(s['name'], s['executed_in'], s['reused_in']) for s in log['steps']]"
+        ),
         md(
             "`load`, `price#1` and `price#2` ran in attempt 1 and were reused in attempt 2; "
             "the rest ran in attempt 2. Each step body ran exactly once.\n\n"
@@ -117,7 +125,9 @@ NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
         ),
         code("%relay run orders --input '{\"n\": 2}' --crash during:total --wait"),
         code("%relay recover orders-2 --wait"),
-        code("log = %relay logs orders-2 --json\n[(s['name'], s['executed_in'], s['reused_in']) for s in log['steps']]"),
+        code(
+            "log = %relay logs orders-2 --json\n[(s['name'], s['executed_in'], s['reused_in']) for s in log['steps']]"
+        ),
         md(
             "## The attempt budget\n\nA run gets three process attempts and keeps its first "
             "deadline. A finished run is returned as it was — recovering it again runs nothing:"
@@ -133,7 +143,9 @@ def main() -> None:
         nb = nbf.v4.new_notebook()
         nb["cells"] = cells
         nb["metadata"]["kernelspec"] = {
-            "name": "python3", "display_name": "Python 3", "language": "python"
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
         }
         nbf.write(nb, ROOT / name)
 
