@@ -35,6 +35,14 @@ SECTIONS = [
         "The `error.code` of a run that did not succeed (`relay run --json`, `relay logs`, "
         "run.json). `interrupted` runs exit 3 and can be recovered; the others exit 1.",
     ),
+    (
+        "REST API (HTTP level)",
+        "relay_notebook.server.handlers",
+        "The `error.code` of a refusal by the Jupyter server itself, before any relay command "
+        "runs. Errors from commands keep their codes above, mapped to HTTP statuses: 404 for a "
+        "missing relay, release or run, 400 other bad input, 422 `admission-failed` and "
+        "`idempotency-key-reused`, 409 other refusals, 500 `internal-error`.",
+    ),
 ]
 
 

@@ -138,6 +138,289 @@ NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
 }
 
 
+MCP_SERVER = """from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("inventory")
+
+
+@server.tool()
+def stock(sku: str) -> dict:
+    \"\"\"Units in stock for a SKU.\"\"\"
+    return {"sku": sku, "units": {"A-1": 7}.get(sku, 0)}
+
+
+if __name__ == "__main__":
+    server.run("stdio")
+"""
+
+NOTEBOOKS["03-agents-and-tools.ipynb"] = [
+    md(
+        "# Agents, tools and MCP\n\n"
+        "Relays call models and tools through the `agentworks` adapter: `agent(...)` runs a "
+        "conversation to its final message, with Python `@tool` functions and MCP servers "
+        "attached. Here every model turn comes from a **scripted provider** (a JSON file beside "
+        'the relay), so the tutorial is deterministic and offline; `model="openai:MODEL"` talks '
+        "to any OpenAI-compatible server instead."
+    ),
+    FRESH,
+    md(
+        "## A typed tool\n\nA Pydantic model gives the tool its JSON schema and validates the input at the boundary."
+    ),
+    code(
+        "%%relay quotes\n"
+        "from dbos import DBOS\n"
+        "from pydantic import BaseModel\n"
+        "from agentworks import agent, tool\n\n"
+        "class Item(BaseModel):\n"
+        "    sku: str\n"
+        "    quantity: int\n\n"
+        "@tool\n"
+        "def price(item: Item) -> dict:\n"
+        '    """The price of an order line."""\n'
+        '    return {"sku": item.sku, "total": item.quantity * 25}\n\n'
+        "@DBOS.step()\n"
+        "async def quote(text):\n"
+        '    return await agent(name="quoter", model="scripted:script.json",\n'
+        '                       system_prompt="Quote the order as JSON.", user_message=text,\n'
+        '                       tools=[price], output_schema={"type": "object", "required": ["total"]})\n\n'
+        "@DBOS.workflow()\n"
+        "async def run(INPUT):\n"
+        '    return await quote(INPUT["text"])'
+    ),
+    md("The script: the model first asks for the `price` tool, then answers with JSON."),
+    code(
+        "import json, os, pathlib\n"
+        "home = pathlib.Path(os.environ['RELAY_HOME'])\n"
+        "script = {'quoter': [\n"
+        "    {'tool_calls': [{'name': 'price', 'arguments': {'sku': 'A-1', 'quantity': 4}}]},\n"
+        "    {'content': {'sku': 'A-1', 'total': 100}},\n"
+        "]}\n"
+        "(home / 'quotes' / 'script.json').write_text(json.dumps(script, indent=2));"
+    ),
+    code('%relay run quotes --input \'{"text": "4 of A-1"}\' --wait'),
+    md(
+        "Each agent call leaves a **receipt**: the resolved model, every message, each tool call with its arguments and result."
+    ),
+    code(
+        "receipt = json.loads((home / 'quotes/runs/iteration-1-hook/execution/call-1/receipt.json').read_text())\n"
+        "receipt['model'], receipt['turns'], [(c['tool'], c['result']) for c in receipt['tool_calls']]"
+    ),
+    md(
+        "## An MCP server\n\n"
+        "MCP servers are declared once per workspace (`mcp_servers.yaml`) and started over stdio "
+        "when a run first uses them. This one is written right here."
+    ),
+    code(
+        "(home / 'inventory.py').write_text(MCP_SERVER)\n"
+        "(home / 'mcp_servers.yaml').write_text('servers:\\n  inventory:\\n    command: python\\n    args: [inventory.py]\\n')\n"
+        "print((home / 'inventory.py').read_text())"
+    ),
+    code(
+        "%%relay stock\n"
+        "from dbos import DBOS\n"
+        "from agentworks import mcp\n\n"
+        "@DBOS.workflow()\n"
+        "async def run(INPUT):\n"
+        '    return await mcp(server="inventory", tool="stock", arguments={"sku": INPUT["sku"]})'
+    ),
+    code('%relay run stock --input \'{"sku": "A-1"}\' --wait'),
+    md(
+        "Called from the workflow body, the MCP call became a step of its own, `mcp:inventory.stock`:"
+    ),
+    code("log = %relay logs stock-1 --json\n[s['name'] for s in log['steps']]"),
+]
+NOTEBOOKS["03-agents-and-tools.ipynb"][1] = code(FRESH.source + f"\nMCP_SERVER = {MCP_SERVER!r}")
+
+SHOP = (
+    "%%relay shop\n"
+    "import json, urllib.request\n"
+    "from dbos import DBOS\n"
+    "from agentworks import agent, tool, vault\n\n"
+    "def post(url, body):\n"
+    '    req = urllib.request.Request(url + "/orders", data=json.dumps(body).encode(), method="POST",\n'
+    '        headers={"Content-Type": "application/json", "Authorization": "Bearer " + vault("ORDER_TOKEN")})\n'
+    "    with urllib.request.urlopen(req, timeout=10) as r:\n"
+    "        return json.load(r)\n\n"
+    "@DBOS.step()\n"
+    "async def place(url, key):\n"
+    '    """Safe: the service deduplicates the idempotency key."""\n'
+    '    return post(url, {"sku": "A-1", "quantity": 1, "idempotency_key": key})\n\n'
+    "@DBOS.step()\n"
+    "async def clerk(url, key):\n"
+    "    @tool\n"
+    "    def order(sku: str) -> dict:\n"
+    '        """Place an order."""\n'
+    '        return post(url, {"sku": sku, "quantity": 1, "idempotency_key": key})\n'
+    '    return await agent(name="clerk", model="scripted:clerk.json", user_message="order A-1", tools=[order])\n\n'
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    '    if INPUT["how"] == "safe":\n'
+    '        return await place(INPUT["url"], INPUT["key"])\n'
+    '    return await clerk(INPUT["url"], INPUT["key"])'
+)
+
+NOTEBOOKS["04-uncertain-calls.ipynb"] = [
+    md(
+        "# Uncertain calls\n\n"
+        "A step that dies after calling a service but before its checkpoint runs again on "
+        "recovery. That is fine for a **safe** action — a service that deduplicates an "
+        "idempotency key — but an agent or MCP call interrupted that way is **uncertain**: it "
+        "may or may not have had its effect. Recovery then stops with `needs_reconciliation` "
+        "until you say what happened."
+    ),
+    FRESH,
+    md(
+        "A small order service on loopback: it counts every attempt and creates one order per idempotency key. Its token goes in the workspace **vault** (in your own notebook, `%relay vault set ORDER_TOKEN` asks for it without echoing or storing it in the notebook)."
+    ),
+    code(
+        "from relay_notebook import commands\n"
+        "from relay_notebook.lab import OrderService\n"
+        "from relay_notebook.workspace import Workspace\n"
+        "service = OrderService(token='tutorial-token')\n"
+        "commands.vault_set(Workspace(), 'ORDER_TOKEN', 'tutorial-token')"
+    ),
+    code(SHOP),
+    code(
+        "import json, os, pathlib\n"
+        "(pathlib.Path(os.environ['RELAY_HOME']) / 'shop' / 'clerk.json').write_text(json.dumps({'clerk': [\n"
+        "    {'tool_calls': [{'name': 'order', 'arguments': {'sku': 'A-1'}}]}, {'content': 'ordered'}]}))\n"
+        "safe = {'how': 'safe', 'url': service.url, 'key': 'k-1'}\n"
+        "risky = {'how': 'agent', 'url': service.url, 'key': 'k-2'}"
+    ),
+    md(
+        "## A safe action is simply retried\n\nThe process dies inside `place`, after the service answered:"
+    ),
+    code("%relay run shop --input safe --crash during:place --wait"),
+    code("%relay recover shop-1 --wait"),
+    code("service.attempts_for('k-1'), len(service.book.orders)"),
+    md(
+        "Two attempts reached the service and it created **one** order: the idempotency key did its job.\n\n## An uncertain agent call stops recovery"
+    ),
+    code("%relay run shop --input risky --crash during:agent:clerk --wait"),
+    code("%relay recover shop-2 --wait"),
+    code("%relay reconcile shop-2"),
+    md(
+        "The service's own records show the order exists. Reconcile with that result (or `--retry` if the call is safe to repeat), then recover:"
+    ),
+    code("order = service.book.orders['k-2']\n%relay reconcile shop-2 --result order"),
+    code("%relay recover shop-2 --wait"),
+    code("service.attempts_for('k-2'), len(service.book.orders)"),
+    md(
+        "The agent was not called again. Two more ways to make calls recoverable:\n\n"
+        "- `replay_safe=True` on `agent(...)`, `mcp(...)` or `ctx.step(...)`: you assert the call "
+        "may run twice (a read, or a deduplicated write).\n"
+        '- `agent(..., recovery="restart")`: the agent restarts after a crash while every '
+        "completed `@tool` call is reused from a journal; a tool interrupted mid-call is settled "
+        "by its `@tool(recover=lookup)` receipt lookup."
+    ),
+    code("service.stop()"),
+]
+
+PRICING = (
+    "from dbos import DBOS\n\n"
+    "@DBOS.step()\n"
+    "async def price(n):\n"
+    "    return n * {factor}\n\n"
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    '    return {{"price": await price(INPUT["n"])}}'
+)
+
+NOTEBOOKS["06-releases-and-bindings.ipynb"] = [
+    md(
+        "# Releases and bindings\n\n"
+        "`%relay publish` freezes a draft under a SHA-256 of its files. A run of a release runs "
+        "exactly those frozen files; editing the draft never changes a release. A run is also "
+        "**bound** at its first attempt to its input, variables, source, the kit's code and the "
+        "Python/DBOS/SQLAlchemy versions: recovering with any of them changed is refused, with "
+        "the reason."
+    ),
+    FRESH,
+    code("%%relay pricing --publish\n" + PRICING.format(factor=10)),
+    md("Prices go up: change the draft and publish again. A new version; the old one is intact."),
+    code("%%relay pricing --publish --no-graph\n" + PRICING.format(factor=12)),
+    code("%relay releases pricing"),
+    code("%relay run pricing --release v1 --input '{\"n\": 5}' --wait"),
+    code("%relay run pricing --input '{\"n\": 5}' --wait"),
+    code("%relay verify pricing"),
+    md("## A changed binding\n\nCrash a run of the draft, edit the draft, and try to recover:"),
+    code("%relay run pricing --input '{\"n\": 1}' --crash after:price --wait"),
+    code("%%relay pricing --no-graph\n" + PRICING.format(factor=15)),
+    code("try:\n    %relay recover pricing-3\nexcept Exception as exc:\n    print(exc)"),
+    md("Restore the source the run was bound to, and recovery goes on:"),
+    code("%%relay pricing --no-graph\n" + PRICING.format(factor=12)),
+    code("%relay recover pricing-3 --wait"),
+]
+
+NOTEBOOKS["07-legacy-programs.ipynb"] = [
+    md(
+        "# Legacy `run(INPUT, ctx)` programs\n\n"
+        "Programs written against the older Context API keep working: `ctx.call_agent`, "
+        "`ctx.call_mcp`, `await ctx.step(name, fn, arguments={...})`, `ctx.vault` and "
+        "`ctx.variables`. With `relay_durability: dbos` (the default) each of those calls is "
+        "checkpointed as a whole. Their flow graph comes from `# @relay` comments."
+    ),
+    FRESH,
+    code(
+        "%%relay greeter\n"
+        '# @relay node {"id": "in", "type": "input", "label": "Name"}\n'
+        '# @relay node {"id": "shout", "type": "script", "label": "Shout"}\n'
+        '# @relay node {"id": "out", "type": "output", "label": "Greeting"}\n'
+        '# @relay edge {"from": "in", "to": "shout"}\n'
+        '# @relay edge {"from": "shout", "to": "out"}\n\n'
+        "def shout(name):\n"
+        '    return name.upper() + "!"\n\n'
+        "async def run(INPUT, ctx):\n"
+        '    loud = await ctx.step("shout", shout, arguments={"name": INPUT["name"]})\n'
+        '    return {"greeting": "Hello, " + loud}'
+    ),
+    code('%relay run greeter --input \'{"name": "ada"}\' --wait'),
+    code("log = %relay logs greeter-1 --json\n[s['name'] for s in log['steps']]"),
+    md(
+        "## Annotation mistakes get guidance, never a half-drawn graph\n\n"
+        "An invalid set of `# @relay` comments is reported one problem per line, and the graph "
+        "falls back to what the code shows; running and publishing are never blocked."
+    ),
+    code(
+        "%%relay sloppy\n"
+        '# @relay node {"id": "9lives", "type": "agent", "label": ""}\n'
+        '# @relay edge {"from": "9lives", "to": "nowhere"}\n\n'
+        "async def run(INPUT, ctx):\n"
+        "    return {}"
+    ),
+]
+
+NOTEBOOKS["08-recovery-lab.ipynb"] = [
+    md(
+        "# The recovery lab\n\n"
+        "Five canonical scenarios, each a button: crash after a checkpoint; crash during a safe "
+        "action; crash during an uncertain action; revoke access after a crash; complete without "
+        "a crash. The lab shows attempts, reused checkpoints, the order service's attempts, the "
+        "orders it created, and agent receipts. Everything is real: processes exit, SQLite "
+        "checkpoints, an HTTP order service on loopback."
+    ),
+    FRESH,
+    code("%relay lab"),
+    md("The same scenarios without buttons — what the lab does when you click:"),
+    code(
+        "from relay_notebook.lab import Lab\n"
+        "from relay_notebook.workspace import Workspace\n"
+        "lab = Lab(Workspace())\n"
+        "first = lab.start('after-checkpoint')\n"
+        "first.status"
+    ),
+    code("lab.recover(first.run_id).status"),
+    code(
+        "report = lab.report(first.run_id)\n{k: report[k] for k in ('attempts', 'reused', 'service_attempts', 'orders')}"
+    ),
+    code(
+        "run = lab.start('revoke')  # crashes, then revokes access\nlab.recover(run.run_id).status"
+    ),
+    code("lab.grant()\nlab.recover(run.run_id).status"),
+    code("lab.service.stop()"),
+]
+
+
 def main() -> None:
     for name, cells in NOTEBOOKS.items():
         nb = nbf.v4.new_notebook()

@@ -263,7 +263,7 @@ class RelayMagics(Magics):
         commands.vault_set(self.workspace, args.name, value)
         print(f"{args.name}: stored in the vault of {self.workspace.home}")
 
-    def _do_lab(self, args: Any) -> Any:
+    def _do_lab(self, args: Any) -> None:
         from relay_notebook.magics.lab import RecoveryLab
 
-        return RecoveryLab(self.workspace).show()
+        RecoveryLab(self.workspace).show()
