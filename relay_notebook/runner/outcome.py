@@ -199,8 +199,9 @@ def settle_attempt(
                 executed=executed,
                 reused=reused,
             )
+    # the trace first: a reader who sees the final status in run.json finds the final trace
+    write_trace(folder, meta)
     folder.write_meta(meta)
-    write_trace(folder)
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
 
@@ -216,9 +217,9 @@ def _tail(path: Path, limit: int = 4000) -> str:
     return data[-limit:].decode("utf-8", errors="replace").strip()
 
 
-def write_trace(folder: RunFolder) -> None:
+def write_trace(folder: RunFolder, meta: dict[str, Any] | None = None) -> None:
     """``relay_trace.json``: attempts, step calls and errors, capped at 2 MiB with a marker."""
-    meta = folder.read_meta()
+    meta = folder.read_meta() if meta is None else meta
     calls = [
         {k: v for k, v in e.items() if k != "run_id"}
         for e in read_events(folder.events)

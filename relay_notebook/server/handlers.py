@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from http.client import responses
+from types import TracebackType
 from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
@@ -41,6 +42,7 @@ CODES = {
     "method-not-allowed": "The route exists, but not for this HTTP method (HTTP 405).",
     "http-error": "Another refusal by the Jupyter server itself; the message says which.",
 }
+_HTTP_CODES = {403: "forbidden", 404: "route-not-found", 405: "method-not-allowed"}
 _NOT_FOUND = (RelayNotFoundError, ReleaseNotFoundError, RunNotFoundError)
 _UNPROCESSABLE = (AdmissionError, IdempotencyKeyReusedError)
 T = TypeVar("T")
@@ -76,7 +78,6 @@ class RelayAPIHandler(APIHandler):
         self.finish(json.dumps(data))
 
     def fail(self, status: int, code: str, message: str, **extra: Any) -> None:
-        self.clear_header("Location")
         self.set_status(status)
         self.finish(json.dumps({"error": {"code": code, "message": message, **extra}}))
 
@@ -106,13 +107,11 @@ class RelayAPIHandler(APIHandler):
                 extra["diagnostics"] = [d.to_dict() for d in exc.diagnostics]
             self.fail(error_status(exc), exc.code, exc.message, **extra)
             return
-        if isinstance(exc, web.HTTPError) or exc is None:
-            status = exc.status_code if isinstance(exc, web.HTTPError) else status_code
-            code = {403: "forbidden", 404: "route-not-found", 405: "method-not-allowed"}
-            reason = (exc.log_message if isinstance(exc, web.HTTPError) else None) or responses.get(
-                status, "error"
-            )
-            self.fail(status, code.get(status, "http-error"), str(reason))
+        if isinstance(exc, web.HTTPError):
+            self._fail_http(exc.status_code, exc.log_message)
+            return
+        if exc is None:
+            self._fail_http(status_code, None)
             return
         self.fail(
             500,
@@ -121,12 +120,26 @@ class RelayAPIHandler(APIHandler):
             f"relay_notebook. The Jupyter server log has the traceback.",
         )
 
-    def _handle_request_exception(self, e: BaseException) -> None:
-        # a RelayError is an answer, not a server failure: no traceback in the server log
-        if isinstance(e, RelayError) and not self._finished:
-            self.send_error(error_status(e), exc_info=(type(e), e, e.__traceback__))
+    def _fail_http(self, status: int, detail: str | None) -> None:
+        message = detail or responses.get(status, "HTTP error")
+        if status == 403:
+            message = (
+                f"{message}: the Jupyter server requires its token. Send the header "
+                f"'Authorization: token TOKEN' (jupyter server list shows the token)."
+            )
+        self.fail(status, _HTTP_CODES.get(status, "http-error"), message)
+
+    def log_exception(
+        self,
+        typ: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # a RelayError is an answer to the client, not a server failure: one line, no traceback
+        if isinstance(value, RelayError):
+            self.log.info("%s: %s [%s]", self._request_summary(), value.message, value.code)
             return
-        super()._handle_request_exception(e)
+        super().log_exception(typ, value, tb)
 
 
 class RelaysHandler(RelayAPIHandler):
@@ -211,8 +224,10 @@ class ReconcileHandler(RelayAPIHandler):
 class NoRouteHandler(RelayAPIHandler):
     """Anything else under ``relay/api``: a JSON 404 instead of the server's HTML page."""
 
-    @web.authenticated
-    def prepare(self) -> None:  # type: ignore[override]
+    async def prepare(self) -> None:  # type: ignore[override]
+        await super().prepare()
+        if not self.current_user:
+            raise web.HTTPError(403)
         raise web.HTTPError(404, f"No relay API route {self.request.method} {self.request.path}")
 
 

@@ -18,7 +18,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +47,6 @@ def fingerprint(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class _Entry:
-    run_id: str
-    fingerprint: str
-
-
 class IdempotencyStore:
     """The persisted key → run mapping of one workspace."""
 
@@ -78,12 +71,6 @@ class IdempotencyStore:
             return {"version": 1, "relays": {}}
         return data
 
-    def lookup(self, relay: str, key: str) -> str | None:
-        """The run started with ``key`` for ``relay``, if any."""
-        with self._locked() as data:
-            found = data["relays"].get(relay, {}).get(key)
-        return str(found["run_id"]) if found else None
-
     def run_once(
         self,
         relay: str,
@@ -102,14 +89,13 @@ class IdempotencyStore:
             keys: dict[str, Any] = data["relays"].setdefault(relay, {})
             found = keys.get(key)
             if found is not None and exists(str(found["run_id"])):
-                entry = _Entry(str(found["run_id"]), str(found["fingerprint"]))
-                if entry.fingerprint != digest:
+                if found["fingerprint"] != digest:
                     raise IdempotencyKeyReusedError(
-                        f"Idempotency-Key {key!r} already started run {entry.run_id} of relay "
-                        f"{relay} with a different request body. Send the same body to get "
-                        f"that run back, or use a new key to start another run."
+                        f"Idempotency-Key {key!r} already started run {found['run_id']} of "
+                        f"relay {relay} with a different request body. Send the same body to "
+                        f"get that run back, or use a new key to start another run."
                     )
-                return entry.run_id, False
+                return str(found["run_id"]), False
             run_id = start()
             keys[key] = {"run_id": run_id, "fingerprint": digest, "created_at": time.time()}
             write_json_atomic(self.file, data)

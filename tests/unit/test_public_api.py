@@ -17,6 +17,7 @@ SOURCE_MODULES = [
     "relay_notebook.source.lint",
     "relay_notebook.source.annotations",
     "relay_notebook.runner.outcome",
+    "relay_notebook.server.handlers",
 ]
 CLI_CODES = {"usage", "internal-error"}
 

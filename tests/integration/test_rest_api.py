@@ -1,0 +1,593 @@
+"""The relay REST API over real HTTP: a real Jupyter server, real runs, the OpenAPI contract.
+
+Every response is validated against the schema ``openapi.yaml`` documents for its route and
+status, so the document and the server cannot drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from relay_notebook.server import OPENAPI_PATH
+from relay_notebook.server.handlers import ROUTES, NoRouteHandler
+from relay_notebook.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+RELAYS = ROOT / "tests" / "relays"
+SPEC: dict[str, Any] = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
+GRAPH_SCHEMA = ROOT / "relay_notebook" / "schemas" / "relay-graph-v1.schema.json"
+REGISTRY: Registry[Any] = Registry().with_resources(
+    [
+        (OPENAPI_PATH.as_uri(), Resource.from_contents(SPEC, default_specification=DRAFT202012)),
+        (GRAPH_SCHEMA.as_uri(), Resource.from_contents(json.loads(GRAPH_SCHEMA.read_text()))),
+    ]
+)
+TOKEN = "relay-api-test-token"
+UNFINISHED = {"pending", "running"}
+
+SHOP = textwrap.dedent(
+    """
+    def charge(sku):
+        with open("charges.log", "a") as fh:  # relative: the run folder
+            fh.write(sku + "\\n")
+        return {"charged": sku}
+
+
+    async def run(INPUT, ctx):
+        paid = await ctx.step("charge", charge, arguments={"sku": INPUT["sku"]})
+        return {"paid": paid}
+    """
+)
+NAP = textwrap.dedent(
+    """
+    import asyncio
+
+    from dbos import DBOS
+
+
+    @DBOS.step()
+    async def nap(seconds):
+        await asyncio.sleep(seconds)
+        return seconds
+
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return {"slept": await nap(INPUT["seconds"])}
+    """
+)
+BAD = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Server:
+    """A `jupyter server` subprocess with the relay extension, and an HTTP client for it."""
+
+    url: str
+    home: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+    seen: set[tuple[str, str, int]] = field(default_factory=set)
+
+    def call(
+        self,
+        method: str,
+        template: str,
+        params: dict[str, str] | None = None,
+        *,
+        body: Any = None,
+        raw: bytes | None = None,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+        token: str | None = TOKEN,
+    ) -> Reply:
+        """Send one request to ``template`` (an OpenAPI path) and validate the response."""
+        path = template.format(**{k: quote(v, safe="") for k, v in (params or {}).items()})
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(
+            f"{self.url}relay/api{path}{query}", data=data, method=method
+        )
+        request.add_header("Content-Type", "application/json")
+        if token is not None:
+            request.add_header("Authorization", f"token {token}")
+        for k, v in (headers or {}).items():
+            request.add_header(k, v)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                reply = Reply(response.status, dict(response.headers), json.load(response))
+        except urllib.error.HTTPError as err:
+            reply = Reply(err.code, dict(err.headers), json.loads(err.read()))
+        validate(reply, method, template)
+        self.seen.add((method, template, reply.status))
+        return reply
+
+    def finish(self, run_id: str, timeout: float = 120) -> dict[str, Any]:
+        """Poll the run until it is neither pending nor running."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run: dict[str, Any] = self.call("GET", "/runs/{run_id}", {"run_id": run_id}).body
+            if run["status"] not in UNFINISHED:
+                return run
+            assert time.monotonic() < deadline, f"run {run_id} still {run['status']}"
+            time.sleep(0.1)
+
+
+def validate(reply: Reply, method: str, template: str) -> None:
+    """The reply's status is documented for the operation and its body matches the schema."""
+    responses = SPEC["paths"][template][method.lower()]["responses"]
+    assert str(reply.status) in responses, f"{method} {template}: undocumented {reply.status}"
+    pointer = "/".join(
+        ["#", "paths", template.replace("/", "~1"), method.lower(), "responses", str(reply.status)]
+    )
+    response = responses[str(reply.status)]
+    if "$ref" in response:
+        pointer = response["$ref"]
+    pointer += "/content/application~1json/schema"
+    schema = {"$ref": OPENAPI_PATH.as_uri() + quote(pointer, safe="#/~")}
+    errors = list(Draft202012Validator(schema, registry=REGISTRY).iter_errors(reply.body))
+    assert not errors, f"{method} {template} {reply.status}: {errors[0].message}\n{reply.body}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(root: Path, *extra: str, home: Path | None = None) -> Server:
+    """Start `jupyter server` on loopback; the shipped jupyter-config enables the extension."""
+    state = root.parent / f"{root.name}-jupyter"
+    for d in ("config", "runtime", "data"):
+        (state / d).mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "RELAY_HOME"}
+    env.update(
+        JUPYTER_CONFIG_DIR=str(state / "config"),
+        JUPYTER_RUNTIME_DIR=str(state / "runtime"),
+        JUPYTER_DATA_DIR=str(state / "data"),
+        # the config file the wheel installs into etc/jupyter, read from the source tree
+        JUPYTER_CONFIG_PATH=str(ROOT / "jupyter-config"),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
+    port = free_port()
+    log = state / "server.log"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={TOKEN}",
+                f"--ServerApp.root_dir={root}",
+                "--ServerApp.allow_root=True",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, f"jupyter server exited:\n{log.read_text()[-3000:]}"
+        request = urllib.request.Request(url + "api/status")
+        request.add_header("Authorization", f"token {TOKEN}")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                if response.status == 200:
+                    break
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        assert time.monotonic() < deadline, f"server not ready:\n{log.read_text()[-3000:]}"
+        time.sleep(0.1)
+    return Server(url, home or root / "relays", process, log)
+
+
+def stop_server(server: Server) -> None:
+    """SIGTERM (the extension's shutdown hook runs), then kill the process group."""
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.process.wait(30)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait(10)
+
+
+def seed(home: Path) -> None:
+    """The relays the tests call: five (native DBOS), shop (legacy ctx), nap, and a bad one."""
+    ws = Workspace(home)
+    ws.save_draft("five", (RELAYS / "five.py").read_text(encoding="utf-8"))
+    ws.save_draft("shop", SHOP)
+    ws.save_draft("nap", NAP)
+    ws.save_draft("broken", BAD)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the module, serving ``<root_dir>/relays`` (no RELAY_HOME, no trait)."""
+    root = tmp_path_factory.mktemp("api") / "root"
+    root.mkdir()
+    seed(root / "relays")
+    srv = start_server(root)
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+    log = srv.log.read_text()
+    uncaught = re.findall(r"Uncaught exception (\S+ \S+)", log)
+    assert set(uncaught) <= {"POST /relay/api/relays/nap/runs"}, log[-3000:]
+
+
+def documented() -> set[tuple[str, str]]:
+    return {
+        (method.upper(), path)
+        for path, item in SPEC["paths"].items()
+        for method in item
+        if method in {"get", "post", "put", "patch", "delete"}
+    }
+
+
+def test_the_openapi_document_and_the_routes_match() -> None:
+    """Every documented path and method has a route and handler method, and vice versa."""
+    implemented = set()
+    for pattern, handler, _ in ROUTES:
+        if handler is NoRouteHandler:
+            continue
+        template = re.sub(r"\(\?P<(\w+)>\[\^/\]\+\)", r"{\1}", pattern).removeprefix("relay/api")
+        for method in ("get", "post", "put", "patch", "delete"):
+            if method in vars(handler):
+                implemented.add((method.upper(), template))
+    assert implemented == documented()
+    Draft202012Validator.check_schema({"$defs": SPEC["components"]["schemas"]})
+
+
+def test_every_route_requires_the_server_token(server: Server) -> None:
+    """Without a token, or with a wrong one, every operation answers 403 `forbidden`."""
+    params = {"name": "five", "run_id": "five-1"}
+    for method, template in sorted(documented()):
+        for token in (None, "not-the-token"):
+            body = {} if method == "POST" else None
+            reply = server.call(method, template, params, body=body, token=token)
+            assert reply.status == 403, (method, template, reply.body)
+            assert reply.body["error"]["code"] == "forbidden"
+
+
+def test_every_documented_operation_answers_and_other_urls_are_json_404s(server: Server) -> None:
+    """A documented route never falls through; an unknown URL or method is a JSON error."""
+    params = {"name": "ghost", "run_id": "ghost-1"}
+    for method, template in sorted(documented()):
+        body = {"retry": True} if method == "POST" else None
+        reply = server.call(method, template, params, body=body)
+        error = reply.body.get("error", {}) if isinstance(reply.body, dict) else {}
+        assert error.get("code") not in {"route-not-found", "method-not-allowed"}, (
+            method,
+            template,
+            reply.body,
+        )
+    for url, method, code in [
+        ("relay/api/nowhere", "GET", "route-not-found"),
+        ("relay/api/runs/five-1/steps", "GET", "route-not-found"),
+        ("relay/api/relays", "DELETE", "method-not-allowed"),
+    ]:
+        request = urllib.request.Request(server.url + url, method=method)
+        request.add_header("Authorization", f"token {TOKEN}")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=30)
+        assert json.loads(caught.value.read())["error"]["code"] == code
+
+
+def test_a_relay_is_listed_with_its_graph_and_check_report(server: Server) -> None:
+    """GET relays lists the workspace; GET relays/five has the flow graph and an ok check."""
+    listed = {r["name"]: r for r in server.call("GET", "/relays").body}
+    assert set(listed) >= {"five", "shop", "nap", "broken"}
+    assert listed["five"]["access"] == "granted"
+    five = server.call("GET", "/relays/{name}", {"name": "five"}).body
+    assert five["check"]["ok"] is True and five["manifest"]["relay_durability"] == "dbos"
+    labels = {n["label"] for n in five["graph"]["nodes"] if n["type"] == "step"}
+    assert {"fetch", "add"} <= labels
+    broken = server.call("GET", "/relays/{name}", {"name": "broken"}).body
+    assert broken["check"]["ok"] is False and broken["check"]["errors"] >= 1
+
+
+def test_publishing_creates_a_release_once(server: Server) -> None:
+    """The first publish is 201 with a new release; publishing the same draft again is 200."""
+    first = server.call("POST", "/relays/{name}/releases", {"name": "five"})
+    assert first.status in {200, 201}
+    again = server.call("POST", "/relays/{name}/releases", {"name": "five"})
+    assert again.status == 200 and again.body["created"] is False
+    assert again.body["hash"] == first.body["hash"]
+    listed = server.call("GET", "/relays/{name}/releases", {"name": "five"}).body
+    assert [r["hash"] for r in listed][-1] == first.body["hash"]
+    summary = {r["name"]: r for r in server.call("GET", "/relays").body}["five"]
+    assert summary["latest"] == {"version": first.body["version"], "hash": first.body["hash"]}
+
+
+def test_a_run_is_started_and_polled_until_it_succeeds(server: Server) -> None:
+    """POST runs answers 202 at once; polling the run shows its result, steps and trace."""
+    started = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body={"input": {"n": 3}})
+    assert started.status == 202 and started.body["relay"] == "five"
+    run_id = started.body["run_id"]
+    assert started.headers["Location"].endswith(f"/relay/api/runs/{run_id}")
+    run = server.finish(run_id)
+    assert run["status"] == "succeeded" and run["result"] == {"total": 30}
+    assert [s["name"] for s in run["steps"]].count("fetch") == 3
+    assert run["trace"]["run_id"] == run_id and run["pending_calls"] == []
+    listed = server.call("GET", "/runs", query="?relay=five").body
+    assert run_id in [r["run_id"] for r in listed]
+    assert run_id in [r["run_id"] for r in server.call("GET", "/runs").body]
+
+
+def test_a_release_is_run_by_reference(server: Server) -> None:
+    """A run with "release": "latest" runs the frozen release and says which."""
+    release = server.call("POST", "/relays/{name}/releases", {"name": "five"}).body
+    body = {"input": {"n": 2}, "release": "latest"}
+    started = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body)
+    run = server.finish(started.body["run_id"])
+    assert run["status"] == "succeeded" and run["result"] == {"total": 10}
+    assert run["release"] == {"version": release["version"], "hash": release["hash"]}
+
+
+def test_a_crashed_run_is_recovered_with_reused_checkpoints(server: Server) -> None:
+    """Crash after fetch#2, recover over the API: the run succeeds and reuses checkpoints."""
+    body = {"input": {"n": 3}, "crash": "after:fetch#2"}
+    started = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body)
+    run_id = started.body["run_id"]
+    crashed = server.finish(run_id)
+    assert crashed["status"] == "interrupted" and crashed["error"]["code"] == "interrupted"
+    recovering = server.call("POST", "/runs/{run_id}/recover", {"run_id": run_id})
+    assert recovering.status == 202 and recovering.body["attempt"] == 2
+    run = server.finish(run_id)
+    assert run["status"] == "succeeded" and run["result"] == {"total": 30}
+    assert run["attempt"] == 2 and run["attempts"][1]["reused"]
+    assert any(2 in s["reused_in"] for s in run["steps"] if s["name"] == "fetch")
+    again = server.call("POST", "/runs/{run_id}/recover", {"run_id": run_id})
+    assert again.status == 200 and again.body["status"] == "succeeded"
+    assert again.body["result"] == {"total": 30} and again.body["attempt"] == 2
+
+
+def test_an_idempotency_key_returns_the_same_run(server: Server) -> None:
+    """A repeated delivery with the same key answers 200 with the first run; no second run."""
+    before = len(server.call("GET", "/runs", query="?relay=five").body)
+    body = {"input": {"n": 1}}
+    key = {"Idempotency-Key": "order-7f3a"}
+    first = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body, headers=key)
+    second = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body, headers=key)
+    assert (first.status, second.status) == (202, 200)
+    assert second.body["run_id"] == first.body["run_id"]
+    assert len(server.call("GET", "/runs", query="?relay=five").body) == before + 1
+    other = {"input": {"n": 2}}
+    reused = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=other, headers=key)
+    assert reused.status == 422 and reused.body["error"]["code"] == "idempotency-key-reused"
+    assert first.body["run_id"] in reused.body["error"]["message"]
+    server.finish(first.body["run_id"])
+
+
+def test_racing_deliveries_of_one_key_start_one_run(server: Server) -> None:
+    """Four simultaneous deliveries with one key: one 202, three 200s, all the same run."""
+    body = {"input": {"n": 2}}
+    key = {"Idempotency-Key": "race-1"}
+
+    def deliver(_: int) -> Reply:
+        return server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body, headers=key)
+
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(deliver, range(4)))
+    assert sorted(r.status for r in replies) == [200, 200, 200, 202]
+    assert len({r.body["run_id"] for r in replies}) == 1
+    assert server.finish(replies[0].body["run_id"])["result"] == {"total": 10}
+
+
+def test_bad_input_is_a_400_with_a_stable_code(server: Server) -> None:
+    """Malformed bodies, fields, crash specs, names, run ids and keys are 400s with codes."""
+    five = {"name": "five"}
+    cases: list[tuple[str, str, dict[str, str], dict[str, Any], str]] = [
+        ("POST", "/relays/{name}/runs", five, {"raw": b"{not json"}, "invalid-request"),
+        ("POST", "/relays/{name}/runs", five, {"body": [1, 2]}, "invalid-request"),
+        ("POST", "/relays/{name}/runs", five, {"body": {"inputs": {}}}, "invalid-request"),
+        ("POST", "/relays/{name}/runs", five, {"body": {"release": 3}}, "invalid-request"),
+        (
+            "POST",
+            "/relays/{name}/runs",
+            five,
+            {"body": {"crash": "sideways"}},
+            "invalid-crash-spec",
+        ),
+        (
+            "POST",
+            "/relays/{name}/runs",
+            five,
+            {"body": {"crash": "after:nosuch"}},
+            "invalid-crash-spec",
+        ),
+        (
+            "POST",
+            "/relays/{name}/runs",
+            five,
+            {"body": {}, "headers": {"Idempotency-Key": "k" * 300}},
+            "invalid-request",
+        ),
+        ("GET", "/relays/{name}", {"name": "no.such"}, {}, "invalid-relay-name"),
+        ("POST", "/relays/{name}/runs", {"name": "../five"}, {}, "invalid-relay-name"),
+        ("GET", "/runs/{run_id}", {"run_id": "not a run"}, {}, "invalid-run-id"),
+        ("POST", "/relays/{name}/releases", five, {"raw": b"[oops"}, "invalid-request"),
+    ]
+    before = len(server.call("GET", "/runs", query="?relay=five").body)
+    for method, template, params, kwargs, code in cases:
+        reply = server.call(method, template, params, **kwargs)
+        assert reply.status == 400, (template, kwargs, reply.body)
+        assert reply.body["error"]["code"] == code, (template, kwargs, reply.body)
+        assert "Traceback" not in reply.body["error"]["message"]
+    assert len(server.call("GET", "/runs", query="?relay=five").body) == before
+
+
+def test_an_unexpected_failure_is_a_500_without_a_traceback(server: Server) -> None:
+    """A hand-corrupted idempotency record answers 500 `internal-error`; the log keeps details."""
+    record = server.home / ".relay_api" / "idempotency.json"
+    record.parent.mkdir(exist_ok=True)
+    saved = record.read_bytes() if record.exists() else None
+    record.write_text("{half a record")
+    try:
+        key = {"Idempotency-Key": "after-corruption"}
+        reply = server.call("POST", "/relays/{name}/runs", {"name": "nap"}, body={}, headers=key)
+    finally:
+        if saved is None:
+            record.unlink()
+        else:
+            record.write_bytes(saved)
+    assert reply.status == 500 and reply.body["error"]["code"] == "internal-error"
+    assert "Traceback" not in reply.body["error"]["message"]
+    assert "JSONDecodeError" in server.log.read_text()
+
+
+def test_an_unknown_relay_release_or_run_is_a_404(server: Server) -> None:
+    """A relay, release or run that does not exist answers 404 with what to do next."""
+    cases: list[tuple[str, str, dict[str, str], dict[str, Any], str, str]] = [
+        ("GET", "/relays/{name}", {"name": "ghost"}, {}, "", "relay-not-found"),
+        ("POST", "/relays/{name}/runs", {"name": "ghost"}, {"body": {}}, "", "relay-not-found"),
+        ("POST", "/relays/{name}/grant", {"name": "ghost"}, {}, "", "relay-not-found"),
+        ("GET", "/runs", {}, {}, "?relay=ghost", "relay-not-found"),
+        ("GET", "/runs/{run_id}", {"run_id": "five-999"}, {}, "", "run-not-found"),
+        ("POST", "/runs/{run_id}/recover", {"run_id": "five-999"}, {}, "", "run-not-found"),
+        (
+            "POST",
+            "/relays/{name}/runs",
+            {"name": "five"},
+            {"body": {"release": "v99"}},
+            "",
+            "release-not-found",
+        ),
+    ]
+    for method, template, params, kwargs, query, code in cases:
+        reply = server.call(method, template, params, query=query, **kwargs)
+        assert reply.status == 404, (template, reply.body)
+        assert reply.body["error"]["code"] == code
+
+
+def test_reconcile_with_nothing_pending_is_refused(server: Server) -> None:
+    """Reconciling a run with no uncertain call, or with a malformed body, is a 400."""
+    started = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body={"input": {"n": 1}})
+    run_id = started.body["run_id"]
+    server.finish(run_id)
+    nothing = server.call(
+        "POST", "/runs/{run_id}/reconcile", {"run_id": run_id}, body={"result": {"ok": True}}
+    )
+    assert nothing.status == 400 and nothing.body["error"]["code"] == "nothing-to-reconcile"
+    assert f"relay recover {run_id}" in nothing.body["error"]["message"]
+    for body in ({}, {"result": 1, "retry": True}, {"retry": "yes"}, {"answer": 1}):
+        reply = server.call("POST", "/runs/{run_id}/reconcile", {"run_id": run_id}, body=body)
+        assert reply.status == 400 and reply.body["error"]["code"] == "invalid-request", body
+
+
+def test_an_uncertain_call_is_reconciled_and_the_run_recovered(server: Server) -> None:
+    """A ctx.step cut off mid-call holds recovery; reconcile gives its result; recovery ends."""
+    body = {"input": {"sku": "A"}, "crash": "during:step:charge"}
+    run_id = server.call("POST", "/relays/{name}/runs", {"name": "shop"}, body=body).body["run_id"]
+    assert server.finish(run_id)["status"] == "interrupted"
+    held = server.call("POST", "/runs/{run_id}/recover", {"run_id": run_id})
+    assert held.status == 200 and held.body["status"] == "needs_reconciliation"
+    pending = server.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["pending_calls"]
+    assert len(pending) == 1
+    decided = server.call(
+        "POST", "/runs/{run_id}/reconcile", {"run_id": run_id}, body={"result": {"charged": "A"}}
+    )
+    assert decided.status == 200 and decided.body["key"] == pending[0]["key"]
+    assert decided.body["state"] == "done"
+    assert server.call("POST", "/runs/{run_id}/recover", {"run_id": run_id}).status == 202
+    run = server.finish(run_id)
+    assert run["status"] == "succeeded" and run["result"] == {"paid": {"charged": "A"}}
+    charges = server.home / "shop" / "runs" / f"iteration-{run_id.rsplit('-', 1)[1]}-hook"
+    assert (charges / "charges.log").read_text().splitlines() == ["A"]  # not charged twice
+
+
+def test_revoked_access_denies_runs_and_recovery_until_granted(server: Server) -> None:
+    """After revoke a new run is 409 and recovery is denied; after grant recovery succeeds."""
+    body = {"input": {"n": 2}, "crash": "after:fetch#1"}
+    run_id = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body).body["run_id"]
+    assert server.finish(run_id)["status"] == "interrupted"
+    revoked = server.call("POST", "/relays/{name}/revoke", {"name": "five"})
+    assert revoked.body == {"relay": "five", "access": "revoked"}
+    try:
+        refused = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body={})
+        assert refused.status == 409 and refused.body["error"]["code"] == "access-revoked"
+        denied = server.call("POST", "/runs/{run_id}/recover", {"run_id": run_id})
+        assert denied.status == 200 and denied.body["status"] == "denied"
+    finally:
+        granted = server.call("POST", "/relays/{name}/grant", {"name": "five"})
+    assert granted.body["access"] == "granted"
+    assert server.call("POST", "/runs/{run_id}/recover", {"run_id": run_id}).status == 202
+    assert server.finish(run_id)["status"] == "succeeded"
+
+
+def test_a_relay_failing_admission_is_a_422_with_diagnostics(server: Server) -> None:
+    """Publishing or running a relay that fails admission is 422 with every diagnostic."""
+    for template in ("/relays/{name}/releases", "/relays/{name}/runs"):
+        reply = server.call("POST", template, {"name": "broken"}, body={})
+        assert reply.status == 422 and reply.body["error"]["code"] == "admission-failed"
+        codes = {d["code"] for d in reply.body["error"]["diagnostics"]}
+        assert codes, reply.body
+
+
+def test_keys_survive_a_restart_and_shutdown_interrupts_live_runs(tmp_path: Path) -> None:
+    """Stopping the server interrupts its live run; a restarted server still knows the key."""
+    root = tmp_path / "root"
+    root.mkdir()
+    home = root / "ws"
+    seed(home)
+    first = start_server(root, "--RelayExtension.home=ws", home=home)
+    try:
+        key = {"Idempotency-Key": "nap-1"}
+        body = {"input": {"seconds": 600}}
+        started = first.call("POST", "/relays/{name}/runs", {"name": "nap"}, body=body, headers=key)
+        run_id = started.body["run_id"]
+        deadline = time.monotonic() + 60
+        while not first.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["steps"]:
+            assert time.monotonic() < deadline, "the nap step never started"
+            time.sleep(0.1)
+    finally:
+        stop_server(first)
+    assert (home / ".relay_api" / "idempotency.json").is_file()
+    second = start_server(root, "--RelayExtension.home=ws", home=home)
+    try:
+        run = second.call("GET", "/runs/{run_id}", {"run_id": run_id}).body
+        assert run["status"] == "interrupted" and run["error"]["code"] == "interrupted"
+        again = second.call("POST", "/relays/{name}/runs", {"name": "nap"}, body=body, headers=key)
+        assert again.status == 200 and again.body["run_id"] == run_id
+        assert [r["run_id"] for r in second.call("GET", "/runs").body] == [run_id]
+    finally:
+        stop_server(second)
