@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import threading
 from typing import Any
 
@@ -135,8 +137,34 @@ class RunControls(widgets.VBox):  # type: ignore[misc]
             self._button("crash during", lambda: self._start(f"during:{self.step.value}")),
             self._button("recover", self._recover),
         ]
+        self.node = widgets.Dropdown(
+            options=[("node details…", "")]
+            + [(f"{n.type}: {n.label}", n.id) for n in view.flow.nodes],
+            layout={"width": "260px"},
+        )
+        self.details = widgets.HTML()
+        self.node.observe(lambda _c: self._show_node(), names="value")
         self.out = widgets.Output()
-        super().__init__([widgets.HBox([*buttons, self.step]), self.out])
+        super().__init__([widgets.HBox([*buttons, self.step, self.node]), self.details, self.out])
+
+    def _show_node(self) -> None:
+        """The selected node's details: source line, prompt, model, tools, as the graph has them."""
+        if not self.node.value:
+            self.details.value = ""
+            return
+        node = self.view.flow.node(str(self.node.value))
+        rows = [("type", node.type), ("label", node.label)]
+        if node.line is not None:
+            rows.append(("line", str(node.line)))
+        rows += [(k, json.dumps(v, ensure_ascii=False)) for k, v in sorted(node.details.items())]
+        self.details.value = (
+            "<table class='relay-node-details'>"
+            + "".join(
+                f"<tr><th>{html.escape(k)}</th><td><code>{html.escape(v)}</code></td></tr>"
+                for k, v in rows
+            )
+            + "</table>"
+        )
 
     def __repr__(self) -> str:
         return f"relay controls for {self.view.relay}"

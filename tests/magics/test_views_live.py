@@ -77,3 +77,17 @@ def test_the_recovery_lab_widget_runs_a_scenario(workspace: Workspace) -> None:
         assert "orders created</th><td>1" in lab.report.value
     finally:
         lab.lab.service.stop()
+
+
+def test_run_controls_show_a_selected_nodes_details(workspace: Workspace) -> None:
+    """Picking a node in the run view's controls shows its prompt, model and line."""
+    from relay_notebook.magics.runs import RunControls, RunView
+
+    view = RunView(workspace, "invoice", invoice_graph(workspace), shell=None, output=None)
+    controls = RunControls(view)
+    assert repr(controls) == "relay controls for invoice"
+    controls.node.value = "agent-extract"
+    assert "Extract invoice fields as JSON." in controls.details.value
+    assert "<th>line</th><td><code>8</code>" in controls.details.value
+    controls.node.value = ""
+    assert controls.details.value == ""
