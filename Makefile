@@ -13,14 +13,18 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/jupyter-builder develop --overwrite . >/dev/null
+	$(BIN)/python -m compileall -q relay_notebook agentworks
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-## Debian packages the tests use: bubblewrap confines relay writes to their run folder
+## Debian packages the tests use: bubblewrap confines relay writes to their run folder,
+## chromium runs the JupyterLab browser tests
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing$$missing"; \

@@ -4,8 +4,9 @@ Every call works inside a relay run (started by ``relay run`` or ``%relay run``)
 anywhere else, platform calls raise ``NotInRunError`` with what to do instead.
 """
 
-from agentworks.agent import agent
-from agentworks.context import admit, run_dir, variables
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agentworks.errors import (
     AccessDeniedError,
     AgentError,
@@ -21,9 +22,24 @@ from agentworks.errors import (
     ToolResultError,
     VaultError,
 )
-from agentworks.mcp import mcp
-from agentworks.tools import tool
-from agentworks.vault import vault
+
+if TYPE_CHECKING:
+    from agentworks.agent import agent
+    from agentworks.context import admit, run_dir, variables
+    from agentworks.mcp import mcp
+    from agentworks.tools import tool
+    from agentworks.vault import vault
+
+# the calls load on first use, so a relay that never defines a tool never imports pydantic
+_LAZY = {
+    "admit": "agentworks.context",
+    "agent": "agentworks.agent",
+    "mcp": "agentworks.mcp",
+    "run_dir": "agentworks.context",
+    "tool": "agentworks.tools",
+    "variables": "agentworks.context",
+    "vault": "agentworks.vault",
+}
 
 __all__ = [
     "AccessDeniedError",
@@ -47,3 +63,12 @@ __all__ = [
     "variables",
     "vault",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentworks' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

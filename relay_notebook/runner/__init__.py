@@ -4,11 +4,31 @@ The supervisor side (this package minus ``child`` and ``instrument``) never impo
 relay, IPython or widgets; the child side imports DBOS and the relay, in its own process.
 """
 
-from relay_notebook.runner.crash import CrashSpec, parse_crash_spec
-from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
-from relay_notebook.runner.outcome import RunOutcome
-from relay_notebook.runner.runs import MAX_ATTEMPTS, start_recovery, start_run
-from relay_notebook.runner.supervisor import RunHandle
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.crash import CrashSpec, parse_crash_spec
+    from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
+    from relay_notebook.runner.outcome import RunOutcome
+    from relay_notebook.runner.runs import MAX_ATTEMPTS, start_recovery, start_run
+    from relay_notebook.runner.supervisor import RunHandle
+
+# Names load on first use: a child process importing one submodule does not pay for the rest.
+_LAZY = {
+    "CrashSpec": "relay_notebook.runner.crash",
+    "MAX_ATTEMPTS": "relay_notebook.runner.runs",
+    "RunFolder": "relay_notebook.runner.folders",
+    "RunHandle": "relay_notebook.runner.supervisor",
+    "RunOutcome": "relay_notebook.runner.outcome",
+    "find_run": "relay_notebook.runner.folders",
+    "list_run_folders": "relay_notebook.runner.folders",
+    "parse_crash_spec": "relay_notebook.runner.crash",
+    "start_recovery": "relay_notebook.runner.runs",
+    "start_run": "relay_notebook.runner.runs",
+}
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -22,3 +42,16 @@ __all__ = [
     "start_recovery",
     "start_run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -24,8 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.folders import write_json_atomic
-from relay_notebook.runner.ledger import EventWriter
+from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 
 RESULT_LIMIT = 128 * 1024
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}

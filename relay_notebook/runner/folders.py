@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from relay_notebook.errors import InvalidRunIdError, RunNotFoundError
+from relay_notebook.runner.ledger import write_json_atomic
 from relay_notebook.workspace import Workspace, validate_relay_name
 
-__all__ = ["RunFolder", "allocate_run", "find_run", "list_run_folders", "parse_run_id"]
+__all__ = [
+    "RunFolder",
+    "allocate_run",
+    "find_run",
+    "list_run_folders",
+    "parse_run_id",
+    "write_json_atomic",
+]
 
 RUNS_DIR = "runs"
 _FOLDER = re.compile(r"iteration-(\d+)-hook")
@@ -73,17 +80,6 @@ class RunFolder:
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_json_atomic(self.meta, meta)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a crash leaves either the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _runs_root(workspace: Workspace, relay: str) -> Path:

@@ -17,12 +17,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EventWriter", "check_events", "now_ms", "read_events"]
+__all__ = ["EventWriter", "check_events", "now_ms", "read_events", "write_json_atomic"]
 
 
 def now_ms() -> float:
     """Wall-clock milliseconds since the epoch, to 0.1 ms (DBOS stores whole ms)."""
     return round(time.time() * 1000, 1)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

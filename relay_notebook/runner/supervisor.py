@@ -128,18 +128,10 @@ class RunHandle:
 
     # -- the reader thread --------------------------------------------------------------------
 
-    def _read(self, pipe_r: int, lock_fd: int, ctx: dict[str, Any]) -> None:
+    def _read(self, pipe_r: int | None, lock_fd: int, ctx: dict[str, Any]) -> None:
         try:
-            with os.fdopen(pipe_r, "rb") as stream:
-                for line in stream:
-                    if self._on_event is None:
-                        continue
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    with contextlib.suppress(Exception):
-                        self._on_event(event)
+            if pipe_r is not None:
+                self._forward(pipe_r)
             assert self.process is not None
             returncode = self.process.wait()
             self._outcome = settle_attempt(
@@ -160,6 +152,19 @@ class RunHandle:
                 if self._outcome is not None:
                     with contextlib.suppress(Exception):  # a view's bug must not hide the end
                         fn(self._outcome)
+
+    def _forward(self, pipe_r: int) -> None:
+        """Hand each live event from the child to ``on_event`` until the child closes the pipe."""
+        with os.fdopen(pipe_r, "rb") as stream:
+            for line in stream:
+                if self._on_event is None:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                with contextlib.suppress(Exception):  # a view's bug must not stop the run
+                    self._on_event(event)
 
     def _watch_deadline(self, deadline_ms: float) -> None:
         remaining = (deadline_ms - now_ms()) / 1000
@@ -192,7 +197,8 @@ def launch_attempt(
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
-        pipe_r, pipe_w = os.pipe()
+        # live events go through a pipe only when someone listens (it costs per step)
+        pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
         spec = {
             "run_id": folder.run_id,
             "relay": folder.relay,
@@ -235,11 +241,12 @@ def launch_attempt(
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,
-                pass_fds=(lock_fd, pipe_w),
+                pass_fds=(lock_fd,) if pipe_w is None else (lock_fd, pipe_w),
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        os.close(pipe_w)
+        if pipe_w is not None:
+            os.close(pipe_w)
         # secrets travel through a pipe: never a file in the run folder
         assert process.stdin is not None
         try:
