@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
 
 from relay_notebook.runner import (  # noqa: E402
     RunHandle,
@@ -51,140 +53,6 @@ COLD_TARGET = 1.2  # kit cold run <= 1.2x bare DBOS
 RECOVERY_TARGET = 1.5  # kit recovery <= 1.5x a kit fresh run
 WAL_TARGET = 0.9  # kit steps/s >= 0.9x bare DBOS on WAL
 DEFAULT_TARGET = 1.5  # kit steps/s >= 1.5x bare DBOS with DBOS defaults
-
-STEPS = """from dbos import DBOS
-
-
-@DBOS.step()
-async def step_a(x):
-    return x + 1
-
-
-@DBOS.step()
-async def step_b(x):
-    return x * 2
-
-
-@DBOS.step()
-async def tick(i):
-    return i
-"""
-
-RELAYS = {
-    "one": STEPS
-    + """
-
-@DBOS.workflow()
-async def run(INPUT):
-    return {"value": await step_a(INPUT["x"])}
-""",
-    "two": STEPS
-    + """
-
-@DBOS.workflow()
-async def run(INPUT):
-    a = await step_a(INPUT["x"])
-    return {"value": await step_b(a)}
-""",
-    "loop": STEPS
-    + """
-
-@DBOS.workflow()
-async def run(INPUT):
-    total = 0
-    for i in range(INPUT["steps"]):
-        total += await tick(i)
-    return {"total": total}
-""",
-}
-
-BARE_SCRIPT = '''"""Bare DBOS: the benchmark's relays, no kit. Usage: bare.py MODE DIR [INPUT]."""
-import time
-
-PHASES = {"start": time.time()}
-import asyncio
-import json
-import os
-import sqlite3
-import sys
-
-from dbos import DBOS, SetWorkflowID
-
-PHASES["imported"] = time.time()
-MODE, FOLDER = sys.argv[1], sys.argv[2]
-DB = os.path.join(FOLDER, "dbos.sqlite")
-WORKFLOW_ID = "bench-1"
-
-
-@DBOS.step()
-async def step_a(x):
-    return x + 1
-
-
-@DBOS.step()
-async def step_b(x):
-    if MODE == "crash":
-        sys.stdout.flush()
-        os._exit(86)
-    return x * 2
-
-
-@DBOS.step()
-async def tick(i):
-    return i
-
-
-@DBOS.workflow()
-async def one(INPUT):
-    return {"value": await step_a(INPUT["x"])}
-
-
-@DBOS.workflow()
-async def two(INPUT):
-    a = await step_a(INPUT["x"])
-    return {"value": await step_b(a)}
-
-
-@DBOS.workflow()
-async def loop(INPUT):
-    total = 0
-    for i in range(INPUT["steps"]):
-        total += await tick(i)
-    return {"total": total}
-
-
-async def main():
-    if MODE != "loop-default" and not os.path.exists(DB):
-        conn = sqlite3.connect(DB)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.close()
-    DBOS(config={
-        "name": "bench",
-        "system_database_url": "sqlite:///" + os.path.abspath(DB),
-        "application_version": "bench-v1",
-        "executor_id": "local",
-        "log_level": "WARNING",
-    })
-    PHASES["configured"] = time.time()
-    DBOS.launch()
-    PHASES["launched"] = time.time()
-    if MODE == "recover":
-        handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
-        result = await handle.get_result(polling_interval_sec=0.01)
-    else:
-        workflow = {"one": one, "two": two, "crash": two}.get(MODE, loop)
-        with SetWorkflowID(WORKFLOW_ID):
-            result = await workflow(json.loads(sys.argv[3]))
-    PHASES["done"] = time.time()
-    with open(os.path.join(FOLDER, "result.json"), "w") as out:
-        json.dump({"result": result, "phases": PHASES}, out)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-asyncio.run(main())
-'''
 
 RATES = ("kit loop", "bare loop WAL", "bare loop default")
 

@@ -1,0 +1,101 @@
+/**
+ * Text formatting, pure: durations, run-history rows and node details as the views show them.
+ */
+
+import type { GraphNode } from './geometry.js';
+
+/** One row of a run-history document (`application/vnd.relay.runs+json`). */
+export interface RunRow {
+  run_id: string;
+  relay?: string;
+  status: string;
+  attempts?: number;
+  reused?: number;
+  release?: string;
+  duration_ms?: number | null;
+  created_at?: number;
+}
+
+/** A run-history document. */
+export interface RunsDocument {
+  runs: RunRow[];
+  relay?: string;
+}
+
+/** A duration for people: `—` when unknown, then ms, s, or min and s. */
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) {
+    return '—';
+  }
+  if (ms < 1000) {
+    return `${Math.round(ms)} ms`;
+  }
+  if (ms < 60_000) {
+    return `${(ms / 1000).toFixed(1)} s`;
+  }
+  const minutes = Math.floor(ms / 60_000);
+  const seconds = Math.floor((ms % 60_000) / 1000);
+  return `${minutes} min ${String(seconds).padStart(2, '0')} s`;
+}
+
+/** A status word for people: `needs_reconciliation` → `needs reconciliation`. */
+export function statusText(status: string): string {
+  return status.replace(/_/g, ' ');
+}
+
+/** A crash point for people: `after:fetch`, `during:add#2`; empty when there is none. */
+export function crashText(crash: unknown): string {
+  if (typeof crash === 'string') {
+    return crash;
+  }
+  if (crash && typeof crash === 'object') {
+    const { when, step, occurrence } = crash as Record<string, unknown>;
+    if (typeof when === 'string' && typeof step === 'string') {
+      const nth = typeof occurrence === 'number' && occurrence > 1 ? `#${occurrence}` : '';
+      return `${when}:${step}${nth}`;
+    }
+  }
+  return '';
+}
+
+/** The runs of a document, keeping only rows with a run id and a status. */
+export function readRuns(data: unknown): RunRow[] {
+  const runs = (data as { runs?: unknown } | null)?.runs;
+  if (!Array.isArray(runs)) {
+    return [];
+  }
+  return runs.filter(
+    (r): r is RunRow =>
+      typeof r === 'object' &&
+      r !== null &&
+      typeof (r as RunRow).run_id === 'string' &&
+      typeof (r as RunRow).status === 'string'
+  );
+}
+
+/** The header and facts of a node's details panel: `[name, value]` pairs, then JSON. */
+export function nodeFacts(node: GraphNode): { facts: [string, string][]; json: string } {
+  const facts: [string, string][] = [
+    ['type', node.type],
+    ['label', node.label],
+    ['id', node.id]
+  ];
+  if (node.line !== undefined) {
+    facts.push(['line', String(node.line)]);
+  }
+  const status = node.status ?? node.details?.['status'];
+  if (typeof status === 'string') {
+    facts.push(['status', statusText(status)]);
+  }
+  if (node.reused ?? node.details?.['reused']) {
+    facts.push(['reused', 'yes: the result came from a checkpoint']);
+  }
+  if (typeof node.count === 'number') {
+    facts.push(['runs', String(node.count)]);
+  }
+  if (Array.isArray(node.attempts) && node.attempts.length) {
+    facts.push(['attempts', node.attempts.join(', ')]);
+  }
+  const json = JSON.stringify(node.details ?? {}, null, 2);
+  return { facts, json };
+}

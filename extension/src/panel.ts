@@ -1,0 +1,397 @@
+/**
+ * The "Relays" side panel: the workspace's relays, releases and runs through the REST API (no
+ * kernel needed), a run's attempts, steps and run graph, and run / crash-test / recover buttons.
+ *
+ * Design: the panel polls, every two seconds while a run it shows is pending or running and
+ * the panel is visible, and stops polling once everything it shows has finished. Each refresh
+ * redraws the lists but keeps the graph view, so a user's pan and zoom survive updates.
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import {
+  RelayApi,
+  RelayApiError,
+  RelayApiUnavailableError,
+  RelayDetail,
+  RelaySummary,
+  RunDetail
+} from './api.js';
+import { crashText, formatDuration, RunRow, statusText } from './format.js';
+import { firstStep, stepName } from './geometry.js';
+import { GraphView } from './graphview.js';
+import { overlayRun } from './overlay.js';
+import { isActiveRunStatus } from './palette.js';
+import { reusedBadge, runList, statusBadge } from './runtable.js';
+
+export const PANEL_ID = 'relay-panel';
+export const POLL_MS = 2000;
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className = '',
+  textContent?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (textContent !== undefined) {
+    node.textContent = textContent;
+  }
+  return node;
+}
+
+function button(label: string, title: string, onClick: () => void): HTMLButtonElement {
+  const b = h('button', 'jp-RelayPanel-button', label);
+  b.type = 'button';
+  b.title = title;
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+/** The side panel widget; give it a `RelayApi` bound to the application's server settings. */
+export class RelayPanel extends Widget {
+  readonly api: RelayApi;
+  private readonly message: HTMLDivElement;
+  private readonly relaysBox: HTMLDivElement;
+  private readonly relayBox: HTMLDivElement;
+  private readonly runBox: HTMLDivElement;
+  private readonly graphView: GraphView;
+  private readonly inputArea: HTMLTextAreaElement;
+  private relays: RelaySummary[] = [];
+  private relayName: string | null = null;
+  private relay: RelayDetail | null = null;
+  private runs: RunRow[] = [];
+  private runId: string | null = null;
+  private run: RunDetail | null = null;
+  private timer: number | null = null;
+  private busy = false;
+  private refreshAgain = false;
+
+  constructor(api: RelayApi) {
+    super();
+    this.api = api;
+    this.id = PANEL_ID;
+    this.addClass('jp-RelayPanel');
+    this.title.caption = 'Relays';
+    const header = h('div', 'jp-RelayPanel-header');
+    header.append(
+      h('h2', 'jp-RelayPanel-title', 'Relays'),
+      button('⟳', 'Refresh the relays and runs', () => void this.refresh(true))
+    );
+    this.message = h('div', 'jp-RelayPanel-message');
+    this.message.hidden = true;
+    this.relaysBox = h('div', 'jp-RelayPanel-relays');
+    this.relayBox = h('div', 'jp-RelayPanel-relay');
+    this.runBox = h('div', 'jp-RelayPanel-run');
+    this.graphView = new GraphView({ maxHeight: 360, minFitScale: 0.2 });
+    this.inputArea = h('textarea', 'jp-RelayPanel-input');
+    this.inputArea.value = '{}';
+    this.inputArea.rows = 2;
+    this.inputArea.spellcheck = false;
+    this.inputArea.title = 'The run input (JSON), passed to run(INPUT)';
+    this.node.append(header, this.message, this.relaysBox, this.relayBox, this.runBox);
+  }
+
+  /** Reload everything shown; `full` also reloads the selected relay's graph and releases. */
+  async refresh(full = false): Promise<void> {
+    if (this.busy) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.busy = true;
+    this.stopPolling();
+    try {
+      this.relays = await this.api.listRelays();
+      if (this.relayName !== null && !this.relays.some(r => r.name === this.relayName)) {
+        this.relayName = null;
+        this.runId = null;
+      }
+      if (this.relayName !== null) {
+        if (full || this.relay === null || this.relay.name !== this.relayName) {
+          this.relay = await this.api.getRelay(this.relayName);
+        }
+        this.runs = await this.api.listRuns(this.relayName);
+      } else {
+        this.relay = null;
+        this.runs = [];
+      }
+      this.run = this.runId !== null ? await this.api.getRun(this.runId) : null;
+      this.showMessage(null);
+    } catch (error) {
+      this.handleError(error);
+    } finally {
+      this.busy = false;
+    }
+    this.render();
+    if (this.refreshAgain) {
+      this.refreshAgain = false;
+      void this.refresh();
+      return;
+    }
+    if (this.needsPolling()) {
+      this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
+    }
+  }
+
+  /** Show one relay's releases and runs. */
+  async openRelay(name: string | null): Promise<void> {
+    this.relayName = name;
+    this.relay = null;
+    this.runId = null;
+    this.run = null;
+    await this.refresh(true);
+  }
+
+  /** Show one run's attempts, steps and run graph. */
+  async openRun(runId: string | null): Promise<void> {
+    this.runId = runId;
+    await this.refresh();
+  }
+
+  /** Start a run of the open relay; `crashAfter` crashes it after that step's checkpoint. */
+  async startRun(crashAfter: string | null = null): Promise<void> {
+    if (this.relayName === null) {
+      return;
+    }
+    let input: unknown;
+    try {
+      input = JSON.parse(this.inputArea.value || 'null');
+    } catch (error) {
+      this.showMessage(`The run input is not valid JSON (${String(error)}); fix it and retry.`);
+      return;
+    }
+    try {
+      const started = await this.api.startRun(
+        this.relayName,
+        input,
+        crashAfter ? `after:${crashAfter}` : null
+      );
+      this.runId = started.run_id;
+    } catch (error) {
+      this.handleError(error);
+      this.render();
+      return;
+    }
+    await this.refresh();
+  }
+
+  /** Recover the open run: reused steps come back from their checkpoints. */
+  async recoverRun(): Promise<void> {
+    if (this.runId === null) {
+      return;
+    }
+    try {
+      await this.api.recoverRun(this.runId);
+    } catch (error) {
+      this.handleError(error);
+      this.render();
+      return;
+    }
+    await this.refresh();
+  }
+
+  override dispose(): void {
+    this.stopPolling();
+    this.graphView.dispose();
+    super.dispose();
+  }
+
+  protected override onAfterShow(): void {
+    void this.refresh(true);
+  }
+
+  protected override onAfterHide(): void {
+    this.stopPolling();
+  }
+
+  private needsPolling(): boolean {
+    if (!this.isVisible) {
+      return false;
+    }
+    return (
+      this.runs.some(r => isActiveRunStatus(r.status)) ||
+      (this.run !== null && isActiveRunStatus(this.run.status))
+    );
+  }
+
+  private stopPolling(): void {
+    if (this.timer !== null) {
+      window.clearTimeout(this.timer);
+      this.timer = null;
+    }
+  }
+
+  private handleError(error: unknown): void {
+    if (error instanceof RelayApiUnavailableError) {
+      this.relays = [];
+      this.relay = null;
+      this.runs = [];
+      this.run = null;
+      this.showMessage(`relay API unavailable: ${error.message}`, 'unavailable');
+    } else if (error instanceof RelayApiError) {
+      this.showMessage(`${error.message} [${error.code}]`);
+    } else {
+      this.showMessage(`The relay panel failed: ${String(error)}`);
+    }
+  }
+
+  private showMessage(text: string | null, kind = 'error'): void {
+    this.message.hidden = text === null;
+    this.message.textContent = text ?? '';
+    this.message.dataset['kind'] = kind;
+  }
+
+  private render(): void {
+    this.renderRelays();
+    this.renderRelay();
+    this.renderRun();
+  }
+
+  private renderRelays(): void {
+    const box = this.relaysBox;
+    box.replaceChildren();
+    if (!this.relays.length) {
+      if (this.message.hidden) {
+        box.appendChild(
+          h('p', 'jp-RelayPanel-empty', 'No relays in this workspace yet: save one with %%relay.')
+        );
+      }
+      return;
+    }
+    const list = h('ul', 'jp-RelayPanel-list');
+    for (const relay of this.relays) {
+      const item = h('li', 'jp-RelayPanel-item');
+      item.dataset['relay'] = relay.name;
+      item.tabIndex = 0;
+      if (relay.name === this.relayName) {
+        item.classList.add('jp-mod-selected');
+      }
+      const latest = relay.latest ? `, latest v${relay.latest.version}` : '';
+      item.append(
+        h('span', 'jp-RelayPanel-name', relay.name),
+        h(
+          'span',
+          'jp-RelayPanel-meta',
+          `${relay.releases} release${relay.releases === 1 ? '' : 's'}${latest} · ` +
+            `${relay.runs} run${relay.runs === 1 ? '' : 's'}` +
+            (relay.access === 'revoked' ? ' · access revoked' : '')
+        )
+      );
+      const open = () => void this.openRelay(relay.name === this.relayName ? null : relay.name);
+      item.addEventListener('click', open);
+      item.addEventListener('keydown', e => e.key === 'Enter' && open());
+      list.appendChild(item);
+    }
+    box.appendChild(list);
+  }
+
+  private renderRelay(): void {
+    const box = this.relayBox;
+    box.replaceChildren();
+    const relay = this.relay;
+    if (relay === null) {
+      return;
+    }
+    box.appendChild(h('h3', 'jp-RelayPanel-heading', relay.name));
+    const releases = relay.releases.length
+      ? relay.releases.map(r => `v${r.version} (${r.hash.slice(0, 8)})`).join(', ')
+      : 'none yet (publish with %relay publish)';
+    box.appendChild(h('div', 'jp-RelayPanel-meta', `releases: ${releases}`));
+    const label = h('label', 'jp-RelayPanel-label', 'input');
+    box.append(label, this.inputArea);
+    const actions = h('div', 'jp-RelayPanel-actions');
+    actions.appendChild(
+      button('▶ Run', `Start a run of the ${relay.name} draft`, () => void this.startRun())
+    );
+    const first = relay.graph ? firstStep(relay.graph) : null;
+    const crash = button(
+      '⚡ Crash test',
+      first
+        ? `Start a run that crashes right after step ${stepName(first)} is checkpointed`
+        : 'This relay has no step to crash after',
+      () => void this.startRun(first ? stepName(first) : null)
+    );
+    crash.disabled = first === null;
+    actions.appendChild(crash);
+    box.appendChild(actions);
+    box.appendChild(
+      runList(this.runs, {
+        selected: this.runId,
+        onOpen: run => void this.openRun(run.run_id === this.runId ? null : run.run_id)
+      })
+    );
+  }
+
+  private renderRun(): void {
+    const box = this.runBox;
+    box.replaceChildren();
+    const run = this.run;
+    if (run === null) {
+      return;
+    }
+    box.dataset['runId'] = run.run_id;
+    const heading = h('h3', 'jp-RelayPanel-heading', `run ${run.run_id} `);
+    heading.appendChild(statusBadge(run.status));
+    box.appendChild(heading);
+    const actions = h('div', 'jp-RelayPanel-actions');
+    const recover = button(
+      '↻ Recover',
+      'Recover this run: completed steps are reused from their checkpoints',
+      () => void this.recoverRun()
+    );
+    recover.disabled = isActiveRunStatus(run.status) || run.status === 'succeeded';
+    actions.appendChild(recover);
+    box.appendChild(actions);
+    if (run.error?.message) {
+      box.appendChild(h('div', 'jp-RelayPanel-error', run.error.message));
+    }
+    const attempts = h('ol', 'jp-RelayPanel-attempts');
+    for (const a of run.attempts ?? []) {
+      const item = h('li');
+      item.append(
+        `attempt ${a.attempt}: `,
+        statusBadge(a.status),
+        ` ${(a.executed ?? []).length} executed · `,
+        reusedBadge((a.reused ?? []).length),
+        ` ${formatDuration(a.duration_ms)}` + (a.crash ? ` · crash ${crashText(a.crash)}` : '')
+      );
+      attempts.appendChild(item);
+    }
+    box.appendChild(attempts);
+    box.appendChild(this.stepsTable(run));
+    const graph = run.graph ?? (this.relay ? overlayRun(this.relay.graph, run.steps, run.status) : null);
+    if (graph) {
+      box.appendChild(this.graphView.node);
+      this.graphView.setGraph(graph);
+    }
+  }
+
+  private stepsTable(run: RunDetail): HTMLTableElement {
+    const table = h('table', 'jp-RelayRuns jp-RelayPanel-steps');
+    const head = table.createTHead().insertRow();
+    for (const name of ['step', 'status', 'attempts']) {
+      head.appendChild(h('th', '', name));
+    }
+    const body = table.createTBody();
+    for (const step of run.steps ?? []) {
+      const row = body.insertRow();
+      row.dataset['step'] = step.name;
+      row.insertCell().textContent = step.name;
+      row.insertCell().textContent = statusText(step.status);
+      const where = row.insertCell();
+      const ran = step.executed_in ?? [];
+      const reused = step.reused_in ?? [];
+      if (ran.length) {
+        where.append(`ran in ${ran.join(', ')} `);
+      }
+      if (reused.length) {
+        where.append(h('span', 'jp-RelayBadge jp-RelayBadge--reused', 'reused'));
+        where.append(` in ${reused.join(', ')}`);
+      }
+      row.title = `${step.name}: ${formatDuration(step.duration_ms)}`;
+    }
+    return table;
+  }
+}
