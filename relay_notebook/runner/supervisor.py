@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -134,6 +135,7 @@ class RunHandle:
                 self._forward(pipe_r)
             assert self.process is not None
             returncode = self.process.wait()
+            _wait_for_group(self.process.pid)
             self._outcome = settle_attempt(
                 self.folder,
                 attempt=self.attempt,
@@ -172,6 +174,24 @@ class RunHandle:
             return
         self._deadline_hit = True
         self.cancel(grace=2.0)
+
+
+def _wait_for_group(pgid: int, timeout: float = 10.0) -> None:
+    """Wait until no process of the child's group is left.
+
+    Under bubblewrap the process we waited for is bwrap; the relay's interpreter dies just
+    after it and holds the run lock until the kernel has torn it down. Settling (and any
+    recovery) must not start before that, or the next attempt would find the run locked.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return  # the group id was reused by someone else's processes
+        time.sleep(0.005)
 
 
 def launch_attempt(
