@@ -72,12 +72,15 @@ def _route_logs(events: EventWriter) -> None:
 
 
 def _prepare_database(path: Path) -> None:
-    """Create the SQLite file in WAL mode before DBOS first opens it (WAL persists)."""
-    if path.exists():
-        return
+    """Put the SQLite file in WAL mode before DBOS opens it (WAL persists in the file).
+
+    The mode is checked, not the file's existence: a kill right after the file was created
+    would otherwise leave a rollback-journal database for every later attempt.
+    """
     conn = sqlite3.connect(path)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
     finally:
         conn.close()
 

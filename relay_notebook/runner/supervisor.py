@@ -176,21 +176,36 @@ class RunHandle:
         self.cancel(grace=2.0)
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies have let go of files)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
 def _wait_for_group(pgid: int, timeout: float = 10.0) -> None:
-    """Wait until no process of the child's group is left.
+    """Wait until no process of the child's group is left running.
 
     Under bubblewrap the process we waited for is bwrap; the relay's interpreter dies just
     after it and holds the run lock until the kernel has torn it down. Settling (and any
     recovery) must not start before that, or the next attempt would find the run locked.
+    A zombie has already closed its files, so it counts as gone.
     """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            return  # the group id was reused by someone else's processes
+    while _group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.005)
 
 
