@@ -249,8 +249,13 @@ async def agent(
             }
             text = rt.redactor.scrub(json.dumps(receipt, indent=2, sort_keys=True, default=repr))
             (call_dir / "receipt.json").write_text(text + "\n", encoding="utf-8")
+            try:
+                call_key: str | None = current_call_key()  # links the receipt to its step
+            except AgentworksError:
+                call_key = None  # relay_durability: none journals nothing
             rt.emit(
                 "receipt",
+                key=call_key,
                 call_kind="agent",
                 name=name,
                 model=convo.resolved_model,

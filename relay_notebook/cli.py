@@ -312,7 +312,12 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
 def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
     log = commands.logs(ws, args.run_id)
     if args.json:
-        _print_json(log.to_dict())
+        doc = log.to_dict()
+        if log.run["status"] in ("interrupted", "needs_reconciliation", "denied"):
+            from relay_notebook.history.preview import preview_recovery
+
+            doc["preview"] = preview_recovery(ws, args.run_id).to_dict()
+        _print_json(doc)
         return EXIT_OK
     run = log.run
     print(f"run {run['run_id']}: {run['status']} (DBOS {run['dbos_status']})")

@@ -195,7 +195,7 @@ NOTEBOOKS["03-agents-and-tools.ipynb"] = [
         "    {'tool_calls': [{'name': 'price', 'arguments': {'sku': 'A-1', 'quantity': 4}}]},\n"
         "    {'content': {'sku': 'A-1', 'total': 100}},\n"
         "]}\n"
-        "(home / 'quotes' / 'script.json').write_text(json.dumps(script, indent=2));"
+        "_ = (home / 'quotes' / 'script.json').write_text(json.dumps(script, indent=2))"
     ),
     code('%relay run quotes --input \'{"text": "4 of A-1"}\' --wait'),
     md(
@@ -418,6 +418,84 @@ NOTEBOOKS["08-recovery-lab.ipynb"] = [
     ),
     code("lab.grant()\nlab.recover(run.run_id).status"),
     code("lab.service.stop()"),
+]
+
+
+NOTEBOOKS["05-execution-logs.ipynb"] = [
+    md(
+        "# Exploring execution logs\n\n"
+        "A run's record is DBOS's own history (workflow and step ids, checkpoints, timing) "
+        "joined with the kit's ledger (attempts, which steps were executed or reused in which "
+        "attempt, every retry with its error, receipts). Reading it never changes the run, and "
+        "works while the run is going."
+    ),
+    FRESH,
+    code(
+        "%%relay orders\n"
+        "from dbos import DBOS\n\n"
+        "@DBOS.step()\n"
+        "async def load(n):\n"
+        "    return list(range(1, n + 1))\n\n"
+        "@DBOS.step(retries_allowed=True, max_attempts=3, interval_seconds=0.01)\n"
+        "async def price(item):\n"
+        "    if item == 2 and DBOS.step_status.current_attempt == 0:\n"
+        '        raise ConnectionError("price service busy")\n'
+        "    return item * 25\n\n"
+        "@DBOS.step()\n"
+        "def total(prices):\n"
+        "    return sum(prices)\n\n"
+        "@DBOS.workflow()\n"
+        "async def run(INPUT):\n"
+        '    items = await load(INPUT["n"])\n'
+        "    prices = [await price(i) for i in items]\n"
+        "    if len(prices) > 2:\n"
+        '        return {"total": total(prices), "big": True}\n'
+        '    return {"total": total(prices)}'
+    ),
+    code("%relay run orders --input '{\"n\": 3}' --crash after:price#2 --wait"),
+    md(
+        "## The recovery preview\n\nBefore recovering, see what will happen: which checkpoints will be reused, what runs again, and any uncertain call that would stop recovery."
+    ),
+    code(
+        "from relay_notebook.history import preview_recovery, read_run_log, build_run_graph, overlay_run\n"
+        "from relay_notebook.views.records import RecoveryPreviewView\n"
+        "from relay_notebook.workspace import Workspace\n"
+        "workspace = Workspace()\n"
+        "RecoveryPreviewView(preview_recovery(workspace, 'orders-1'))"
+    ),
+    code("%relay recover orders-1 --wait"),
+    md(
+        "## The log\n\n`%relay logs` shows each attempt and each step call: the attempts it ran in, where it was reused, and failed tries of retried steps."
+    ),
+    code("%relay logs orders-1"),
+    md("## As DataFrames\n\nRuns, steps, attempts, events and receipts are pandas DataFrames."),
+    code(
+        "from relay_notebook.views.tables import steps_dataframe, attempts_dataframe\n"
+        "log = read_run_log(workspace, 'orders-1')\n"
+        "steps = steps_dataframe(log)\n"
+        "steps[['function_id', 'name', 'status', 'executed_in', 'reused_in', 'retries']]"
+    ),
+    code("attempts_dataframe(log)[['attempt', 'status', 'executed', 'reused']]"),
+    md(
+        "## A timeline\n\nSteps per attempt on a time axis; reused checkpoints and retries are marked (hover for details)."
+    ),
+    code(
+        "# NBVAL_IGNORE_OUTPUT\n"
+        "from relay_notebook.views.timeline import timeline_figure\n"
+        "timeline_figure(log)"
+    ),
+    md(
+        "## Run graphs\n\nOne node per executed step call (loop iterations separately, reused ones badged), and the path the run took overlaid on the static flow graph: which branch, how many iterations, what was never reached."
+    ),
+    code(
+        "# NBVAL_IGNORE_OUTPUT\n"
+        "from relay_notebook.views.mime import GraphView\n"
+        "GraphView(build_run_graph(log))  # each call's duration is in its details"
+    ),
+    code(
+        "from relay_notebook import commands\n"
+        "GraphView(overlay_run(commands.graph(workspace, 'orders'), log))"
+    ),
 ]
 
 

@@ -1,20 +1,53 @@
-"""Run records: summaries across a workspace and one run's attempts and steps.
+"""Run records: summaries across a workspace, and one run's attempts, steps, calls and events.
 
-Everything here only reads: ``run.json``, the ledger and DBOS's SQLite file opened read-only.
-It never launches DBOS (which would recover and execute the run) and works while a run goes.
+Everything here only reads: ``run.json``, the ledger, the call journal and DBOS's SQLite file
+(opened so that not a byte changes, see ``history.database``). It never launches DBOS (which
+would recover and execute the run) and works while a run goes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Final
 
-from relay_notebook.runner.checkpoints import read_checkpoints, read_workflow_status
+from agentworks.redact import Redactor
+from relay_notebook.errors import InvalidInputError
+from relay_notebook.history.database import open_database
+from relay_notebook.history.ledger_scan import LedgerScan
+from relay_notebook.history.receipts import read_receipts
+from relay_notebook.history.steps import (
+    SQL_COLUMNS,
+    SavedOutputs,
+    StepRow,
+    StepTable,
+    WorkflowRow,
+    assemble_steps,
+)
 from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
-from relay_notebook.runner.ledger import check_events, read_events
 from relay_notebook.workspace import Workspace
+from relay_notebook.workspace.vault import Vault
 
-__all__ = ["RunLog", "RunSummary", "list_runs", "read_run_log"]
+__all__ = ["RUN_STATUSES", "RunLog", "RunSummary", "list_runs", "read_run_log"]
+
+#: every status a run can have (``pending`` until its first attempt starts)
+RUN_STATUSES: Final = (
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "interrupted",
+    "needs_reconciliation",
+    "denied",
+    "rejected",
+)
+
+Moment = datetime | float
 
 
 @dataclass(frozen=True)
@@ -29,6 +62,7 @@ class RunSummary:
     created_at: float
     duration_ms: float | None
     reused: int
+    ended_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,13 +72,13 @@ class RunSummary:
             "attempts": self.attempts,
             "release": self.release,
             "created_at": self.created_at,
+            "ended_at": self.ended_at,
             "duration_ms": self.duration_ms,
             "reused": self.reused,
         }
 
 
-def _summary(folder: RunFolder) -> RunSummary:
-    meta = folder.read_meta()
+def _summary(folder: RunFolder, meta: dict[str, Any]) -> RunSummary:
     attempts = meta.get("attempts", [])
     ended = [a["ended_at"] for a in attempts if a.get("ended_at")]
     release = meta.get("release")
@@ -57,124 +91,273 @@ def _summary(folder: RunFolder) -> RunSummary:
         created_at=meta["created_at"],
         duration_ms=round(max(ended) - meta["created_at"], 1) if ended else None,
         reused=sum(len(a.get("reused", [])) for a in attempts),
+        ended_at=max(ended) if ended else None,
     )
 
 
-def list_runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:
-    """Runs of one relay, or of every relay in the workspace, oldest first."""
+def _epoch_ms(moment: Moment, what: str) -> float:
+    if isinstance(moment, datetime):
+        return moment.timestamp() * 1000
+    if isinstance(moment, int | float) and not isinstance(moment, bool):
+        return float(moment)
+    raise InvalidInputError(
+        f"{what}= takes a datetime or epoch milliseconds (as run.json's created_at), got "
+        f"{type(moment).__name__}; e.g. {what}=datetime(2025, 1, 31)"
+    )
+
+
+def _statuses(status: str | Iterable[str] | None) -> set[str] | None:
+    if status is None:
+        return None
+    wanted = {status} if isinstance(status, str) else set(status)
+    unknown = sorted(wanted - set(RUN_STATUSES))
+    if unknown:
+        raise InvalidInputError(
+            f"Unknown run status {', '.join(map(repr, unknown))}: expected one of "
+            f"{', '.join(RUN_STATUSES)}."
+        )
+    return wanted
+
+
+def _release_matches(release: dict[str, Any] | None, wanted: str) -> bool:
+    ref = wanted.strip().lower()
+    if ref == "draft":
+        return release is None
+    if release is None:
+        return False
+    if ref.removeprefix("v").isdigit():
+        return int(ref.removeprefix("v")) == int(release["version"])
+    return len(ref) >= 4 and str(release.get("hash", "")).startswith(ref)
+
+
+def list_runs(
+    workspace: Workspace,
+    relay: str | None = None,
+    *,
+    status: str | Iterable[str] | None = None,
+    release: str | None = None,
+    since: Moment | None = None,
+    until: Moment | None = None,
+) -> list[RunSummary]:
+    """Runs of one relay, or of every relay in the workspace, oldest first.
+
+    ``status`` keeps runs with that status (or any of several); ``release`` keeps runs of
+    ``"draft"``, of a release (``"v3"``) or of a release hash prefix; ``since``/``until``
+    keep runs created in that span (a ``datetime`` or epoch milliseconds).
+    """
     relays = [relay] if relay else workspace.list_relays()
     if relay:
         workspace.load_draft(relay)
-    found = [_summary(f) for name in relays for f in list_run_folders(workspace, name)]
+    statuses = _statuses(status)
+    lo = _epoch_ms(since, "since") if since is not None else None
+    hi = _epoch_ms(until, "until") if until is not None else None
+    found = []
+    for name in relays:
+        for folder in list_run_folders(workspace, name):
+            meta = folder.read_meta()
+            created = meta.get("created_at", 0.0)
+            if statuses is not None and meta.get("status", "pending") not in statuses:
+                continue
+            if release is not None and not _release_matches(meta.get("release"), release):
+                continue
+            if (lo is not None and created < lo) or (hi is not None and created > hi):
+                continue
+            found.append(_summary(folder, meta))
     return sorted(found, key=lambda s: (s.created_at, s.run_id))
 
 
 @dataclass
 class RunLog:
-    """One run in full: its metadata, attempts and step calls (``relay logs RUN --json``)."""
+    """One run in full (``relay logs RUN --json``): metadata, attempts, step calls of the root
+    workflow, child workflows with theirs, platform-call receipts, and the ledger's events."""
 
     run: dict[str, Any]
     attempts: list[dict[str, Any]]
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    table: StepTable = field(repr=False)
+    workflows: list[dict[str, Any]] = field(default_factory=list)
+    receipts: list[dict[str, Any]] = field(default_factory=list)
+    ledger: LedgerScan | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run["run_id"])
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """The root workflow's step calls, in call order."""
+        return self.table.of(self.run_id)
+
+    @property
+    def children(self) -> list[dict[str, Any]]:
+        """Child workflows (DBOS status, the parent's call that started them), with their steps."""
+        return [{**w, "steps": self.table.of(w["workflow_id"])} for w in self.workflows]
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every ledger event (kit events and ``DBOS.logger`` records), read when first asked."""
+        return self.ledger.events() if self.ledger is not None else []
+
+    def events_of(self, kind: str, attempt: int | None = None) -> list[dict[str, Any]]:
+        """The ledger events of one kind (in one attempt), without reading all the others."""
+        return self.ledger.select(kind, attempt) if self.ledger is not None else []
+
+    def all_steps(self) -> list[dict[str, Any]]:
+        """The root workflow's step calls, then each child workflow's, in call order."""
+        return [*self.steps, *(s for child in self.children for s in child["steps"])]
+
+    def receipts_of(self, step: dict[str, Any]) -> list[dict[str, Any]]:
+        """The platform calls a step call made (linked by workflow and step id)."""
+        keys = set(step.get("receipts", []))
+        return [r for r in self.receipts if r["key"] in keys]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.run, "attempts": self.attempts, "steps": self.steps}
-
-
-def _steps(folder: RunFolder, attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    events = check_events(read_events(folder.events), folder.run_id, folder.events)
-    by_id: dict[int, dict[str, Any]] = {}
-    for cp in read_checkpoints(folder.database, folder.run_id):
-        by_id[cp.function_id] = {
-            "function_id": cp.function_id,
-            "name": cp.name,
-            "status": "error" if cp.failed else "checkpointed",
-            "started_at_ms": cp.started_at_ms,
-            "completed_at_ms": cp.completed_at_ms,
-            "duration_ms": (
-                cp.completed_at_ms - cp.started_at_ms
-                if cp.completed_at_ms is not None and cp.started_at_ms is not None
-                else None
-            ),
-            "child_workflow_id": cp.child_workflow_id,
-            "executed_in": [],
-            "reused_in": [],
-            "retries": [],
+        return {
+            **self.run,
+            "attempts": self.attempts,
+            "steps": self.steps,
+            "children": self.children,
+            "receipts": self.receipts,
+            "events": self.events,
         }
-    for a in attempts:
-        for fid in a.get("executed", []):
-            if fid in by_id:
-                by_id[fid]["executed_in"].append(a["attempt"])
-        for fid in a.get("reused", []):
-            if fid in by_id:
-                by_id[fid]["reused_in"].append(a["attempt"])
-    for e in events:
-        fid = e.get("step_id")
-        if e.get("workflow_id") != folder.run_id or not isinstance(fid, int):
-            continue
-        if e["kind"] == "step_start" and fid not in by_id:
-            # a body that started but never reached its checkpoint: the crash was in it
-            by_id[fid] = {
-                "function_id": fid,
-                "name": e["step"],
-                "status": "interrupted",
-                "started_at_ms": e["ts"],
-                "completed_at_ms": None,
-                "duration_ms": None,
-                "child_workflow_id": None,
-                "executed_in": [],
-                "reused_in": [],
-                "retries": [],
-            }
-        step = by_id.get(fid)
-        if step is None:
-            continue
-        if e["kind"] == "step_start":
-            # the body ran in this attempt, even if its checkpoint was written in a later one
-            if e["attempt"] not in step["executed_in"]:
-                step["executed_in"].append(e["attempt"])
-                step["executed_in"].sort()
-        elif e["kind"] == "step_error":
-            step["retries"].append(
-                {
-                    "attempt": e["attempt"],
-                    "step_attempt": e.get("step_attempt"),
-                    "error_type": e.get("error_type"),
-                    "error": e.get("error"),
-                    "duration_ms": e.get("duration_ms"),
-                }
+
+
+def _live_attempt(meta: dict[str, Any]) -> int | None:
+    """The attempt whose process may be writing now, if any."""
+    attempts = meta.get("attempts") or []
+    if meta.get("status") != "running" or not attempts or attempts[-1].get("ended_at"):
+        return None
+    last = attempts[-1]
+    pid = last.get("pid")
+    if isinstance(pid, int):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None  # the supervisor went away without settling the attempt
+        except PermissionError:
+            pass
+    return int(last["attempt"])
+
+
+def _read_dbos(conn: sqlite3.Connection | None) -> tuple[list[WorkflowRow], list[StepRow]]:
+    if conn is None:
+        return [], []
+    try:
+        workflows = [
+            WorkflowRow(*row)
+            for row in conn.execute(
+                "SELECT workflow_uuid, status, name, parent_workflow_id, recovery_attempts "
+                "FROM workflow_status ORDER BY created_at, workflow_uuid"
             )
-    return [by_id[k] for k in sorted(by_id)]
+        ]
+        rows = conn.execute(
+            f"SELECT {SQL_COLUMNS} FROM operation_outputs ORDER BY workflow_uuid, function_id"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return [], []  # the child has not created DBOS's tables yet
+    return workflows, rows
+
+
+def _saved_outputs(folder: RunFolder) -> SavedOutputs:
+    """Every saved output and error of the run, read the same careful way."""
+    live = _live_attempt(folder.read_meta()) is not None
+    with open_database(folder.database, live=live) as conn:
+        if conn is None:
+            return {}
+        try:
+            rows = conn.execute(
+                "SELECT workflow_uuid, function_id, output, error, serialization "
+                "FROM operation_outputs"
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return {}
+    return {(wf, fid): (output, error, ser) for wf, fid, output, error, ser in rows}
+
+
+def _attempt_record(a: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "attempt": a["attempt"],
+        "status": a.get("status", "running"),
+        "started_at": a.get("started_at"),
+        "ended_at": a.get("ended_at"),
+        "duration_ms": round(a["ended_at"] - a["started_at"], 1) if a.get("ended_at") else None,
+        "returncode": a.get("returncode"),
+        "crash": a.get("crash"),
+        "executed": a.get("executed", []),
+        "reused": a.get("reused", []),
+    }
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Assembling a big run makes tens of thousands of small lists and dicts that live on;
+    the cyclic garbage collector would walk them again and again (a third of the time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def read_run_log(workspace: Workspace, run_id: str) -> RunLog:
-    """The full record of ``run_id``; safe to call while it runs."""
+    """The full record of ``run_id``; safe to call while it runs, and it changes nothing."""
+    with _collector_paused():
+        return _read_run_log(workspace, run_id)
+
+
+def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     folder = find_run(workspace, run_id)
     meta = folder.read_meta()
-    dbos_status = read_workflow_status(folder.database, folder.run_id)
-    attempts = [
+    live = _live_attempt(meta)
+    with open_database(folder.database, live=live is not None) as conn:
+        workflows, rows = _read_dbos(conn)
+    scan = LedgerScan(folder.events, folder.run_id)
+    secrets = Vault(workspace.home).values()
+    redactor = Redactor(secrets) if secrets else None
+    attempts = [_attempt_record(a) for a in meta.get("attempts", [])]
+    table = assemble_steps(
+        folder.run_id,
+        rows,
+        workflows,
+        meta.get("attempts", []),
+        live,
+        scan,
+        redactor,
+        lambda: _saved_outputs(folder),
+    )
+    receipts = read_receipts(
+        folder.ipc / "journal.jsonl", scan, redactor, durable=meta.get("durable", True)
+    )
+    cols = table.columns
+    for receipt in receipts:
+        i = table.index.get((receipt["workflow_id"], receipt["step_id"]))
+        if i is not None:
+            table.receipts.setdefault(i, []).append(receipt["key"])
+    started_by = {
+        cols["child_workflow_id"][i]: cols["function_id"][i]
+        for i, kind in enumerate(cols["kind"] if len(workflows) > 1 else ())
+        if kind == "workflow"
+    }
+    root = next((w for w in workflows if w.workflow_id == folder.run_id), None)
+    children = [
         {
-            "attempt": a["attempt"],
-            "status": a.get("status", "running"),
-            "started_at": a.get("started_at"),
-            "ended_at": a.get("ended_at"),
-            "duration_ms": (
-                round(a["ended_at"] - a["started_at"], 1) if a.get("ended_at") else None
-            ),
-            "returncode": a.get("returncode"),
-            "crash": a.get("crash"),
-            "executed": a.get("executed", []),
-            "reused": a.get("reused", []),
+            "workflow_id": w.workflow_id,
+            "name": w.name,
+            "status": w.status,
+            "parent_workflow_id": w.parent_workflow_id,
+            "parent_function_id": started_by.get(w.workflow_id),
         }
-        for a in meta.get("attempts", [])
+        for w in workflows
+        if w.workflow_id != folder.run_id
     ]
     run = {
         "run_id": folder.run_id,
         "relay": folder.relay,
         "workflow_id": meta.get("workflow_id", folder.run_id),
         "status": meta.get("status"),
-        "dbos_status": dbos_status["status"] if dbos_status else None,
-        "recovery_attempts": dbos_status["recovery_attempts"] if dbos_status else None,
+        "dbos_status": root.status if root else None,
+        "recovery_attempts": root.recovery_attempts if root else None,
         "release": meta.get("release"),
         "app_version": meta.get("app_version"),
         "created_at": meta.get("created_at"),
@@ -182,5 +365,6 @@ def read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         "input": meta.get("input"),
         "error": meta.get("error"),
         "folder": str(folder.path),
+        "live": live is not None,
     }
-    return RunLog(run, attempts, _steps(folder, attempts))
+    return RunLog(run, attempts, table, children, receipts, scan)

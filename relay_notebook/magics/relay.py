@@ -199,7 +199,9 @@ class RelayMagics(Magics):
         log = commands.logs(self.workspace, args.run_id)
         if args.json:
             return log.to_dict()
-        return log
+        from relay_notebook.views.records import RunLogView
+
+        return RunLogView(log)
 
     def _do_graph(self, args: Any) -> Any:
         graph = commands.graph(self.workspace, args.target)

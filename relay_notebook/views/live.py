@@ -75,7 +75,8 @@ def _step_nodes(graph: FlowGraph) -> dict[str, list[Node]]:
         elif node.type == "agent":
             keys = {f"agent:{node.label}"}
         elif node.type == "mcp":
-            keys = {f"mcp:{node.label}"}
+            server, tool = node.details.get("server"), node.details.get("tool")
+            keys = {f"mcp:{server}.{tool}"} if server and tool else set()
         for key in keys:
             index.setdefault(key, []).append(node)
     return index

@@ -91,3 +91,17 @@ def test_run_controls_show_a_selected_nodes_details(workspace: Workspace) -> Non
     assert "<th>line</th><td><code>8</code>" in controls.details.value
     controls.node.value = ""
     assert controls.details.value == ""
+
+
+def test_mcp_calls_colour_their_node(workspace: Workspace) -> None:
+    """An mcp:SERVER.TOOL step event marks the flow graph's MCP node."""
+    workspace.save_draft(
+        "m",
+        "from dbos import DBOS\nfrom agentworks import mcp\n\n@DBOS.workflow()\n"
+        "async def run(INPUT):\n"
+        "    return await mcp(server='inventory', tool='stock', arguments={})\n",
+    )
+    monitor = RunMonitor("m-1", commands.graph(workspace, "m"))
+    monitor.apply({"kind": "step_end", "step": "mcp:inventory.stock", "attempt": 1})
+    (node,) = [n for n in monitor.bundle()[GRAPH_MIME]["nodes"] if n["type"] == "mcp"]
+    assert node["details"]["status"] == "succeeded"

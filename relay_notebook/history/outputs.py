@@ -1,0 +1,120 @@
+"""Short, redacted previews of the step outputs and errors DBOS saved (base64 pickles).
+
+Design note: DBOS pickles every step output and error. Unpickling runs code: a value of a
+class defined in the relay would import the relay's module into the reader's process (the
+kernel), which the kit never does. Previews therefore decode with an unpickler that resolves
+nothing but builtin containers and builtin exception classes; anything else is shown by the
+name of the class the pickle refers to, read from its opcodes without executing them. Large
+values are not decoded at all. Vault values are replaced before the preview is cut short.
+"""
+
+from __future__ import annotations
+
+import binascii
+import builtins
+import io
+import json
+import pickle
+import pickletools
+from typing import Any, Final
+
+from agentworks.redact import Redactor
+
+__all__ = ["PREVIEW_CHARS", "json_preview", "output_preview"]
+
+#: longest preview, in characters
+PREVIEW_CHARS: Final = 160
+#: pickles larger than this are described, not decoded
+DECODE_LIMIT: Final = 64 * 1024
+
+_BUILTIN_MODULES: Final = frozenset({"builtins", "__builtin__", "exceptions"})  # protocols 0-2
+_SAFE_BUILTINS: Final = frozenset({"set", "frozenset", "complex", "range", "slice", "bytearray"})
+_STRINGS: Final = frozenset(
+    {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING"}
+)
+_GETS: Final = frozenset({"BINGET", "LONG_BINGET", "GET"})
+_PUTS: Final = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+_NO_PUSH: Final = frozenset({"PROTO", "FRAME", "MARK", "STOP"})
+
+
+class _BuiltinsOnly(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module in _BUILTIN_MODULES:
+            value = getattr(builtins, name, None)
+            if name in _SAFE_BUILTINS:
+                return value
+            if isinstance(value, type) and issubclass(value, BaseException):
+                return value
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+def _referenced_class(raw: bytes) -> str | None:
+    """The first class a pickle names, read from its opcodes (nothing is executed).
+
+    Only strings are followed through the stack and memo; that is all a global's name needs.
+    """
+    pushed: list[str | None] = []
+    memo: dict[int, str | None] = {}
+    try:
+        for op, arg, _ in pickletools.genops(raw):
+            name = op.name
+            if name in _STRINGS:
+                pushed.append(str(arg))
+            elif name == "MEMOIZE":
+                memo[len(memo)] = pushed[-1] if pushed else None
+            elif name in _PUTS:
+                memo[int(str(arg))] = pushed[-1] if pushed else None
+            elif name in _GETS:
+                pushed.append(memo.get(int(str(arg))))
+            elif name == "STACK_GLOBAL":
+                module, qualname = (pushed[-2], pushed[-1]) if len(pushed) >= 2 else (None, None)
+                return f"{module}.{qualname}" if module and qualname else None
+            elif name in ("GLOBAL", "INST"):
+                return str(arg).replace(" ", ".")
+            elif name not in _NO_PUSH:
+                pushed.append(None)
+    except Exception:
+        return None
+    return None
+
+
+def _clip(text: str, redactor: Redactor | None) -> str:
+    if redactor:
+        text = redactor.scrub(text)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def output_preview(
+    encoded: str | None, serialization: str | None, redactor: Redactor | None = None
+) -> str | None:
+    """A one-line preview of a saved output or error column (``None`` if nothing was saved)."""
+    if encoded is None:
+        return None
+    if serialization not in (None, "py_pickle"):
+        return _clip(encoded, redactor)  # DBOS's portable serializer saves JSON text
+    try:
+        raw = binascii.a2b_base64(encoded)
+    except (binascii.Error, ValueError):
+        return f"<{len(encoded)} characters of {serialization or 'unknown'} data>"
+    if len(raw) > DECODE_LIMIT:
+        named = _referenced_class(raw[:4096])
+        return f"<{named}, {len(raw)} bytes pickled>" if named else f"<{len(raw)} bytes pickled>"
+    try:
+        value = _BuiltinsOnly(io.BytesIO(raw)).load()
+    except pickle.UnpicklingError:
+        return f"<{_referenced_class(raw) or 'a pickled value'}>"
+    except Exception:
+        return f"<{len(raw)} bytes pickled, not readable>"
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return _clip(text, redactor)
+
+
+def json_preview(value: Any, redactor: Redactor | None = None) -> str | None:
+    """A one-line preview of a JSON value (journaled call results)."""
+    if value is None:
+        return None
+    return _clip(json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False), redactor)

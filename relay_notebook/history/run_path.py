@@ -1,0 +1,188 @@
+"""The path a run took through its static flow graph, found from the calls it made, in order.
+
+Design note: the run says which steps it called and in what order, not which branch or loop
+edge led there. The walk places each call on the cheapest node of that step's name reachable
+through nodes that make no call of their own (decisions, loops, ``try``, fan-outs, vault and
+admit calls). A fan-out passed with branches still untaken comes first: ``asyncio.gather``
+branches are siblings, not a sequence. After a call that raised, the run went on in an
+``except`` handler of a ``try`` it passed. Otherwise the cost is the number of edges, plus one
+per call the walk goes back to start from an earlier one, plus a penalty for an ``except``
+edge when nothing raised. Calls the graph cannot see (dynamic dispatch) are counted, not
+guessed. Paths are cached, so a loop of thousands of iterations walks quickly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from relay_notebook.source.graph import Edge, FlowGraph, Node
+
+__all__ = ["PathWalk", "call_key", "walk_calls"]
+
+#: node types that make no DBOS step call of their own: a walk may pass through them
+PASSABLE: Final = frozenset(
+    {"input", "decision", "loop", "parallel", "try", "vault", "admit", "unresolved", "script"}
+)
+_EXCEPT_COST: Final = 5  # an except edge when nothing raised
+_MISSED_EXCEPT: Final = 3  # a path that handles no exception after a call raised
+_MAX_BACK: Final = 32
+
+
+def call_key(node: Node) -> str | None:
+    """The DBOS step name a flow-graph node's call is recorded under, if it makes one."""
+    details = node.details
+    if node.type in ("step", "workflow"):
+        name = str(details.get("name") or node.label)
+        return f"step:{name}" if details.get("legacy") and node.type == "step" else name
+    if "in_step" in details:
+        return None  # made inside a step's body: part of that step's checkpoint
+    if node.type == "agent":
+        return f"agent:{details.get('name', node.label)}"
+    if node.type == "mcp" and "server" in details and "tool" in details:
+        return f"mcp:{details['server']}.{details['tool']}"
+    return None
+
+
+@dataclass
+class PathWalk:
+    """Edges taken (with how often) and nodes passed while walking a flow graph."""
+
+    graph: FlowGraph
+    taken: dict[int, int] = field(default_factory=dict)  # edge position → times
+    passes: dict[str, int] = field(default_factory=dict)
+    _out: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
+    _types: dict[str, str] = field(default_factory=dict)
+    #: fan-outs passed whose branches have not all been taken, with the branches taken
+    _forks: dict[str, set[int]] = field(default_factory=dict)
+    #: ``try`` nodes passed, the latest last
+    _tries: list[str] = field(default_factory=list)
+    _best: dict[tuple[str, frozenset[str], bool], tuple[int, list[int]] | None] = field(
+        default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        self._types = {n.id: n.type for n in self.graph.nodes}
+        for i, e in enumerate(self.graph.edges):
+            self._out.setdefault(e.source, []).append((i, e))
+
+    def _handles(self, edge: Edge) -> bool:
+        return self._types.get(edge.source) == "try" and (edge.label or "").startswith("except")
+
+    def best(self, start: str, goal: frozenset[str], raised: bool) -> tuple[int, list[int]] | None:
+        """The cost and edge positions of the cheapest path from ``start`` into ``goal``."""
+        key = (start, goal, raised)
+        if key in self._best:
+            return self._best[key]
+        order = itertools.count()
+        heap: list[tuple[int, int, str, bool, list[int]]] = [(0, 0, start, False, [])]
+        settled: set[tuple[str, bool]] = set()
+        found: tuple[int, list[int]] | None = None
+        while heap:
+            cost, _, node, handled, path = heapq.heappop(heap)
+            if found is not None and cost >= found[0]:
+                break
+            if (node, handled) in settled:
+                continue
+            settled.add((node, handled))
+            for i, e in self._out.get(node, []):
+                excepts = self._handles(e)
+                step = cost + 1 + (_EXCEPT_COST if excepts and not raised else 0)
+                now_handled = handled or excepts
+                if e.target in goal:
+                    total = step + (_MISSED_EXCEPT if raised and not now_handled else 0)
+                    if found is None or total < found[0]:
+                        found = (total, [*path, i])
+                elif self._types.get(e.target) in PASSABLE:
+                    heapq.heappush(heap, (step, next(order), e.target, now_handled, [*path, i]))
+        self._best[key] = found
+        return found
+
+    def follow(self, path: list[int], *, join: bool = False) -> None:
+        """Take ``path``; a ``join`` (a fan-out branch's way to where the others went on)
+        counts its edges but passes no node again."""
+        for i in path:
+            self.taken[i] = self.taken.get(i, 0) + 1
+            edge = self.graph.edges[i]
+            if edge.source in self._forks:
+                self._forks[edge.source].add(i)
+                if len(self._forks[edge.source]) == len(self._out[edge.source]):
+                    del self._forks[edge.source]  # every branch went
+            if join:
+                continue
+            self.passes[edge.target] = self.passes.get(edge.target, 0) + 1
+            if self._types.get(edge.target) == "parallel":
+                self._forks[edge.target] = set()
+            elif self._types.get(edge.target) == "try":
+                self._tries = [*(t for t in self._tries if t != edge.target), edge.target]
+
+    def place(self, trail: list[str], goal: frozenset[str], raised: bool) -> tuple[int, list[int]]:
+        """How many calls back the path starts (0: from the last call, or from the handler of
+        the exception it raised) and its edges; (-1, []) if no path leads to ``goal``."""
+        if raised:
+            # the call before raised and the run went on: an except handler of a try passed
+            for node in reversed(self._tries):
+                found = self.best(node, goal, raised)
+                if found is not None and self._handles(self.graph.edges[found[1][0]]):
+                    return 0, found[1]
+        for fork in reversed(list(self._forks)):
+            # a fan-out with a branch not taken yet: gathered calls are siblings
+            found = self.best(fork, goal, raised)
+            if found is not None and found[1][0] not in self._forks[fork]:
+                return 1, found[1]
+        choice: tuple[int, int, list[int]] | None = None
+        for back, origin in enumerate(reversed(trail[-_MAX_BACK:])):
+            if choice is not None and back >= choice[0]:
+                break
+            found = self.best(origin, goal, raised)
+            if found is not None and (choice is None or found[0] + back < choice[0]):
+                choice = (found[0] + back, back, found[1])
+        return (choice[1], choice[2]) if choice is not None else (-1, [])
+
+
+def walk_calls(
+    graph: FlowGraph, steps: list[dict[str, Any]], *, finished: bool
+) -> tuple[PathWalk, dict[str, list[dict[str, Any]]], int]:
+    """Walk ``graph`` along the root workflow's calls ``steps``: the walk, the calls placed on
+    each node, and how many calls could not be placed. ``finished`` runs go on to the output."""
+    by_key: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        key = call_key(node)
+        if key is not None:
+            by_key.setdefault(key, []).append(node.id)
+    walk = PathWalk(graph)
+    calls: dict[str, list[dict[str, Any]]] = {}
+    trail = ["input"] if any(n.id == "input" for n in graph.nodes) else []
+    dangling: list[tuple[int, str]] = []
+    unseen = 0
+    raised = False
+    for step in steps:
+        if step["kind"] == "dbos":
+            continue
+        targets = by_key.get(step["name"])
+        if not targets:
+            unseen += 1
+            continue
+        back, path = walk.place(trail, frozenset(targets), raised)
+        if back < 0:
+            chosen = targets[0]
+            unseen += 1
+        else:
+            if back and trail:
+                dangling.append((len(trail) - 1, trail[-1]))
+            walk.follow(path)
+            chosen = graph.edges[path[-1]].target
+        calls.setdefault(chosen, []).append(step)
+        trail.append(chosen)
+        raised = step["status"] == "error"
+    if finished and trail:
+        back, path = walk.place(trail, frozenset({"output"}), raised)
+        walk.follow(path)
+    for position, node_id in dangling:
+        reached = frozenset([*walk.passes, *trail[position + 1 :], "output"]) - {node_id}
+        found = walk.best(node_id, reached, False)
+        if found is not None:
+            walk.follow(found[1], join=True)
+    return walk, calls, unseen

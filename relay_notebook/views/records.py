@@ -1,0 +1,286 @@
+"""Run records for people: a run's log, a list of runs, a recovery preview.
+
+``text/plain`` is compared by nbval, so it holds only what the same run always gives: no
+clock times, durations or paths. The HTML form adds durations.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from relay_notebook.history.preview import RecoveryPreview
+from relay_notebook.history.records import RunLog, RunSummary
+
+__all__ = [
+    "RecoveryPreviewView",
+    "RunListView",
+    "RunLogView",
+    "preview_text",
+    "run_log_text",
+    "runs_text",
+]
+
+#: step calls listed per workflow before the middle ones are summarized
+STEP_LINES: Final = 30
+_TAIL: Final = 5
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _release(run: dict[str, Any]) -> str:
+    release = run.get("release")
+    return f"v{release['version']}" if isinstance(release, dict) else "draft"
+
+
+def _attempts(values: Sequence[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _step_label(step: dict[str, Any]) -> str:
+    return str(step["name"]) + (f" #{step['occurrence']}" if (step["occurrence"] or 1) > 1 else "")
+
+
+def _step_line(step: dict[str, Any], width: int) -> str:
+    label = _step_label(step)
+    marks = []
+    if step["executed_in"]:
+        marks.append(f"ran in {_attempts(step['executed_in'])}")
+    if step["reused_in"]:
+        marks.append(f"reused in {_attempts(step['reused_in'])}")
+    if step["retries"]:
+        marks.append(_plural(len(step["retries"]), "failed try").replace("trys", "tries"))
+    if step["receipts"]:
+        marks.append(_plural(len(step["receipts"]), "platform call"))
+    if step["child_workflow_id"] and step["kind"] == "workflow":
+        marks.append(f"started {step['child_workflow_id']}")
+    return (
+        f"  {step['function_id']:>5}  {label:<{width}}  {step['kind']:<8}  "
+        f"{step['status']:<12}  {'; '.join(marks)}".rstrip()
+    )
+
+
+def _steps_block(steps: list[dict[str, Any]], limit: int) -> list[str]:
+    head, tail = (steps, []) if len(steps) <= limit else (steps[: limit - _TAIL], steps[-_TAIL:])
+    width = min(max((len(_step_label(s)) for s in [*head, *tail]), default=8), 40)
+    if not tail:
+        return [_step_line(s, width) for s in steps]
+    hidden = len(steps) - len(head) - len(tail)
+    return [
+        *(_step_line(s, width) for s in head),
+        f"  {'…':>5}  {_plural(hidden, 'more call')}",
+        *(_step_line(s, width) for s in tail),
+    ]
+
+
+def run_log_text(log: RunLog, *, limit: int = STEP_LINES) -> str:
+    """A run's attempts, step calls, child workflows and platform calls, one line each."""
+    run = log.run
+    status = str(run.get("status"))
+    if run.get("live"):
+        status = f"running (attempt {len(log.attempts)} going)"
+    reused = sum(len(a.get("reused") or ()) for a in log.attempts)
+    head = [
+        f"run {log.run_id} of {run['relay']} ({_release(run)}): {status}",
+        f"  DBOS {run.get('dbos_status') or 'no workflow yet'} · "
+        f"{_plural(len(log.attempts), 'attempt')} · {_plural(reused, 'checkpoint')} reused",
+    ]
+    error = run.get("error")
+    if isinstance(error, dict) and error.get("code") and status != "succeeded":
+        first = str(error.get("message", "")).splitlines()[0] if error.get("message") else ""
+        head.append(f"  error [{error['code']}]: {first}")
+    lines = [*head, "attempts:"]
+    for a in log.attempts:
+        crash = a.get("crash")
+        spec = f"  crash {crash['when']}:{crash['step']}#{crash['occurrence']}" if crash else ""
+        lines.append(
+            f"  {a['attempt']:>5}  {a['status']:<21} executed {len(a.get('executed') or ())}, "
+            f"reused {len(a.get('reused') or ())}{spec}"
+        )
+    lines.append(f"steps of {log.run_id}: {_plural(len(log.steps), 'call')}")
+    lines += _steps_block(log.steps, limit)
+    for child in log.children:
+        started = child.get("parent_function_id")
+        by = f", started by call {started}" if started is not None else ""
+        lines.append(
+            f"child workflow {child['workflow_id']} ({child['name']}): {child['status']}{by}, "
+            f"{_plural(len(child['steps']), 'call')}"
+        )
+        lines += _steps_block(child["steps"], limit)
+    if log.receipts:
+        lines.append(f"platform calls: {len(log.receipts)}")
+        for r in log.receipts[:limit]:
+            where = f"call {r['step_id']}" if r["step_id"] is not None else "no step"
+            if r["workflow_id"] not in (None, log.run_id):
+                where += f" of {r['workflow_id']}"
+            extra = f", reused in {_attempts(r['reused_in'])}" if r["reused_in"] else ""
+            lines.append(
+                f"  {r['kind']} {r['name']!r}: {r['state']} ({where}, attempt {r['attempt']}"
+                f"{extra})"
+            )
+        if len(log.receipts) > limit:
+            lines.append(f"  … {_plural(len(log.receipts) - limit, 'more call')}")
+    return "\n".join(lines)
+
+
+def runs_text(runs: Sequence[RunSummary]) -> str:
+    """One line per run: id, relay, release, status, attempts, reused checkpoints."""
+    if not runs:
+        return "no runs yet (start one with %relay run NAME)"
+    width = max(len(r.run_id) for r in runs)
+    lines = [_plural(len(runs), "run")]
+    lines += [
+        f"  {r.run_id:<{width}}  {r.release:<6} {r.status:<21} attempts {r.attempts}  "
+        f"reused {r.reused}"
+        for r in runs
+    ]
+    return "\n".join(lines)
+
+
+def _call_names(calls: list[dict[str, Any]], limit: int = 8) -> str:
+    names = [
+        c["name"] + (f" #{c['occurrence']}" if (c["occurrence"] or 1) > 1 else "") for c in calls
+    ]
+    shown = ", ".join(names[:limit])
+    return shown + (f", … ({len(names) - limit:,} more)" if len(names) > limit else "")
+
+
+def preview_text(preview: RecoveryPreview) -> str:
+    """What recovering the run would do, and what stops it."""
+    if preview.outcome == "recover":
+        head = f"recovering {preview.run_id} starts attempt {preview.attempt}"
+    elif preview.outcome == "returns":
+        head = f"recovering {preview.run_id} returns it as it was ({preview.status})"
+    else:
+        code = preview.reason["code"] if preview.reason else "refused"
+        head = f"recovering {preview.run_id} stops now [{code}]"
+    lines = [head]
+    if preview.reused:
+        lines.append(
+            f"  reused: {_plural(len(preview.reused), 'checkpoint')} "
+            f"({_call_names(preview.reused)})"
+        )
+    for call in preview.rerun:
+        lines.append(
+            f"  runs again: {call['name']} (call {call['function_id']}, started in attempt "
+            f"{_attempts(call['started_in'])}, no checkpoint)"
+        )
+    for call in preview.replayed_calls:
+        lines.append(f"  called again (replay-safe): {call['call']} (key {call['key']})")
+    for call in preview.blocking:
+        step = f" in {call['step']}" if call.get("step") else ""
+        lines.append(f"  uncertain: {call['call']}{step} (key {call['key']}): stops recovery")
+    if preview.reason and preview.outcome != "recover":
+        lines.append(f"  {preview.reason['message']}")
+    return "\n".join(lines)
+
+
+def _table(head: Sequence[str], rows: list[Sequence[Any]]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f'<table class="relay-records"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _ms(value: Any) -> str:
+    return f"{value:,.0f} ms" if isinstance(value, int | float) else "–"
+
+
+@dataclass
+class RunLogView:
+    """A run's log in the notebook (``text/plain`` stable for nbval; HTML with durations)."""
+
+    log: RunLog
+
+    def __repr__(self) -> str:
+        return run_log_text(self.log)
+
+    def html(self) -> str:
+        log = self.log
+        attempts = _table(
+            ("attempt", "status", "duration", "executed", "reused"),
+            [
+                (
+                    a["attempt"],
+                    a["status"],
+                    _ms(a.get("duration_ms")),
+                    len(a["executed"]),
+                    len(a["reused"]),
+                )
+                for a in log.attempts
+            ],
+        )
+        steps = log.all_steps()[: STEP_LINES * 4]
+        calls = _table(
+            (
+                "workflow",
+                "call",
+                "step",
+                "status",
+                "ran in",
+                "reused in",
+                "tries failed",
+                "took",
+                "output",
+            ),
+            [
+                (
+                    s["workflow_id"],
+                    s["function_id"],
+                    s["name"],
+                    s["status"],
+                    _attempts(s["executed_in"]),
+                    _attempts(s["reused_in"]),
+                    len(s["retries"]),
+                    _ms(s["duration_ms"]),
+                    s["output_preview"] or s["error_preview"] or "",
+                )
+                for s in steps
+            ],
+        )
+        title = html.escape(run_log_text(self.log).splitlines()[0])
+        return f"<div class='relay-run-log'><p><b>{title}</b></p>{attempts}{calls}</div>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": run_log_text(self.log), "text/html": self.html()}
+
+
+@dataclass
+class RunListView:
+    """Runs in the notebook: ``text/plain`` without times, HTML with durations."""
+
+    runs: Sequence[RunSummary]
+
+    def __repr__(self) -> str:
+        return runs_text(self.runs)
+
+    def html(self) -> str:
+        return _table(
+            ("run", "relay", "release", "status", "attempts", "reused", "duration"),
+            [
+                (r.run_id, r.relay, r.release, r.status, r.attempts, r.reused, _ms(r.duration_ms))
+                for r in self.runs
+            ],
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": runs_text(self.runs), "text/html": self.html()}
+
+
+@dataclass
+class RecoveryPreviewView:
+    """A recovery preview in the notebook."""
+
+    preview: RecoveryPreview
+
+    def __repr__(self) -> str:
+        return preview_text(self.preview)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        text = preview_text(self.preview)
+        return {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>"}

@@ -1,0 +1,152 @@
+"""A run's timeline as a static plotly figure: step bodies per attempt on a time axis.
+
+One row per process attempt. Each body that ran is a bar on the row of its attempt; calls an
+attempt took from their checkpoints are diamonds where it replayed them; failed tries of a
+retried step are crosses; a crash on purpose is a red mark. The figure is a plain
+``go.Figure`` (not a FigureWidget: no widget state in saved notebooks) with fixed trace uids,
+so the same run always gives the same document.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import plotly.graph_objects as go
+
+from relay_notebook.history.records import RunLog
+
+__all__ = ["TRACE_NAMES", "timeline_figure"]
+
+#: the figure's traces, in order (each trace's ``uid`` is ``relay-`` + its name)
+TRACE_NAMES: Final = ("attempts", "executed", "reused", "failed tries", "crashes")
+_COLOURS: Final = {
+    "attempt": "#e2e8f0",
+    "executed": "#2563eb",
+    "reused": "#7c3aed",
+    "failed": "#dc2626",
+    "crash": "#b91c1c",
+}
+_ROW_HEIGHT: Final = 70
+
+
+def _when(epoch_ms: float) -> str:
+    """An ISO time with milliseconds, UTC (plotly's date axis reads it as is)."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _row(attempt: dict[str, Any]) -> str:
+    return f"attempt {attempt['attempt']} · {attempt['status']}"
+
+
+def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
+    """The run's attempts and step bodies on a time axis (see the module docstring)."""
+    rows = {a["attempt"]: _row(a) for a in log.attempts}
+    order = [rows[a["attempt"]] for a in log.attempts]
+    steps = log.all_steps()
+    latest = max((s["completed_at_ms"] or s["started_at_ms"] or 0 for s in steps), default=0)
+    starts, spans, names = [], [], []
+    for a in log.attempts:
+        if a.get("started_at") is None:
+            continue
+        end = a.get("ended_at") or max(a["started_at"], latest)
+        starts.append(_when(a["started_at"]))
+        spans.append(max(end - a["started_at"], 1))
+        names.append(rows[a["attempt"]])
+    attempts = go.Bar(
+        uid="relay-attempts",
+        name="attempts",
+        orientation="h",
+        base=starts,
+        x=spans,
+        y=names,
+        marker={"color": _COLOURS["attempt"]},
+        width=0.8,
+        hoverinfo="y",
+    )
+    ex_base, ex_x, ex_y, ex_text = [], [], [], []
+    for step in steps:
+        done = step["executed_in"][-1] if step["executed_in"] else None
+        begin, end = step["started_at_ms"], step["completed_at_ms"]
+        if done is None or begin is None or done not in rows:
+            continue
+        finish = end if end is not None else begin
+        ex_base.append(_when(begin))
+        ex_x.append(max(finish - begin, 1))
+        ex_y.append(rows[done])
+        ex_text.append(
+            f"{step['name']} #{step['occurrence'] or 1} (call {step['function_id']}"
+            f"{'' if step['workflow_id'] == log.run_id else ' of ' + step['workflow_id']})"
+            f"<br>{step['status']}, {finish - begin:g} ms"
+        )
+    executed = go.Bar(
+        uid="relay-executed",
+        name="executed",
+        orientation="h",
+        base=ex_base,
+        x=ex_x,
+        y=ex_y,
+        marker={"color": _COLOURS["executed"]},
+        width=0.4,
+        hovertext=ex_text,
+        hoverinfo="text",
+    )
+    replays = [e for e in log.events_of("step_reused") if e.get("attempt") in rows]
+    reused = go.Scatter(
+        uid="relay-reused",
+        name="reused",
+        mode="markers",
+        x=[_when(e["ts"]) for e in replays],
+        y=[rows[e["attempt"]] for e in replays],
+        marker={"symbol": "diamond", "size": 9, "color": _COLOURS["reused"]},
+        hovertext=[f"{e.get('step')} #{e.get('occurrence')} reused" for e in replays],
+        hoverinfo="text",
+    )
+    tries = [
+        (step, r)
+        for step in steps
+        for r in step["retries"]
+        if r.get("ts") is not None and r.get("attempt") in rows
+    ]
+    failed = go.Scatter(
+        uid="relay-failed-tries",
+        name="failed tries",
+        mode="markers",
+        x=[_when(r["ts"]) for _, r in tries],
+        y=[rows[r["attempt"]] for _, r in tries],
+        marker={"symbol": "x", "size": 10, "color": _COLOURS["failed"]},
+        hovertext=[
+            f"{s['name']} try {r.get('step_attempt')}: {r.get('error_type')}: {r.get('error')}"
+            for s, r in tries
+        ],
+        hoverinfo="text",
+    )
+    crash_events = [e for e in log.events_of("crash_injected") if e.get("attempt") in rows]
+    crashes = go.Scatter(
+        uid="relay-crashes",
+        name="crashes",
+        mode="markers",
+        x=[_when(e["ts"]) for e in crash_events],
+        y=[rows[e["attempt"]] for e in crash_events],
+        marker={"symbol": "star", "size": 14, "color": _COLOURS["crash"]},
+        hovertext=[
+            f"crash {e.get('when')}:{e.get('step')}#{e.get('occurrence')}" for e in crash_events
+        ],
+        hoverinfo="text",
+    )
+    figure = go.Figure(data=[attempts, executed, reused, failed, crashes])
+    figure.update_layout(
+        title={"text": title or f"run {log.run_id}: {log.run.get('status')}"},
+        barmode="overlay",
+        height=140 + _ROW_HEIGHT * max(len(order), 1),
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        xaxis={"type": "date", "title": {"text": "time (UTC)"}},
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": list(reversed(order)),
+            "title": {"text": ""},
+        },
+    )
+    return figure
