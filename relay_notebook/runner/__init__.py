@@ -6,8 +6,9 @@ relay, IPython or widgets; the child side imports DBOS and the relay, in its own
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relay_notebook._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from relay_notebook.runner.crash import CrashSpec, parse_crash_spec
@@ -44,14 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
