@@ -240,6 +240,9 @@ def test_saved_notebook_renders_its_outputs_again(
     page.wait_for_function(
         "() => document.querySelectorAll('.jp-RelayGraph[data-nodes]').length >= 2"
     )
+    # outputs render one after another: wait for the last kinds before counting
+    page.wait_for_selector(".jp-RelayGraph .relay-badge--reused")
+    page.wait_for_selector(".jp-RelayRunsOutput tr[data-run-id]")
     assert page.locator(".jp-RelayGraph").first.locator("g.relay-node").count() > 0
     assert page.locator(".jp-RelayGraph .relay-badge--reused").count() == 1
     assert page.locator(".jp-RelayRunsOutput tr[data-run-id]").count() >= 1
