@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import threading
 from typing import Any
 
 import ipywidgets as widgets
@@ -20,6 +21,7 @@ class RecoveryLab(widgets.VBox):  # type: ignore[misc]
     def __init__(self, workspace: Workspace) -> None:
         self.lab = Lab(workspace)
         self.run_id: str | None = None
+        self._buttons: list[widgets.Button] = []
         self.scenario = widgets.ToggleButtons(
             options=[(s.title, key) for key, s in SCENARIOS.items()],
             style={"button_width": "auto"},
@@ -46,8 +48,24 @@ class RecoveryLab(widgets.VBox):  # type: ignore[misc]
 
     def _button(self, label: str, action: Any) -> widgets.Button:
         button = widgets.Button(description=label, layout={"width": "auto"})
-        button.on_click(lambda _b: self._safely(action))
+        button.on_click(lambda _b: self._in_background(action))
+        self._buttons.append(button)
         return button
+
+    def _in_background(self, action: Any) -> None:
+        """Run a button's action off the kernel's thread, so other cells stay responsive."""
+        for b in self._buttons:
+            b.disabled = True
+        self.report.value = "<i>working…</i>"
+
+        def work() -> None:
+            try:
+                self._safely(action)
+            finally:
+                for b in self._buttons:
+                    b.disabled = False
+
+        threading.Thread(target=work, name="relay-lab", daemon=True).start()
 
     def _safely(self, action: Any) -> None:
         try:

@@ -75,6 +75,13 @@ def test_the_recovery_lab_widget_runs_a_scenario(workspace: Workspace) -> None:
         assert "plan reused" in lab.report.value and "price reused" in lab.report.value
         lab._safely(lab._recover)  # a finished run comes back as it was
         assert "orders created</th><td>1" in lab.report.value
+        lab._in_background(lab._start)  # a button click: the kernel thread is not blocked
+        assert all(b.disabled for b in lab._buttons)
+        for _ in range(1200):
+            if not any(b.disabled for b in lab._buttons):
+                break
+            time.sleep(0.05)
+        assert "recovery-lab-2" in lab.report.value
     finally:
         lab.lab.service.stop()
 
