@@ -8,7 +8,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from agentworks.errors import (
-    AccessDeniedError,
     AgentError,
     AgentOutputError,
     AgentworksError,
@@ -42,7 +41,6 @@ _LAZY = {
 }
 
 __all__ = [
-    "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
     "AgentworksError",

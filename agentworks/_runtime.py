@@ -35,7 +35,9 @@ class Runtime:
     default_model: str | None
     secrets: dict[str, str]
     emit: Callable[..., dict[str, Any]]
-    authorize: Callable[[str], None]  # raises AccessDeniedError; argument: what is asked
+    # checks live access before an attempt's platform call; a revoked relay stops the attempt
+    # as ``denied`` (via ``stop``) rather than raising into authored code
+    authorize: Callable[[str], None]
     stop: Callable[[str, dict[str, Any]], NoReturn]  # end the attempt with a status, now
     #: False for ``relay_durability: none`` legacy programs: calls run without checkpoints
     durable: bool = True

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
-    "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
     "AgentworksError",
@@ -88,12 +87,6 @@ class SecretLeakError(AgentworksError):
     """A vault value was about to be persisted (a step argument or result, a receipt)."""
 
     code = "secret-leak"
-
-
-class AccessDeniedError(AgentworksError):
-    """The relay's access was revoked (``relay revoke``); the run stops as ``denied``."""
-
-    code = "access-denied"
 
 
 class NestedCallError(AgentworksError):
