@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from relay_notebook.history.run_path import call_key
 from relay_notebook.source.graph import FlowGraph, Node
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.views.svg import render_svg
@@ -66,18 +67,11 @@ class Throttle:
 
 
 def _step_nodes(graph: FlowGraph) -> dict[str, list[Node]]:
-    """Flow-graph nodes by the names events use: step names, and agent:/mcp: call names."""
+    """Flow-graph nodes by the step name their calls are recorded under in events."""
     index: dict[str, list[Node]] = {}
     for node in graph.nodes:
-        keys: set[str] = set()
-        if node.type in {"step", "workflow"}:
-            keys = {node.label, str(node.details.get("function", node.label))}
-        elif node.type == "agent":
-            keys = {f"agent:{node.label}"}
-        elif node.type == "mcp":
-            server, tool = node.details.get("server"), node.details.get("tool")
-            keys = {f"mcp:{server}.{tool}"} if server and tool else set()
-        for key in keys:
+        key = call_key(node)
+        if key is not None:
             index.setdefault(key, []).append(node)
     return index
 
