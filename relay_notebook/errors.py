@@ -17,9 +17,12 @@ __all__ = [
     "AdmissionError",
     "AttemptBudgetError",
     "BindingChangedError",
+    "DatabaseOwnedError",
+    "DatabaseUnavailableError",
     "DeadlinePassedError",
     "IdempotencyKeyReusedError",
     "InvalidCrashSpecError",
+    "InvalidDatabaseUrlError",
     "InvalidInputError",
     "InvalidManifestError",
     "InvalidNameError",
@@ -222,3 +225,22 @@ class IdempotencyKeyReusedError(RelayError):
     """An ``Idempotency-Key`` already used to start a run of this relay with a different body."""
 
     code = "idempotency-key-reused"
+
+
+class InvalidDatabaseUrlError(RelayError):
+    """``RELAY_DATABASE_URL`` / ``--database-url`` is not a ``postgresql://`` URL."""
+
+    code = "invalid-database-url"
+    exit_code = 2
+
+
+class DatabaseUnavailableError(RelayError):
+    """The PostgreSQL system database cannot be reached (the password is never shown)."""
+
+    code = "database-unavailable"
+
+
+class DatabaseOwnedError(RelayError):
+    """The PostgreSQL database already holds the runs of another workspace."""
+
+    code = "database-owned-by-other-workspace"

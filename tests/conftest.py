@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from relay_notebook.testing import PostgresServer, postgres_server
 from relay_notebook.workspace import Workspace
 
 RELAYS = Path(__file__).parent / "relays"
@@ -21,3 +23,19 @@ def workspace(tmp_path: Path) -> Workspace:
 def invoice_source() -> str:
     """The SPEC §2 invoice relay."""
     return (RELAYS / "invoice.py").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One private PostgreSQL server for the session (see relay_notebook.testing).
+
+    Missing binaries fail the test rather than skip it: ``make test`` installs them.
+    """
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def database_url(postgres: PostgresServer) -> str:
+    """A fresh database on the session's server (DBOS and the kit create it on first use)."""
+    return postgres.database_url()

@@ -1,4 +1,7 @@
-"""A run's DBOS SQLite database, opened for reading without changing a byte of the run folder.
+"""A run's DBOS database, opened for reading without changing a byte of the run folder.
+
+A run on PostgreSQL is read through ``runner.backend``'s read-only reader; the rest of this
+note is about SQLite files.
 
 Design note: in WAL mode even a read-only SQLite connection writes: opening creates ``-wal``
 and ``-shm`` files when they are absent, and a reader records its read mark in ``-shm``. A
@@ -20,9 +23,13 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
-__all__ = ["open_database"]
+from relay_notebook.runner.backend import backend_for_run, open_postgres_run
+from relay_notebook.runner.folders import RunFolder
+
+__all__ = ["open_database", "open_run_database"]
 
 _BUSY_TIMEOUT_S = 5.0
 
@@ -80,3 +87,18 @@ def open_database(database: Path, *, live: bool) -> Iterator[sqlite3.Connection 
             yield conn
         finally:
             conn.close()
+
+
+@contextlib.contextmanager
+def open_run_database(folder: RunFolder, meta: dict[str, Any], *, live: bool) -> Iterator[Any]:
+    """A read-only connection to ``folder``'s run, wherever its DBOS state lives.
+
+    A PostgreSQL run yields a reader scoped to the run's rows in a READ ONLY transaction.
+    """
+    backend = backend_for_run(meta)
+    if backend.is_postgres:
+        with open_postgres_run(backend, folder.run_id) as reader:
+            yield reader
+        return
+    with open_database(folder.database, live=live) as conn:
+        yield conn

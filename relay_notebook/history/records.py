@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import socket
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidInputError
-from relay_notebook.history.database import open_database
+from relay_notebook.history.database import open_run_database
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.receipts import read_receipts
 from relay_notebook.history.steps import (
@@ -228,7 +229,7 @@ def _live_attempt(meta: dict[str, Any]) -> int | None:
         return None
     last = attempts[-1]
     pid = last.get("pid")
-    if isinstance(pid, int):
+    if isinstance(pid, int) and last.get("host", socket.gethostname()) == socket.gethostname():
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -238,7 +239,7 @@ def _live_attempt(meta: dict[str, Any]) -> int | None:
     return int(last["attempt"])
 
 
-def _read_dbos(conn: sqlite3.Connection | None) -> tuple[list[WorkflowRow], list[StepRow]]:
+def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
     if conn is None:
         return [], []
     try:
@@ -259,8 +260,9 @@ def _read_dbos(conn: sqlite3.Connection | None) -> tuple[list[WorkflowRow], list
 
 def _saved_outputs(folder: RunFolder) -> SavedOutputs:
     """Every saved output and error of the run, read the same careful way."""
-    live = _live_attempt(folder.read_meta()) is not None
-    with open_database(folder.database, live=live) as conn:
+    meta = folder.read_meta()
+    live = _live_attempt(meta) is not None
+    with open_run_database(folder, meta, live=live) as conn:
         if conn is None:
             return {}
         try:
@@ -310,7 +312,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     folder = find_run(workspace, run_id)
     meta = folder.read_meta()
     live = _live_attempt(meta)
-    with open_database(folder.database, live=live is not None) as conn:
+    with open_run_database(folder, meta, live=live is not None) as conn:
         workflows, rows = _read_dbos(conn)
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()

@@ -1,16 +1,20 @@
-"""The child: one attempt of one run, in its own process, on DBOS with the run's SQLite file.
+"""The child: one attempt of one run, in its own process, on DBOS (the run's SQLite file or
+the workspace's PostgreSQL database).
 
 Design note: the child configures and launches DBOS itself (authored code never does), pins
 ``application_version`` to the release or draft hash so that a recovery finds its workflow,
 and exits with ``os._exit`` once its outcome is on disk, skipping DBOS's slow ``destroy``.
 A recovery does not wait for DBOS's internal queue poll (about a second): the child polls
 that queue fast only until its own workflow has been picked up, then restores the default,
-so steps do not pay for the fast poll. Run as ``python -m relay_notebook.runner.child SPEC``.
+so steps do not pay for the fast poll. On PostgreSQL the child is its run's own DBOS
+application (see ``runner.backend``), holds the run's child lock, and takes the workflow over
+from a dead worker's executor id. Run as ``python -m relay_notebook.runner.child SPEC``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import importlib.util
 import json
@@ -27,6 +31,7 @@ from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 
 RESULT_LIMIT = 128 * 1024
+CRASH_EXIT_CODE_LOST = 75  # the supervisor went away (lifeline closed)
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 _FAST_POLL_SEC = 0.01
 
@@ -85,17 +90,23 @@ def _prepare_database(path: Path) -> None:
         conn.close()
 
 
-def _workflow_status(path: Path, workflow_id: str) -> str | None:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        row = conn.execute(
-            "SELECT status FROM workflow_status WHERE workflow_uuid = ?", (workflow_id,)
-        ).fetchone()
-    except sqlite3.OperationalError:
-        return None  # no schema yet: a fresh database
-    finally:
-        conn.close()
-    return str(row[0]) if row else None
+def _workflow_status(spec: dict[str, Any], database_url: str | None) -> tuple[str, str] | None:
+    """The run's DBOS status and executor before this attempt (``None``: a fresh run)."""
+    query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
+    if database_url is None:
+        conn = sqlite3.connect(f"file:{spec['database']}?mode=ro", uri=True)
+        try:
+            row = conn.execute(query, (spec["run_id"],)).fetchone()
+        except sqlite3.OperationalError:
+            return None  # no schema yet: a fresh database
+        finally:
+            conn.close()
+    else:
+        from relay_notebook.runner.backend import Backend, open_postgres_run
+
+        with open_postgres_run(Backend(database_url), spec["run_id"]) as reader:
+            row = reader.execute(query, (spec["run_id"],)).fetchone() if reader else None
+    return (str(row[0]), str(row[1])) if row else None
 
 
 def _load_relay(code_dir: Path, entry: str) -> ModuleType:
@@ -141,7 +152,9 @@ async def _await_recovery(workflow_id: str) -> Any:
     return await handle.get_result()
 
 
-async def _run_attempt(spec: dict[str, Any], events: EventWriter, entry: Any) -> dict[str, Any]:
+async def _run_attempt(
+    spec: dict[str, Any], events: EventWriter, entry: Any, database_url: str | None
+) -> dict[str, Any]:
     from dbos import DBOS, SetWorkflowID
     from dbos._error import (
         DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
@@ -149,8 +162,8 @@ async def _run_attempt(spec: dict[str, Any], events: EventWriter, entry: Any) ->
     )
 
     run_id = spec["run_id"]
-    db = Path(spec["database"])
-    prior = _workflow_status(db, run_id)
+    before = _workflow_status(spec, database_url)
+    prior = before[0] if before else None
     if prior is not None:
         # Recovery: make DBOS's internal queue pick the workflow up at once (restored after).
         queue = _internal_queue()
@@ -158,6 +171,11 @@ async def _run_attempt(spec: dict[str, Any], events: EventWriter, entry: Any) ->
     t0 = time.time() * 1000
     events.emit("attempt_start", pid=os.getpid(), prior_status=prior, t0=round(t0, 1))
     DBOS.launch()
+    if before is not None and before[0] == "PENDING" and before[1] != spec["executor_id"]:
+        # Another executor (a worker that died) left the workflow PENDING; DBOS's launch only
+        # recovers our own executor's. Scoped by the run's application name, this re-enqueues
+        # exactly this run's workflow, and only while it is still PENDING for that executor.
+        DBOS._recover_pending_workflows([before[1]])
     try:
         if prior is None:
             with SetWorkflowID(run_id):
@@ -254,10 +272,14 @@ def main(spec_path: str) -> None:
     code_dir = Path(spec["code_dir"])
     from dbos import DBOS
 
-    from relay_notebook.runner.child_runtime import install_runtime, read_secrets
+    from relay_notebook.runner.child_runtime import install_runtime, read_private, read_secrets
     from relay_notebook.runner.instrument import Instrumentation, user_traceback
 
-    runtime = install_runtime(spec, events, read_secrets(), outcome_path)
+    if spec.get("lifeline_fd") is not None:
+        _watch_lifeline(int(spec["lifeline_fd"]))
+    private = read_private()
+    database_url = private.get("database_url")
+    runtime = install_runtime(spec, events, read_secrets(private), outcome_path)
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
     Instrumentation(events, crash, code_dir, runtime.redactor).install()
     try:
@@ -281,19 +303,71 @@ def main(spec_path: str) -> None:
         if not spec.get("durable", True):
             outcome = asyncio.run(_run_without_dbos(spec, entry))
             _finish(events, outcome_path, runtime, outcome)
-        _prepare_database(Path(spec["database"]))
+        if database_url is None:
+            _prepare_database(Path(spec["database"]))
+            name, url = "relay", f"sqlite:///{Path(spec['database']).resolve()}"
+        else:
+            _hold_child_lock(spec, database_url, events, outcome_path, runtime)
+            name, url = spec["app_name"], database_url
         DBOS(
             config={
-                "name": "relay",
-                "system_database_url": f"sqlite:///{Path(spec['database']).resolve()}",
+                "name": name,
+                "system_database_url": url,
                 "application_version": spec["app_version"],
-                "executor_id": "relay-local",
+                "executor_id": spec.get("executor_id", "relay-local"),
                 "log_level": "WARNING",
             }
         )
+        if database_url is not None:
+            DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
         _route_logs(events)
-        outcome = asyncio.run(_run_attempt(spec, events, entry))
+        outcome = asyncio.run(_run_attempt(spec, events, entry, database_url))
     _finish(events, outcome_path, runtime, outcome)
+
+
+_CHILD_LOCK: Any = None
+
+
+def _hold_child_lock(
+    spec: dict[str, Any], database_url: str, events: EventWriter, outcome_path: Path, runtime: Any
+) -> None:
+    """Take the run's child lock in PostgreSQL for the life of this process (see runner.locks)."""
+    global _CHILD_LOCK
+    from relay_notebook.runner.backend import Backend
+    from relay_notebook.runner.locks import hold_child_lock
+
+    _CHILD_LOCK = hold_child_lock(Backend(database_url), spec["run_id"])
+    if _CHILD_LOCK is None:
+        _finish(
+            events,
+            outcome_path,
+            runtime,
+            {
+                "status": "rejected",
+                "error": _error(
+                    "run-locked",
+                    f"Run {spec['run_id']} is being executed by another process; this attempt "
+                    f"did not start.",
+                ),
+            },
+        )
+
+
+def _watch_lifeline(fd: int) -> None:
+    """Leave at once when the supervisor is gone (its end of the pipe closes).
+
+    Nothing is written on the way out: the main thread may be mid-write to the ledger, and
+    the next attempt's supervisor records this one as lost.
+    """
+    import threading
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 1):
+                pass
+        os._exit(CRASH_EXIT_CODE_LOST)
+
+    threading.Thread(target=watch, name="relay-lifeline", daemon=True).start()
 
 
 def _finish(events: EventWriter, outcome_path: Path, runtime: Any, outcome: dict[str, Any]) -> None:

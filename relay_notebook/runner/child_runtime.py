@@ -22,7 +22,7 @@ from relay_notebook.runner.crash import CRASH_EXIT_CODE
 from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 from relay_notebook.workspace.access import AccessPolicy
 
-__all__ = ["install_runtime", "read_secrets"]
+__all__ = ["install_runtime", "read_private", "read_secrets"]
 
 
 class _RedactingStream(io.TextIOBase):
@@ -47,16 +47,21 @@ class _RedactingStream(io.TextIOBase):
         return self._inner.encoding
 
 
-def read_secrets() -> dict[str, str]:
-    """The vault values the supervisor wrote to our stdin (never a file in the run folder)."""
+def read_private() -> dict[str, Any]:
+    """What the supervisor wrote to our stdin: vault values and the database URL (never files)."""
     try:
         data = sys.stdin.read()
     except (OSError, ValueError):
         return {}
     if not data.strip():
         return {}
-    secrets = json.loads(data)
-    return {str(k): str(v) for k, v in secrets.items()}
+    private: dict[str, Any] = json.loads(data)
+    return private
+
+
+def read_secrets(private: dict[str, Any]) -> dict[str, str]:
+    """The vault values among ``private``."""
+    return {str(k): str(v) for k, v in (private.get("vault") or {}).items()}
 
 
 def install_runtime(

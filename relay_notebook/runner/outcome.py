@@ -14,7 +14,15 @@ from relay_notebook.runner.checkpoints import read_checkpoints
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
 
-__all__ = ["CODES", "EXIT_CODES", "TRACE_LIMIT", "RunOutcome", "settle_attempt", "write_trace"]
+__all__ = [
+    "CODES",
+    "EXIT_CODES",
+    "TRACE_LIMIT",
+    "RunOutcome",
+    "settle_attempt",
+    "settle_lost_attempts",
+    "write_trace",
+]
 
 TRACE_LIMIT = 2 * 1024 * 1024
 #: ledger events copied into relay_trace.json (logs stay in dbos_events.jsonl only)
@@ -42,6 +50,7 @@ CODES = {
     "max-recovery-attempts-exceeded": "DBOS stopped recovering the workflow "
     "(its max_recovery_attempts was exceeded).",
     "nondeterministic-replay": "On recovery the workflow called different steps than before.",
+    "run-locked": "Another process was executing the run, so this attempt did not start.",
 }
 EXIT_CODES = {
     "succeeded": 0,
@@ -104,7 +113,7 @@ def _classify(
     replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
     reused; DBOS's own operations before the last reused or executed id count as reused too.
     """
-    rows = read_checkpoints(folder.database, folder.run_id)
+    rows = read_checkpoints(folder)
     if t0 is None:
         return [], []
     executed = [r.function_id for r in rows if (r.completed_at_ms or 0) >= t0]
@@ -203,6 +212,54 @@ def settle_attempt(
     write_trace(folder, meta)
     folder.write_meta(meta)
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
+
+
+def settle_lost_attempts(folder: RunFolder) -> list[int]:
+    """Record attempts whose supervisor went away before settling them as ``interrupted``.
+
+    Call only while holding the run lock: then no process of those attempts is running. A
+    worker that died (or a kernel that was killed) leaves such an attempt; it still counts
+    against the run's budget of attempts.
+    """
+    meta = folder.read_meta()
+    lost = [a for a in meta.get("attempts", []) if not a.get("ended_at")]
+    events = read_events(folder.events) if lost else []
+    for a in lost:
+        where = a.get("executor_id") or "its supervisor"
+        error = {
+            "code": "interrupted",
+            "message": f"Attempt {a['attempt']} of run {folder.run_id} was lost with "
+            f"{where} on {a.get('host', 'this machine')}, which stopped before the attempt ended.",
+        }
+        mine = [e for e in events if e.get("attempt") == a["attempt"]]
+        start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
+        t0 = float(start["t0"]) if start else None
+        executed, reused = _classify(folder, a["attempt"], t0, events)
+        writer = EventWriter(folder.events, run_id=folder.run_id, attempt=a["attempt"])
+        writer.emit(
+            "attempt_end",
+            status="interrupted",
+            returncode=None,
+            exit="supervisor lost",
+            executed=executed,
+            reused=reused,
+            error_code="interrupted",
+        )
+        writer.sync()
+        writer.close()
+        a.update(
+            ended_at=now_ms(),
+            returncode=None,
+            status="interrupted",
+            executed=executed,
+            reused=reused,
+            lost=True,
+        )
+        meta["status"], meta["error"] = "interrupted", error
+    if lost:
+        write_trace(folder, meta)
+        folder.write_meta(meta)
+    return [int(a["attempt"]) for a in lost]
 
 
 def _encode(trace: dict[str, Any]) -> bytes:

@@ -17,11 +17,17 @@ from relay_notebook.errors import (
     NotDurableError,
     ReleaseTamperedError,
 )
+from relay_notebook.runner.backend import (
+    Backend,
+    backend_for_run,
+    prepare_database,
+    resolve_backend,
+)
 from relay_notebook.runner.bindings import changed_bindings, compute_bindings
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
 from relay_notebook.runner.ledger import now_ms
-from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
 from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt, record_event
 from relay_notebook.workspace import (
     Draft,
@@ -34,7 +40,14 @@ from relay_notebook.workspace import (
 from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.vault import VAULT_DIR, Vault
 
-__all__ = ["DEFAULT_DEADLINE_S", "MAX_ATTEMPTS", "start_recovery", "start_run"]
+__all__ = [
+    "DEFAULT_DEADLINE_S",
+    "MAX_ATTEMPTS",
+    "advance_run",
+    "create_run",
+    "start_recovery",
+    "start_run",
+]
 
 MAX_ATTEMPTS = 3
 
@@ -90,14 +103,18 @@ def _hidden(workspace: Workspace) -> tuple[Path, ...]:
     return (workspace.home / VAULT_DIR,)
 
 
-def _context(workspace: Workspace, code: _Code) -> dict[str, Any]:
+def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> dict[str, Any]:
     """What the child needs besides the spec basics: for agentworks' Runtime."""
+    if "default_model" in meta:
+        model = meta["default_model"]
+    else:  # a run recorded before the model was kept in run.json
+        model = _current_code(workspace, meta).default_model
     return {
         "workspace": str(workspace.home),
-        "variables": code.variables,
-        "default_model": code.default_model,
-        "release": code.release,
-        "durable": code.durable,
+        "variables": meta.get("variables") or {},
+        "default_model": model,
+        "release": meta.get("release"),
+        "durable": meta.get("durable", True),
     }
 
 
@@ -110,6 +127,60 @@ def _check_input(run_input: Any) -> None:
         ) from exc
 
 
+def create_run(
+    workspace: Workspace,
+    draft: Draft,
+    *,
+    run_input: Any = None,
+    release: str | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    backend: Backend | None = None,
+    queued: bool = False,
+) -> RunFolder:
+    """Allocate a new run of ``draft`` (or of its ``release``) and record it; start nothing.
+
+    ``run_input`` is the JSON value passed as ``INPUT``; ``None`` means an empty object. The run
+    keeps its database (``backend``, default from ``RELAY_DATABASE_URL``) for all its attempts.
+    """
+    run_input = {} if run_input is None else run_input
+    _check_input(run_input)
+    if not AccessPolicy(workspace.home).is_granted(draft.name):
+        raise AccessRevokedError(
+            f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
+            f"relay grant {draft.name}"
+        )
+    backend = backend if backend is not None else resolve_backend()
+    code = _release_code(workspace, draft.name, release) if release else _draft_code(draft)
+    if backend.is_postgres:
+        prepare_database(backend, workspace.home)
+    folder = allocate_run(workspace, draft.name)
+    created = now_ms()
+    meta: dict[str, Any] = {
+        "run_id": folder.run_id,
+        "relay": draft.name,
+        "workflow_id": folder.run_id,
+        "release": code.release,
+        "code_dir": str(code.folder),
+        "app_version": code.source_hash,
+        "input": run_input,
+        "variables": code.variables,
+        "default_model": code.default_model,
+        "bindings": compute_bindings(
+            input=run_input, variables=code.variables, source_hash=code.source_hash
+        ),
+        "created_at": created,
+        "deadline_ms": created + deadline_s * 1000,
+        "max_attempts": MAX_ATTEMPTS,
+        "durable": code.durable,
+        "status": "queued" if queued else "pending",
+        "attempts": [],
+    }
+    if backend.is_postgres:
+        meta["database"] = backend.record()
+    folder.write_meta(meta)
+    return folder
+
+
 def start_run(
     workspace: Workspace,
     draft: Draft,
@@ -119,54 +190,50 @@ def start_run(
     crash: CrashSpec | None = None,
     on_event: EventCallback | None = None,
     deadline_s: float = DEFAULT_DEADLINE_S,
+    backend: Backend | None = None,
 ) -> RunHandle:
     """Start attempt 1 of a new run of ``draft`` (or of its ``release``); returns at once.
 
     ``run_input`` is the JSON value passed as ``INPUT``; ``None`` means an empty object.
     """
-    run_input = {} if run_input is None else run_input
-    _check_input(run_input)
-    if not AccessPolicy(workspace.home).is_granted(draft.name):
-        raise AccessRevokedError(
-            f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
-            f"relay grant {draft.name}"
-        )
-    code = _release_code(workspace, draft.name, release) if release else _draft_code(draft)
-    folder = allocate_run(workspace, draft.name)
-    created = now_ms()
-    folder.write_meta(
-        {
-            "run_id": folder.run_id,
-            "relay": draft.name,
-            "workflow_id": folder.run_id,
-            "release": code.release,
-            "code_dir": str(code.folder),
-            "app_version": code.source_hash,
-            "input": run_input,
-            "variables": code.variables,
-            "bindings": compute_bindings(
-                input=run_input, variables=code.variables, source_hash=code.source_hash
-            ),
-            "created_at": created,
-            "deadline_ms": created + deadline_s * 1000,
-            "max_attempts": MAX_ATTEMPTS,
-            "durable": code.durable,
-            "status": "pending",
-            "attempts": [],
-        }
-    )
+    backend = backend if backend is not None else resolve_backend()
+    folder = create_run(
+        workspace, draft, run_input=run_input, release=release, deadline_s=deadline_s,
+        backend=backend,
+    )  # fmt: skip
+    meta = folder.read_meta()
+    return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
+
+
+def _launch(
+    workspace: Workspace,
+    folder: RunFolder,
+    meta: dict[str, Any],
+    attempt: int,
+    *,
+    crash: CrashSpec | None,
+    on_event: EventCallback | None,
+    backend: Backend,
+    preflight: bool = False,
+    executor_id: str = "relay-local",
+    lifeline: bool = False,
+) -> RunHandle:
     return launch_attempt(
         folder,
-        attempt=1,
-        code_dir=code.folder,
-        app_version=code.source_hash,
-        run_input=run_input,
+        attempt=attempt,
+        code_dir=Path(meta["code_dir"]),
+        app_version=meta["app_version"],
+        run_input=meta["input"],
         crash=crash,
-        deadline_ms=created + deadline_s * 1000,
+        deadline_ms=meta["deadline_ms"],
         on_event=on_event,
+        preflight=(lambda: _preflight(workspace, folder)) if preflight else None,
         hidden=_hidden(workspace),
         secrets=Vault(workspace.home).values(),
-        context=_context(workspace, code),
+        context=_context_from_meta(workspace, meta),
+        backend=backend,
+        executor_id=executor_id,
+        lifeline=lifeline,
     )
 
 
@@ -187,8 +254,10 @@ def _current_code(workspace: Workspace, meta: dict[str, Any]) -> _Code:
 
 
 def _preflight(workspace: Workspace, folder: RunFolder) -> None:
+    settle_lost_attempts(folder)  # under the run lock: nobody else can be running them
     meta = folder.read_meta()
     attempts = len(meta.get("attempts", []))
+    verb = "recover" if attempts else "start"
     if attempts >= meta.get("max_attempts", MAX_ATTEMPTS):
         raise AttemptBudgetError(
             f"Cannot recover run {folder.run_id}: it has used all {attempts} of its process "
@@ -196,7 +265,7 @@ def _preflight(workspace: Workspace, folder: RunFolder) -> None:
         )
     if now_ms() > meta["deadline_ms"]:
         raise DeadlinePassedError(
-            f"Cannot recover run {folder.run_id}: its deadline passed (a run keeps its first "
+            f"Cannot {verb} run {folder.run_id}: its deadline passed (a run keeps its first "
             f"attempt's deadline). Start a new run with: relay run {folder.relay}"
         )
     code = _current_code(workspace, meta)
@@ -208,7 +277,7 @@ def _preflight(workspace: Workspace, folder: RunFolder) -> None:
         record_event(folder, attempts, "recovery_rejected", changed=changes)
         origin = f"release v{meta['release']['version']}" if meta.get("release") else "the draft"
         raise BindingChangedError(
-            f"Cannot recover run {folder.run_id}: {'; '.join(changes)} changed since the run "
+            f"Cannot {verb} run {folder.run_id}: {'; '.join(changes)} changed since the run "
             f"started from {origin}. Restore it, or start a new run with: relay run "
             f"{folder.relay}"
         )
@@ -223,12 +292,19 @@ def _held(folder: RunFolder, meta: dict[str, Any], status: str, error: dict[str,
 
 
 def start_recovery(
-    workspace: Workspace, run_id: str, *, on_event: EventCallback | None = None
+    workspace: Workspace,
+    run_id: str,
+    *,
+    on_event: EventCallback | None = None,
+    backend: Backend | None = None,
+    executor_id: str = "relay-local",
+    lifeline: bool = False,
 ) -> RunHandle:
     """Start the next attempt of ``run_id``; a finished run comes back as it was, unrun.
 
     A revoked relay comes back ``denied`` and a run with an unreconciled uncertain call comes
-    back ``needs_reconciliation``, both without using an attempt.
+    back ``needs_reconciliation``, both without using an attempt. The run continues in the
+    database it started with (``backend`` only supplies that database's password).
     """
     folder = find_run(workspace, run_id)
     meta = folder.read_meta()
@@ -266,18 +342,66 @@ def start_recovery(
             f"none, so nothing was checkpointed. Start a new run with: relay run {folder.relay}"
         )
     attempt = len(meta.get("attempts", [])) + 1
-    code = _current_code(workspace, meta)
-    return launch_attempt(
+    return _launch(
+        workspace,
         folder,
-        attempt=attempt,
-        code_dir=Path(meta["code_dir"]),
-        app_version=meta["app_version"],
-        run_input=meta["input"],
+        meta,
+        attempt,
         crash=None,
-        deadline_ms=meta["deadline_ms"],
         on_event=on_event,
-        preflight=lambda: _preflight(workspace, folder),
-        hidden=_hidden(workspace),
-        secrets=Vault(workspace.home).values(),
-        context=_context(workspace, code),
+        backend=backend_for_run(meta, backend),
+        preflight=True,
+        executor_id=executor_id,
+        lifeline=lifeline,
+    )
+
+
+def advance_run(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    crash: CrashSpec | None = None,
+    backend: Backend | None = None,
+    executor_id: str = "relay-local",
+    lifeline: bool = False,
+    on_event: EventCallback | None = None,
+) -> RunHandle:
+    """The next attempt of a run created by ``create_run``: its first, or a recovery.
+
+    Workers call this for queued runs. A first attempt waits in a queue, so it is checked
+    like a recovery (bindings, budget, deadline, access); ``crash`` applies to it only.
+    """
+    folder = find_run(workspace, run_id)
+    meta = folder.read_meta()
+    if meta.get("attempts"):
+        return start_recovery(
+            workspace,
+            run_id,
+            on_event=on_event,
+            backend=backend,
+            executor_id=executor_id,
+            lifeline=lifeline,
+        )
+    if not AccessPolicy(workspace.home).is_granted(folder.relay):
+        return _held(
+            folder,
+            meta,
+            "denied",
+            {
+                "code": "access-revoked",
+                "message": f"Run {run_id} was denied: relay {folder.relay}'s access is revoked. "
+                f"Restore it with 'relay grant {folder.relay}', then 'relay recover {run_id}'.",
+            },
+        )
+    return _launch(
+        workspace,
+        folder,
+        meta,
+        1,
+        crash=crash,
+        on_event=on_event,
+        backend=backend_for_run(meta, backend),
+        preflight=True,
+        executor_id=executor_id,
+        lifeline=lifeline,
     )

@@ -13,10 +13,10 @@ attempt: it reads the child's outcome file, or, if there is none, records the at
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,31 +26,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.errors import RunLockedError
+from relay_notebook.runner.backend import Backend, app_name_for_run
 from relay_notebook.runner.confine import confine_command
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms
+from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.runner.outcome import RunOutcome, settle_attempt
 
 __all__ = ["EventCallback", "RunHandle", "launch_attempt"]
 
 CHILD_MODULE = "relay_notebook.runner.child"
 EventCallback = Callable[[dict[str, Any]], None]
-
-
-def _take_lock(folder: RunFolder) -> int:
-    fd = os.open(folder.lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RunLockedError(
-            f"Run {folder.run_id} is being executed by another process right now; a run has a "
-            f"single executor. Wait for it to finish (relay runs {folder.relay}) and recover "
-            f"it afterwards if it was interrupted."
-        ) from None
-    return fd
 
 
 class RunHandle:
@@ -129,7 +116,7 @@ class RunHandle:
 
     # -- the reader thread --------------------------------------------------------------------
 
-    def _read(self, pipe_r: int | None, lock_fd: int, ctx: dict[str, Any]) -> None:
+    def _read(self, pipe_r: int | None, lock: RunLock, ctx: dict[str, Any]) -> None:
         try:
             if pipe_r is not None:
                 self._forward(pipe_r)
@@ -146,7 +133,9 @@ class RunHandle:
                 on_event=self._on_event,
             )
         finally:
-            os.close(lock_fd)
+            lock.release()
+            if ctx.get("lifeline") is not None:
+                os.close(ctx["lifeline"])
             with self._callbacks_lock:
                 self._done.set()
                 callbacks, self._callbacks = self._callbacks, []
@@ -223,9 +212,18 @@ def launch_attempt(
     hidden: tuple[Path, ...] = (),
     secrets: dict[str, str] | None = None,
     context: dict[str, Any] | None = None,
+    backend: Backend | None = None,
+    executor_id: str = "relay-local",
+    lifeline: bool = False,
 ) -> RunHandle:
-    """Lock the run, run ``preflight`` checks under the lock, then start the child."""
-    lock_fd = _take_lock(folder)
+    """Lock the run, run ``preflight`` checks under the lock, then start the child.
+
+    ``lifeline`` ties the child to this process: it exits when the supervisor is gone (a
+    worker that dies must not leave attempts running that nobody settles).
+    """
+    backend = backend or Backend(None)
+    lock = take_run_lock(folder, backend)
+    life_r = life_w = None
     try:
         if preflight is not None:
             preflight()
@@ -234,6 +232,8 @@ def launch_attempt(
         attempt_dir.mkdir(parents=True)
         # live events go through a pipe only when someone listens (it costs per step)
         pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
+        if lifeline:
+            life_r, life_w = os.pipe()
         spec = {
             "run_id": folder.run_id,
             "relay": folder.relay,
@@ -250,13 +250,24 @@ def launch_attempt(
             "run_dir": str(folder.path),
             "outcome_path": str(attempt_dir / "outcome.json"),
             "pipe_fd": pipe_w,
+            "lifeline_fd": life_r,
+            "database_kind": backend.kind,
+            "app_name": app_name_for_run(folder.run_id),
+            "executor_id": executor_id,
             **(context or {}),
         }
         write_json_atomic(attempt_dir / "spec.json", spec)
         meta = folder.read_meta()
         meta["status"] = "running"
         meta.setdefault("attempts", []).append(
-            {"attempt": attempt, "id": attempt_id, "started_at": now_ms(), "crash": spec["crash"]}
+            {
+                "attempt": attempt,
+                "id": attempt_id,
+                "started_at": now_ms(),
+                "crash": spec["crash"],
+                "host": socket.gethostname(),
+                "executor_id": executor_id,
+            }
         )
         folder.write_meta(meta)
         argv, confined = confine_command(
@@ -276,28 +287,32 @@ def launch_attempt(
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,
-                pass_fds=(lock_fd,) if pipe_w is None else (lock_fd, pipe_w),
+                pass_fds=lock.pass_fds + tuple(fd for fd in (pipe_w, life_r) if fd is not None),
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        if pipe_w is not None:
-            os.close(pipe_w)
-        # secrets travel through a pipe: never a file in the run folder
+        for fd in (pipe_w, life_r):
+            if fd is not None:
+                os.close(fd)
+        # secrets (and the database password) travel through a pipe: never a file
         assert process.stdin is not None
+        private = {"vault": secrets or {}, "database_url": backend.url}
         try:
-            process.stdin.write(json.dumps(secrets or {}).encode())
+            process.stdin.write(json.dumps(private).encode())
             process.stdin.close()
         except BrokenPipeError:
             pass  # the child died at once; the reader thread reports it
     except BaseException:
-        os.close(lock_fd)
+        lock.release()
+        if life_w is not None:
+            os.close(life_w)
         raise
     meta["attempts"][-1]["pid"] = process.pid
     folder.write_meta(meta)
     handle = RunHandle(folder, attempt, process=process, on_event=on_event)
-    ctx = {"attempt_dir": str(attempt_dir)}
+    ctx = {"attempt_dir": str(attempt_dir), "lifeline": life_w}
     threading.Thread(
-        target=handle._read, args=(pipe_r, lock_fd, ctx), name=f"relay-{folder.run_id}", daemon=True
+        target=handle._read, args=(pipe_r, lock, ctx), name=f"relay-{folder.run_id}", daemon=True
     ).start()
     threading.Thread(
         target=handle._watch_deadline, args=(deadline_ms,), name="relay-deadline", daemon=True

@@ -1,0 +1,311 @@
+"""Where a run's DBOS state lives: its own SQLite file (the default) or a PostgreSQL database.
+
+Design note: with ``RELAY_DATABASE_URL=postgresql://…`` every run of the workspace keeps its
+DBOS state in one PostgreSQL system database, so any machine's worker can recover it. Three
+rules keep that database as trustworthy as a run's private SQLite file:
+
+* **One workspace per database.** Run ids (``invoice-3``) are DBOS workflow ids and are only
+  unique within a workspace, so the kit records the workspace's id in the database on first
+  use (schema ``relay_kit``) and refuses any other workspace.
+* **One DBOS application per run.** A child launches DBOS with the application name
+  ``relay-run-<run id>``. DBOS scopes recovery and dequeueing by application name, so a child
+  can only ever pick up its own run's workflow, even when many children of one release share
+  the database and its internal queue; history reads a run by the same name.
+* **The password is live input, never a record.** ``run.json`` keeps the URL without its
+  password; the full URL reaches a child through its stdin pipe, like vault values.
+
+The supervisor talks to PostgreSQL with psycopg only (never DBOS): to create the database,
+to claim it for the workspace, for the run locks (``runner.locks``) and to read checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from relay_notebook.errors import (
+    DatabaseOwnedError,
+    DatabaseUnavailableError,
+    InvalidDatabaseUrlError,
+)
+
+__all__ = [
+    "ENV_VAR",
+    "KIT_SCHEMA",
+    "Backend",
+    "PostgresRunReader",
+    "app_name_for_run",
+    "backend_for_run",
+    "connect",
+    "prepare_database",
+    "resolve_backend",
+]
+
+ENV_VAR = "RELAY_DATABASE_URL"
+KIT_SCHEMA = "relay_kit"
+WORKSPACE_ID_FILE = ".relay_workspace_id"
+_SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
+_APP_NAME = re.compile(r"[a-z0-9_-]{3,256}")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The system database of runs: ``url`` is ``None`` for per-run SQLite files."""
+
+    url: str | None = None
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.url is not None
+
+    @property
+    def kind(self) -> str:
+        return "postgresql" if self.url else "sqlite"
+
+    @property
+    def display(self) -> str | None:
+        """The URL without its password: what run.json, logs and messages may show."""
+        if self.url is None:
+            return None
+        parts = urlsplit(self.url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+        return urlunsplit(("postgresql", netloc, parts.path, parts.query, ""))
+
+    @property
+    def password(self) -> str | None:
+        return urlsplit(self.url).password if self.url else None
+
+    @property
+    def libpq_url(self) -> str:
+        """The URL as psycopg (libpq) takes it: no SQLAlchemy driver suffix."""
+        assert self.url is not None
+        parts = urlsplit(self.url)
+        return urlunsplit(("postgresql", *parts[1:]))
+
+    @property
+    def dbos_url(self) -> str:
+        return self.libpq_url
+
+    def record(self) -> dict[str, Any] | None:
+        """What run.json keeps about the database (nothing for SQLite)."""
+        return {"kind": "postgresql", "url": self.display} if self.url else None
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the password replaced, for messages built from driver errors."""
+        secret = self.password
+        return text.replace(secret, "***") if secret else text
+
+
+def resolve_backend(database_url: str | None = None) -> Backend:
+    """``database_url``, else ``$RELAY_DATABASE_URL``, else per-run SQLite files."""
+    url = database_url if database_url is not None else os.environ.get(ENV_VAR)
+    if url is None or not url.strip():
+        return Backend(None)
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in _SCHEMES or not parts.hostname or not parts.path.strip("/"):
+        shown = Backend(url).display if parts.scheme in _SCHEMES else url.split(":", 1)[0] + ":…"
+        raise InvalidDatabaseUrlError(
+            f"{shown!r} is not a PostgreSQL URL: expected postgresql://USER@HOST:PORT/DBNAME "
+            f"(from --database-url or {ENV_VAR}). Unset {ENV_VAR} to keep each run's state in "
+            f"its own SQLite file."
+        )
+    return Backend(url)
+
+
+def backend_for_run(meta: dict[str, Any], current: Backend | None = None) -> Backend:
+    """The database of the run described by ``meta``; the live setting supplies a password.
+
+    A run keeps the database it started with. ``current`` (default: the environment) is used
+    when it names the same database, since only it carries the password.
+    """
+    record = meta.get("database")
+    if not record:
+        return Backend(None)
+    try:
+        live = current if current is not None else resolve_backend()
+    except InvalidDatabaseUrlError:
+        live = Backend(None)
+    if live.is_postgres and live.display == record["url"]:
+        return live
+    return Backend(str(record["url"]))
+
+
+def app_name_for_run(run_id: str) -> str:
+    """The DBOS application name of one run (lowercase; a short hash keeps case distinct)."""
+    name = "relay-run-" + run_id.lower()
+    if run_id != run_id.lower():
+        name += "-" + hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    assert _APP_NAME.fullmatch(name), name
+    return name
+
+
+def connect(backend: Backend, *, autocommit: bool = True, dbname: str | None = None) -> Any:
+    """A psycopg connection; ``DatabaseUnavailableError`` (password-free) when it fails."""
+    import psycopg
+
+    kwargs: dict[str, Any] = {"autocommit": autocommit, "connect_timeout": 10}
+    if dbname is not None:
+        kwargs["dbname"] = dbname
+    try:
+        return psycopg.connect(backend.libpq_url, application_name="relay_notebook", **kwargs)
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailableError(
+            f"Cannot connect to PostgreSQL at {backend.display}: "
+            f"{backend.scrub(str(exc)).strip()}. Start the server, or fix {ENV_VAR}."
+        ) from None
+
+
+def _ensure_database_exists(backend: Backend) -> None:
+    import psycopg
+    from psycopg import sql
+
+    try:
+        connect(backend).close()
+        return
+    except DatabaseUnavailableError as exc:
+        if "does not exist" not in exc.message:
+            raise
+    name = urlsplit(backend.libpq_url).path.strip("/")
+    with (
+        connect(backend, dbname="postgres") as conn,
+        contextlib.suppress(psycopg.errors.DuplicateDatabase),
+    ):
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def _workspace_id(home: Path) -> str:
+    path = home / WORKSPACE_ID_FILE
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_text(encoding="utf-8").strip()
+    home.mkdir(parents=True, exist_ok=True)
+    fresh = uuid.uuid4().hex
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip()
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(fresh + "\n")
+    return fresh
+
+
+_prepared: set[tuple[str, str]] = set()
+
+_KIT_DDL = f"""
+CREATE SCHEMA IF NOT EXISTS {KIT_SCHEMA};
+CREATE TABLE IF NOT EXISTS {KIT_SCHEMA}.workspace (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    workspace_id text NOT NULL,
+    home text NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS {KIT_SCHEMA}.worker_leases (
+    executor_id text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    concurrency integer NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+);
+"""
+
+
+def prepare_database(backend: Backend, home: Path) -> None:
+    """Create the database and the kit's schema if missing, and claim it for this workspace."""
+    workspace_id = _workspace_id(home)
+    key = (backend.display or "", workspace_id)
+    if key in _prepared:
+        return
+    _ensure_database_exists(backend)
+    # concurrent first uses serialise on the lock (CREATE ... IF NOT EXISTS alone can race)
+    with connect(backend) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('relay_kit.ddl', 0))")
+        conn.execute(_KIT_DDL)
+        conn.execute(
+            f"INSERT INTO {KIT_SCHEMA}.workspace (workspace_id, home) VALUES (%s, %s) "
+            "ON CONFLICT (only_row) DO NOTHING",
+            (workspace_id, str(home)),
+        )
+        owner = conn.execute(f"SELECT workspace_id, home FROM {KIT_SCHEMA}.workspace").fetchone()
+    if owner[0] != workspace_id:
+        raise DatabaseOwnedError(
+            f"PostgreSQL database {backend.display} holds the runs of another workspace "
+            f"({owner[1]}); run ids are only unique within one workspace. Give workspace {home} "
+            f"a database of its own: change the database name in {ENV_VAR}."
+        )
+    _prepared.add(key)
+
+
+# -- reading one run's DBOS rows ----------------------------------------------------------------
+
+_TABLE = re.compile(r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs)\b")
+
+
+class _Cursor:
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._cursor.fetchall())
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        row = self._cursor.fetchone()
+        return tuple(row) if row is not None else None
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._cursor)
+
+
+class PostgresRunReader:
+    """One run's DBOS rows in PostgreSQL, queried with the SQL written for its SQLite file.
+
+    ``FROM workflow_status`` / ``FROM operation_outputs`` are rewritten to read only the rows of
+    the run's DBOS application, ``?`` placeholders become psycopg's, and the session is read-only.
+    """
+
+    def __init__(self, conn: Any, run_id: str) -> None:
+        self._conn = conn
+        app = app_name_for_run(run_id)  # [a-z0-9_-] only: safe as a literal
+        mine = f"SELECT * FROM dbos.workflow_status WHERE application_name = '{app}'"
+        self._views = {
+            "workflow_status": f"({mine}) AS workflow_status",
+            "operation_outputs": (
+                "(SELECT o.* FROM dbos.operation_outputs o WHERE o.workflow_uuid IN "
+                f"(SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = "
+                f"'{app}')) AS operation_outputs"
+            ),
+        }
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        text = _TABLE.sub(lambda m: f"{m[1]} {self._views[m[2]]}", sql).replace("?", "%s")
+        return _Cursor(self._conn.execute(text, tuple(params)))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@contextlib.contextmanager
+def open_postgres_run(backend: Backend, run_id: str) -> Iterator[PostgresRunReader | None]:
+    """A read-only reader of ``run_id``'s rows (``None`` before DBOS created its schema)."""
+    conn = connect(backend, autocommit=False)
+    try:
+        conn.read_only = True  # every query runs in a READ ONLY transaction
+        exists = conn.execute("SELECT to_regclass('dbos.operation_outputs')").fetchone()[0]
+        if exists is None:
+            yield None
+            return
+        yield PostgresRunReader(conn, run_id)
+    finally:
+        conn.close()

@@ -1,0 +1,98 @@
+"""Run locks: a run has a single executor, on one machine (a file lock) or many (PostgreSQL).
+
+Design note: a lock must cover both the supervisor and its child, and vanish by itself when
+they die, even by SIGKILL. On one machine the supervisor takes ``flock`` on the run's lock
+file and hands the descriptor to the child: the kernel releases it when both are gone. A
+PostgreSQL session cannot be shared between processes, so a PostgreSQL run uses two session
+advisory locks per run: the supervisor holds its key for the whole attempt, and the child
+takes the child key at start and holds it until it exits. A new supervisor must get its key
+(no other supervisor) and then find the child key free (no orphaned child still running)
+before it starts a child; only the holder of the supervisor key starts children, so the
+check cannot race. The server drops a session's advisory locks when its connection ends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from relay_notebook.errors import RunLockedError
+from relay_notebook.runner.backend import Backend, connect
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.folders import RunFolder
+
+__all__ = ["RunLock", "hold_child_lock", "take_run_lock"]
+
+_TRY = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+
+
+def _key(role: str, run_id: str) -> str:
+    return f"relay-{role}:{run_id}"
+
+
+class RunLock:
+    """A held run lock; ``pass_fds`` go to the child; ``release`` when the attempt ended."""
+
+    def __init__(self, *, fd: int | None = None, conn: Any = None) -> None:
+        self.fd = fd
+        self._conn = conn
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self.fd,) if self.fd is not None else ()
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self._conn is not None:
+            self._conn.close()  # ends the session: PostgreSQL drops its advisory locks
+            self._conn = None
+
+
+def _locked(folder: RunFolder, why: str) -> RunLockedError:
+    return RunLockedError(
+        f"Run {folder.run_id} is being executed by {why} right now; a run has a single "
+        f"executor. Wait for it to finish (relay runs {folder.relay}) and recover it afterwards "
+        f"if it was interrupted."
+    )
+
+
+def take_run_lock(folder: RunFolder, backend: Backend) -> RunLock:
+    """Lock ``folder``'s run for one attempt, or raise ``RunLockedError`` at once."""
+    if not backend.is_postgres:
+        fd = os.open(folder.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise _locked(folder, "another process") from None
+        return RunLock(fd=fd)
+    conn = connect(backend)
+    try:
+        if not conn.execute(_TRY, (_key("supervisor", folder.run_id),)).fetchone()[0]:
+            raise _locked(folder, "another supervisor (a worker or a notebook)")
+        child = _key("child", folder.run_id)
+        if not conn.execute(_TRY, (child,)).fetchone()[0]:
+            raise _locked(folder, "an attempt's process that is still running")
+        conn.execute(_UNLOCK, (child,))
+    except BaseException:
+        conn.close()
+        raise
+    return RunLock(conn=conn)
+
+
+def hold_child_lock(backend: Backend, run_id: str, wait_s: float = 10.0) -> Any:
+    """In the child: take the run's child key (kept until the process exits); None if taken."""
+    conn = connect(backend)
+    deadline = time.monotonic() + wait_s
+    while not conn.execute(_TRY, (_key("child", run_id),)).fetchone()[0]:
+        if time.monotonic() > deadline:
+            conn.close()
+            return None
+        time.sleep(0.05)
+    return conn

@@ -1,0 +1,104 @@
+"""Runs on a PostgreSQL system database: the same runner, checkpoints in a shared database."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from test_runner import FIVE_STEPS, go, side_effects
+
+from relay_notebook.errors import DatabaseOwnedError, InvalidDatabaseUrlError, RunLockedError
+from relay_notebook.history import read_run_log
+from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
+from relay_notebook.runner.backend import Backend, resolve_backend
+from relay_notebook.runner.folders import find_run
+from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.workspace import Workspace
+
+
+@pytest.fixture
+def five(workspace: Workspace) -> tuple[Workspace, Any, dict[str, Any]]:
+    draft = workspace.save_draft("five", FIVE_STEPS)
+    return workspace, draft, {"ledger": "effects.log", "n": 3}
+
+
+def test_a_run_keeps_its_state_in_postgres_and_recovers(five: Any, database_url: str) -> None:
+    """Crash after square#2, recover: reused checkpoints come from PostgreSQL, not a file."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    crash = parse_crash_spec("after:square#2")
+    first = go(start_run(ws, draft, run_input=inp, crash=crash, backend=backend))
+    assert first.status == "interrupted" and first.executed == [1, 2, 3]
+    folder = find_run(ws, first.run_id)
+    assert not folder.database.exists()  # no SQLite file: DBOS state is in PostgreSQL
+    assert folder.read_meta()["database"] == {"kind": "postgresql", "url": backend.display}
+    second = go(start_recovery(ws, first.run_id, backend=backend))
+    assert second.status == "succeeded" and second.result == {"squares": [0, 1, 4], "total": 5}
+    assert second.reused == [1, 2, 3] and second.executed == [4, 5]
+    assert side_effects(ws, first.run_id) == Counter(
+        ["load", "square 0", "square 1", "square 2", "total"]
+    )
+    steps = read_run_log(ws, first.run_id).steps
+    assert [s["reused_in"] for s in steps] == [[2]] * 3 + [[]] * 2
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT status, application_name FROM dbos.workflow_status WHERE workflow_uuid = %s",
+            (first.run_id,),
+        ).fetchone()
+    assert row == ("SUCCESS", "relay-run-five-1")
+
+
+def test_the_database_password_is_never_written(five: Any, postgres: Any) -> None:
+    """A URL's password reaches the child through a pipe; run.json keeps the URL without it."""
+    ws, draft, inp = five
+    with psycopg.connect(postgres.database_url("postgres"), autocommit=True) as conn:
+        conn.execute("CREATE ROLE keeper LOGIN PASSWORD 'Sekr1t-pw' SUPERUSER")
+    url = f"postgresql://keeper:Sekr1t-pw@127.0.0.1:{postgres.port}/pwtest"
+    out = go(start_run(ws, draft, run_input=inp, backend=resolve_backend(url)))
+    assert out.status == "succeeded"
+    for path in Path(ws.home).rglob("*"):
+        if path.is_file():
+            assert b"Sekr1t-pw" not in path.read_bytes(), path
+    meta = find_run(ws, out.run_id).read_meta()
+    assert meta["database"]["url"] == f"postgresql://keeper@127.0.0.1:{postgres.port}/pwtest"
+
+
+def test_one_database_serves_one_workspace(five: Any, database_url: str, tmp_path: Path) -> None:
+    """A second workspace pointed at the same database is refused: run ids would collide."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    assert go(start_run(ws, draft, run_input=inp, backend=backend)).status == "succeeded"
+    other = Workspace(tmp_path / "other")
+    other_draft = other.save_draft("five", FIVE_STEPS)
+    with pytest.raises(DatabaseOwnedError, match="another workspace"):
+        start_run(other, other_draft, run_input=inp, backend=backend)
+
+
+def test_a_bad_url_is_refused_without_showing_the_password() -> None:
+    """Only postgresql:// URLs are accepted; the message never repeats a password."""
+    with pytest.raises(InvalidDatabaseUrlError) as info:
+        resolve_backend("mysql://u:hunter2@host/db")
+    assert "hunter2" not in str(info.value)
+    assert resolve_backend("") == Backend(None)
+
+
+def test_a_second_supervisor_is_refused_by_the_advisory_lock(five: Any, database_url: str) -> None:
+    """While one supervisor holds a PostgreSQL run, another cannot start an attempt of it."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    first = go(
+        start_run(ws, draft, run_input=inp, crash=parse_crash_spec("after:load"), backend=backend)
+    )
+    lock = take_run_lock(find_run(ws, first.run_id), backend)
+    try:
+        with pytest.raises(RunLockedError, match="single executor"):
+            start_recovery(ws, first.run_id, backend=backend)
+    finally:
+        lock.release()
+    assert go(start_recovery(ws, first.run_id, backend=backend)).status == "succeeded"
+    events = (find_run(ws, first.run_id).events).read_text()
+    assert json.loads(events.splitlines()[-1])["kind"] == "attempt_end"
