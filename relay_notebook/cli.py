@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from relay_notebook import commands
 from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
 from relay_notebook.runner import RunHandle, RunOutcome
+from relay_notebook.runner.backend import resolve_backend
 from relay_notebook.workspace import Workspace
 
 __all__ = ["CommandLineError", "build_parser", "main"]
@@ -43,6 +44,12 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     parser.add_argument(
         "--home",
         help="workspace folder (default: $RELAY_HOME or ./relays)",
+    )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="PostgreSQL system database for new runs and workers, postgresql://USER@HOST:PORT/DB "
+        "(default: $RELAY_DATABASE_URL; unset: one SQLite file per run)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -81,6 +88,15 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
         metavar="SPEC",
         help="crash on purpose: after:STEP[#N] (after its checkpoint) or during:STEP[#N]",
     )
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="hand the run to the worker pool (relay worker) instead of running it here",
+    )
+    if not notebook:
+        p.add_argument(
+            "--detach", action="store_true", help="with --queue: print the run id and return"
+        )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     run_parser = p
 
@@ -120,7 +136,50 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p = sub.add_parser("logs", help="a run's attempts and steps")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    if not notebook:
+        p = sub.add_parser(
+            "worker", help="execute queued runs (PostgreSQL); runs until Ctrl-C or SIGTERM"
+        )
+        p.add_argument(
+            "--concurrency",
+            type=_positive_int,
+            default=2,
+            help="runs executed at once by each worker (default 2; the latest started worker's "
+            "setting applies to the whole pool)",
+        )
+        p.add_argument("--id", dest="executor_id", help="executor id (default: HOST-PID)")
+        p.add_argument(
+            "--lease",
+            type=_positive_float,
+            default=15.0,
+            metavar="SECONDS",
+            help="how long the pool waits after a worker's last heartbeat before recovering "
+            "its runs elsewhere (default 15)",
+        )
+    p = sub.add_parser("workers", help="list the worker pool's leases")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
+    return value
 
 
 def _print_json(data: Any) -> None:
@@ -275,6 +334,8 @@ def _wait(handle: RunHandle) -> RunOutcome:
 
 
 def _cmd_run(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.queue:
+        return _run_queued(ws, args)
     handle = commands.run(
         ws,
         args.target,
@@ -282,15 +343,73 @@ def _cmd_run(ws: Workspace, args: argparse.Namespace) -> int:
         release=args.release,
         crash=args.crash,
         on_event=None if args.json else _progress,
+        backend=args.backend,
     )
     if not args.json:
         print(f"run {handle.run_id}: started", file=sys.stderr, flush=True)
     return _report_outcome(_wait(handle), args.json)
 
 
+def _run_queued(ws: Workspace, args: argparse.Namespace) -> int:
+    queued = commands.enqueue(
+        ws,
+        args.target,
+        run_input=_read_input(args),
+        release=args.release,
+        crash=args.crash,
+        backend=args.backend,
+    )
+    if args.detach:
+        if args.json:
+            _print_json(
+                {"run_id": queued.run_id, "relay": queued.relay, "status": "queued",
+                 "invocation_id": queued.invocation_id}
+            )  # fmt: skip
+        else:
+            print(f"run {queued.run_id}: queued (follow it with: relay logs {queued.run_id})")
+        return EXIT_OK
+    if not args.json:
+        print(f"run {queued.run_id}: queued; waiting for a worker", file=sys.stderr, flush=True)
+    return _report_outcome(queued.wait(), args.json)
+
+
 def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
-    handle = commands.recover(ws, args.run_id, on_event=None if args.json else _progress)
+    handle = commands.recover(
+        ws, args.run_id, on_event=None if args.json else _progress, backend=args.backend
+    )
     return _report_outcome(_wait(handle), args.json)
+
+
+def _cmd_worker(ws: Workspace, args: argparse.Namespace) -> int:
+    from relay_notebook.commands import _pool_backend
+    from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id
+
+    backend = _pool_backend(args.backend, "relay worker")
+    settings = WorkerSettings(
+        executor_id=args.executor_id or default_executor_id(),
+        concurrency=args.concurrency,
+        lease_s=args.lease,
+    )
+    worker = Worker(ws, backend, settings, log=lambda line: print(line, flush=True))
+    worker.start()
+    worker.serve()
+    return EXIT_OK
+
+
+def _cmd_workers(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.workers(args.backend)
+    if args.json:
+        _print_json([w.to_dict() for w in found])
+    elif not found:
+        print("no workers yet (start one with: relay worker)")
+    else:
+        for w in found:
+            state = "alive" if w.alive else f"lease expired {-w.expires_in_s:.0f} s ago"
+            print(
+                f"{w.executor_id:<28} {state:<26} running {w.running}/{w.concurrency}  "
+                f"host {w.host} pid {w.pid}"
+            )
+    return EXIT_OK
 
 
 def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
@@ -407,6 +526,8 @@ _COMMANDS = {
     "revoke": _cmd_revoke,
     "reconcile": _cmd_reconcile,
     "vault": _cmd_vault,
+    "worker": _cmd_worker,
+    "workers": _cmd_workers,
 }
 
 
@@ -415,6 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         ws = Workspace(args.home)
+        args.backend = resolve_backend(args.database_url)
         return _COMMANDS[args.command](ws, args)
     except CommandLineError as exc:
         print(f"relay: error: {exc} [usage]", file=sys.stderr)

@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworks.journal import CallState, Journal
-from relay_notebook.errors import AdmissionError, InvalidCrashSpecError, NothingToReconcileError
+from relay_notebook.errors import (
+    AdmissionError,
+    InvalidCrashSpecError,
+    NothingToReconcileError,
+    QueueUnavailableError,
+)
 from relay_notebook.history import RunLog, RunSummary, list_runs, read_run_log
 from relay_notebook.runner import (
     CrashSpec,
@@ -20,8 +25,10 @@ from relay_notebook.runner import (
     start_recovery,
     start_run,
 )
+from relay_notebook.runner.backend import Backend, resolve_backend
 from relay_notebook.runner.folders import find_run
-from relay_notebook.runner.runs import DEFAULT_DEADLINE_S
+from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.runner.runs import DEFAULT_DEADLINE_S, create_run
 from relay_notebook.runner.supervisor import EventCallback
 from relay_notebook.source.admission import check_source, entrypoint_kind
 from relay_notebook.source.annotations import parse_annotations
@@ -46,8 +53,10 @@ from relay_notebook.workspace.vault import Vault
 __all__ = [
     "CheckReport",
     "PublishResult",
+    "QueuedRun",
     "check",
     "check_draft",
+    "enqueue",
     "grant",
     "graph",
     "graph_of_draft",
@@ -63,6 +72,7 @@ __all__ = [
     "vault_names",
     "vault_set",
     "verify",
+    "workers",
 ]
 
 
@@ -205,15 +215,10 @@ def run(
     crash: str | None = None,
     on_event: EventCallback | None = None,
     deadline_s: float = DEFAULT_DEADLINE_S,
+    backend: Backend | None = None,
 ) -> RunHandle:
     """``relay run TARGET``: admission, then attempt 1 in a child process; returns at once."""
-    draft = workspace.resolve_target(target)
-    crash_spec = parse_crash_spec(crash) if crash else None
-    report = check_draft(draft)
-    if not report.ok:
-        raise AdmissionError(draft.name, report.diagnostics)
-    if crash_spec is not None and ":" not in crash_spec.step:
-        _check_crash_step(draft, crash_spec)
+    draft, crash_spec = _admit(workspace, target, crash)
     return start_run(
         workspace,
         draft,
@@ -222,7 +227,92 @@ def run(
         crash=crash_spec,
         on_event=on_event,
         deadline_s=deadline_s,
+        backend=backend,
     )
+
+
+def _admit(workspace: Workspace, target: str, crash: str | None) -> tuple[Draft, CrashSpec | None]:
+    draft = workspace.resolve_target(target)
+    crash_spec = parse_crash_spec(crash) if crash else None
+    report = check_draft(draft)
+    if not report.ok:
+        raise AdmissionError(draft.name, report.diagnostics)
+    if crash_spec is not None and ":" not in crash_spec.step:
+        _check_crash_step(draft, crash_spec)
+    return draft, crash_spec
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """A run waiting for (or taken by) a worker; ``wait`` returns its outcome."""
+
+    run_id: str
+    relay: str
+    invocation_id: str
+    backend: Backend
+
+    def wait(self, timeout: float | None = None) -> RunOutcome:
+        """Block until a worker has finished with the run; ``TimeoutError`` after ``timeout``."""
+        from relay_notebook.runner.pool import wait_for_invocation
+
+        done = wait_for_invocation(self.backend, self.invocation_id, timeout)
+        if done is None:
+            raise TimeoutError(f"run {self.run_id} is still queued or running")
+        return RunOutcome(
+            self.run_id,
+            self.relay,
+            str(done.get("status")),
+            int(done.get("attempt") or 0),
+            done.get("result"),
+            done.get("error"),
+            list(done.get("executed") or []),
+            list(done.get("reused") or []),
+        )
+
+
+def _pool_backend(backend: Backend | None, what: str) -> Backend:
+    backend = backend if backend is not None else resolve_backend()
+    if not backend.is_postgres:
+        raise QueueUnavailableError(
+            f"{what} needs a PostgreSQL database shared with the workers: set "
+            f"RELAY_DATABASE_URL=postgresql://USER@HOST:PORT/DBNAME (or pass --database-url)."
+        )
+    return backend
+
+
+def enqueue(
+    workspace: Workspace,
+    target: str,
+    *,
+    run_input: Any = None,
+    release: str | None = None,
+    crash: str | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    backend: Backend | None = None,
+) -> QueuedRun:
+    """``relay run TARGET --queue``: admission, then the run waits on the workers' queue."""
+    from relay_notebook.runner.pool import enqueue_run
+
+    backend = _pool_backend(backend, "relay run --queue")
+    draft, crash_spec = _admit(workspace, target, crash)
+    folder = create_run(
+        workspace,
+        draft,
+        run_input=run_input,
+        release=release,
+        deadline_s=deadline_s,
+        backend=backend,
+        queued=True,
+    )
+    invocation = enqueue_run(backend, folder.run_id, crash=crash_spec)
+    return QueuedRun(folder.run_id, folder.relay, invocation, backend)
+
+
+def workers(backend: Backend | None = None) -> list[Any]:
+    """``relay workers``: every worker's lease and how many runs it executes."""
+    from relay_notebook.runner.pool import list_workers
+
+    return list_workers(_pool_backend(backend, "relay workers"))
 
 
 def _check_crash_step(draft: Draft, spec: CrashSpec) -> None:
@@ -245,10 +335,14 @@ def _check_crash_step(draft: Draft, spec: CrashSpec) -> None:
 
 
 def recover(
-    workspace: Workspace, run_id: str, *, on_event: EventCallback | None = None
+    workspace: Workspace,
+    run_id: str,
+    *,
+    on_event: EventCallback | None = None,
+    backend: Backend | None = None,
 ) -> RunHandle:
     """``relay recover RUN``: the next attempt on the same folder and workflow id."""
-    return start_recovery(workspace, run_id, on_event=on_event)
+    return start_recovery(workspace, run_id, on_event=on_event, backend=backend)
 
 
 def runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:

@@ -33,6 +33,7 @@ __all__ = [
     "LedgerCorruptError",
     "NotDurableError",
     "NothingToReconcileError",
+    "QueueUnavailableError",
     "RelayError",
     "RelayNotFoundError",
     "ReleaseNotFoundError",
@@ -244,3 +245,10 @@ class DatabaseOwnedError(RelayError):
     """The PostgreSQL database already holds the runs of another workspace."""
 
     code = "database-owned-by-other-workspace"
+
+
+class QueueUnavailableError(RelayError):
+    """``--queue`` and workers need a PostgreSQL database (``RELAY_DATABASE_URL``)."""
+
+    code = "queue-needs-postgresql"
+    exit_code = 2

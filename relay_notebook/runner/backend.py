@@ -10,7 +10,9 @@ rules keep that database as trustworthy as a run's private SQLite file:
 * **One DBOS application per run.** A child launches DBOS with the application name
   ``relay-run-<run id>``. DBOS scopes recovery and dequeueing by application name, so a child
   can only ever pick up its own run's workflow, even when many children of one release share
-  the database and its internal queue; history reads a run by the same name.
+  the database and its internal queue; history reads a run by the same name. DBOS requires
+  application versions to be unique across the applications of a database, so the version
+  is the release (or draft) hash followed by ``+<run id>`` (on SQLite it is the bare hash).
 * **The password is live input, never a record.** ``run.json`` keeps the URL without its
   password; the full URL reaches a child through its stdin pipe, like vault values.
 
@@ -43,6 +45,7 @@ __all__ = [
     "Backend",
     "PostgresRunReader",
     "app_name_for_run",
+    "app_version_for_run",
     "backend_for_run",
     "connect",
     "prepare_database",
@@ -142,6 +145,11 @@ def backend_for_run(meta: dict[str, Any], current: Backend | None = None) -> Bac
     return Backend(str(record["url"]))
 
 
+def app_version_for_run(source_hash: str, run_id: str) -> str:
+    """The DBOS application version of a run on PostgreSQL (see the design note)."""
+    return f"{source_hash}+{run_id}"
+
+
 def app_name_for_run(run_id: str) -> str:
     """The DBOS application name of one run (lowercase; a short hash keeps case distinct)."""
     name = "relay-run-" + run_id.lower()
@@ -180,7 +188,8 @@ def _ensure_database_exists(backend: Backend) -> None:
     name = urlsplit(backend.libpq_url).path.strip("/")
     with (
         connect(backend, dbname="postgres") as conn,
-        contextlib.suppress(psycopg.errors.DuplicateDatabase),
+        # two first uses at once: the loser sees either error
+        contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation),
     ):
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 

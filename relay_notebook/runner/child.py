@@ -306,14 +306,18 @@ def main(spec_path: str) -> None:
         if database_url is None:
             _prepare_database(Path(spec["database"]))
             name, url = "relay", f"sqlite:///{Path(spec['database']).resolve()}"
+            version = spec["app_version"]
         else:
+            from relay_notebook.runner.backend import app_version_for_run
+
             _hold_child_lock(spec, database_url, events, outcome_path, runtime)
             name, url = spec["app_name"], database_url
+            version = app_version_for_run(spec["app_version"], spec["run_id"])
         DBOS(
             config={
                 "name": name,
                 "system_database_url": url,
-                "application_version": spec["app_version"],
+                "application_version": version,
                 "executor_id": spec.get("executor_id", "relay-local"),
                 "log_level": "WARNING",
             }

@@ -1,0 +1,149 @@
+"""The worker pool seen from outside: queueing runs, waiting for them, listing workers.
+
+A queued run is a run folder (``create_run``) plus one *invocation*: a workflow of the kit's
+own DBOS application ``relay-worker`` on the DBOS queue ``relay-runs``, enqueued with
+``DBOSClient`` for ``relay worker`` processes to take (see ``runner.worker``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from relay_notebook.errors import DatabaseUnavailableError
+from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect
+from relay_notebook.runner.crash import CrashSpec
+
+__all__ = [
+    "INVOCATION",
+    "QUEUE",
+    "WORKER_APP",
+    "WORKER_VERSION",
+    "WorkerInfo",
+    "enqueue_run",
+    "invocation_id",
+    "list_workers",
+    "wait_for_invocation",
+]
+
+QUEUE = "relay-runs"
+WORKER_APP = "relay-worker"
+#: the DBOS application version of every worker: DBOS dequeues only rows of a worker's own
+#: version, so it names the invocation protocol, not a release
+WORKER_VERSION = "relay-worker-1"
+INVOCATION = "relay_invocation"
+
+
+def invocation_id(run_id: str, n: int = 1) -> str:
+    """The DBOS workflow id of a run's ``n``-th invocation (``invoice-3.invocation-1``)."""
+    return f"{run_id}.invocation-{n}"
+
+
+def _client(backend: Backend) -> Any:
+    from dbos import DBOSClient
+
+    try:
+        client = DBOSClient(system_database_url=backend.dbos_url, application_name=WORKER_APP)
+    except Exception as exc:  # DBOS wraps driver errors in several types
+        raise DatabaseUnavailableError(
+            f"Cannot use PostgreSQL at {backend.display}: {backend.scrub(str(exc))}"
+        ) from None
+    return client
+
+
+def _ensure_dbos_schema(client: Any) -> None:
+    """DBOS's tables at their latest version, before any worker ran (the client never migrates).
+
+    DBOS serialises migrations on an advisory lock and skips them when the schema is current,
+    so this is one query when a worker got there first, and safe while one is starting.
+    """
+    client._sys_db.run_migrations()  # private to DBOS 3.x (pinned <4)
+
+
+def enqueue_run(
+    backend: Backend, run_id: str, *, crash: CrashSpec | None = None, n: int = 1
+) -> str:
+    """Put run ``run_id`` (already created) on the workers' queue; returns the invocation id."""
+    client = _client(backend)
+    try:
+        _ensure_dbos_schema(client)
+        workflow_id = invocation_id(run_id, n)
+        client.enqueue(
+            {
+                "queue_name": QUEUE,
+                "workflow_name": INVOCATION,
+                "workflow_id": workflow_id,
+                "app_version": WORKER_VERSION,
+            },
+            {"run_id": run_id, "crash": crash.to_dict() if crash else None},
+        )
+    finally:
+        client.destroy()
+    return workflow_id
+
+
+def wait_for_invocation(
+    backend: Backend, workflow_id: str, timeout: float | None = None
+) -> dict[str, Any] | None:
+    """The outcome a worker returned for an invocation; ``None`` if ``timeout`` passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with connect(backend) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s", (workflow_id,)
+            ).fetchone()
+            if row is not None and row[0] in {"SUCCESS", "ERROR", "CANCELLED"}:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+    client = _client(backend)
+    try:
+        result: dict[str, Any] = client.retrieve_workflow(workflow_id).get_result()
+    finally:
+        client.destroy()
+    return result
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker's lease: alive while ``expires_in_s`` is positive."""
+
+    executor_id: str
+    host: str
+    pid: int
+    concurrency: int
+    heartbeat_age_s: float
+    expires_in_s: float
+    running: int
+
+    @property
+    def alive(self) -> bool:
+        return self.expires_in_s > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "alive": self.alive}
+
+
+def list_workers(backend: Backend) -> list[WorkerInfo]:
+    """Every worker that holds or held a lease, with the runs it is executing."""
+    with connect(backend) as conn:
+        if conn.execute(f"SELECT to_regclass('{KIT_SCHEMA}.worker_leases')").fetchone()[0] is None:
+            return []
+        has_dbos = conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0]
+        running = (
+            f"(SELECT count(*) FROM dbos.workflow_status w WHERE w.status = 'PENDING' AND "
+            f"w.application_name = '{WORKER_APP}' AND w.executor_id = l.executor_id)"
+            if has_dbos
+            else "0"
+        )
+        rows = conn.execute(
+            "SELECT executor_id, host, pid, concurrency, "
+            "extract(epoch FROM now() - heartbeat_at), extract(epoch FROM expires_at - now()), "
+            f"{running} FROM {KIT_SCHEMA}.worker_leases l ORDER BY started_at, executor_id"
+        ).fetchall()
+    return [
+        WorkerInfo(r[0], r[1], int(r[2]), int(r[3]), float(r[4]), float(r[5]), int(r[6]))
+        for r in rows
+    ]

@@ -1,0 +1,252 @@
+"""A worker: a long-running process that executes queued runs, one supervised child each.
+
+Design note: DBOS is the engine; the kit adds only a lease. A worker is a DBOS application
+(``relay-worker``, with its own executor id) whose one workflow, the *invocation*, is taken
+from the DBOS queue ``relay-runs`` under the queue's per-worker concurrency. An invocation
+runs the run's attempts as DBOS steps; each step is what ``relay recover`` does on one
+machine (lock, checks, one child process), so bindings, the attempt budget, the deadline and
+the single-executor lock hold exactly as there. A crashed attempt is recovered by the next
+step, up to the budget.
+
+DBOS leaves a dead executor's workflows ``PENDING`` (without Conductor, nothing notices).
+So each worker heartbeats a lease row in PostgreSQL and, on the same beat, looks for
+``PENDING`` invocations whose executor holds no live lease; it hands them back to the queue
+with DBOS's own recovery (``_recover_pending_workflows``: idempotent, it re-enqueues only
+rows still ``PENDING`` for the dead executor). Any worker then takes them; the invocation's
+finished steps are reused, and its interrupted attempt is settled as lost and recovered.
+A worker's children watch a lifeline pipe and exit with it, so a killed worker leaves no
+attempt running; were one still running, the run lock keeps a second executor out until it
+ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOS
+
+from relay_notebook.errors import RelayError, RunLockedError, RunRejectedError
+from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect, prepare_database
+from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.pool import INVOCATION, QUEUE, WORKER_APP, WORKER_VERSION
+from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run
+from relay_notebook.workspace import Workspace
+
+__all__ = ["Worker", "WorkerSettings", "default_executor_id"]
+
+_worker: Worker | None = None  # the one worker of this process (DBOS is process-global)
+
+
+def default_executor_id() -> str:
+    """``HOST-PID``: distinct for every worker process, readable in ``relay workers``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How a worker runs: its executor id, concurrency and lease."""
+
+    executor_id: str
+    concurrency: int = 2
+    lease_s: float = 15.0
+    poll_s: float = 0.5
+
+
+# -- the invocation workflow (the same in every worker) ------------------------------------------
+
+
+@DBOS.step(name="attempt")
+def _attempt_step(request: dict[str, Any]) -> dict[str, Any]:
+    assert _worker is not None
+    return _worker.attend(request)
+
+
+@DBOS.workflow(name=INVOCATION, max_recovery_attempts=1000)
+def _invocation(request: dict[str, Any]) -> dict[str, Any]:
+    outcome: dict[str, Any] = {}
+    for _ in range(MAX_ATTEMPTS + 1):  # the run's budget ends the loop first
+        outcome = _attempt_step(request)
+        if outcome.get("status") != "interrupted":
+            break
+    return outcome
+
+
+class Worker:
+    """``start`` launches DBOS and the lease; ``serve`` blocks until ``stop`` or a signal."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        backend: Backend,
+        settings: WorkerSettings,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        if not backend.is_postgres:
+            raise ValueError("a worker needs a PostgreSQL database")
+        self.workspace = workspace
+        self.backend = backend
+        self.settings = settings
+        self.log = log
+        self._stop = threading.Event()
+        self._lease_conn: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        global _worker
+        if _worker is not None:
+            raise RuntimeError("one worker per process")
+        _worker = self
+        prepare_database(self.backend, self.workspace.home)
+        self._lease_conn = connect(self.backend)
+        self._renew_lease()
+        DBOS(
+            config={
+                "name": WORKER_APP,
+                "system_database_url": self.backend.dbos_url,
+                "application_version": WORKER_VERSION,
+                "executor_id": self.settings.executor_id,
+                "log_level": "WARNING",
+            }
+        )
+        DBOS.listen_queues([QUEUE])
+        DBOS.launch()
+        DBOS.register_queue(
+            QUEUE,
+            worker_concurrency=self.settings.concurrency,
+            polling_interval_sec=self.settings.poll_s,
+            on_conflict="always_update",
+        )
+        threading.Thread(target=self._beat, name="relay-lease", daemon=True).start()
+        self.log(
+            f"worker {self.settings.executor_id} serving {self.workspace.home} from "
+            f"{self.backend.display} (concurrency {self.settings.concurrency}, lease "
+            f"{self.settings.lease_s:g} s)"
+        )
+
+    def serve(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self._stop.set())
+        self._stop.wait()
+        self.stop()
+
+    def stop(self) -> None:
+        """Give the lease up at once, so other workers take over this worker's runs now.
+
+        The process then ends without waiting: its attempts end with it (their lifelines
+        close) and are recovered elsewhere from their checkpoints.
+        """
+        self._stop.set()
+        try:
+            with connect(self.backend) as conn:
+                conn.execute(
+                    f"UPDATE {KIT_SCHEMA}.worker_leases SET expires_at = now() "
+                    "WHERE executor_id = %s",
+                    (self.settings.executor_id,),
+                )
+        finally:
+            self.log(f"worker {self.settings.executor_id} stopped; its runs go to other workers")
+            os._exit(0)
+
+    # -- the lease -------------------------------------------------------------------------------
+
+    def _renew_lease(self) -> None:
+        self._lease_conn.execute(
+            f"INSERT INTO {KIT_SCHEMA}.worker_leases "
+            "(executor_id, host, pid, concurrency, expires_at) "
+            "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s)) "
+            "ON CONFLICT (executor_id) DO UPDATE SET heartbeat_at = now(), "
+            "expires_at = EXCLUDED.expires_at, pid = EXCLUDED.pid, host = EXCLUDED.host",
+            (
+                self.settings.executor_id,
+                socket.gethostname(),
+                os.getpid(),
+                self.settings.concurrency,
+                self.settings.lease_s,
+            ),
+        )
+
+    def _dead_executors(self) -> list[str]:
+        rows = self._lease_conn.execute(
+            "SELECT DISTINCT executor_id FROM dbos.workflow_status "
+            "WHERE status = 'PENDING' AND application_name = %s AND executor_id <> %s "
+            f"AND executor_id NOT IN (SELECT executor_id FROM {KIT_SCHEMA}.worker_leases "
+            "WHERE expires_at > now())",
+            (WORKER_APP, self.settings.executor_id),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _beat(self) -> None:
+        interval = max(self.settings.lease_s / 4, 0.1)
+        while not self._stop.wait(interval):
+            try:
+                self._renew_lease()
+                dead = self._dead_executors()
+                if dead:
+                    handles = DBOS._recover_pending_workflows(dead)
+                    if handles:
+                        self.log(
+                            f"worker {self.settings.executor_id}: lease of {', '.join(dead)} "
+                            f"expired; {len(handles)} run(s) back on the queue"
+                        )
+            except Exception as exc:  # a database hiccup must not end the worker
+                self.log(f"worker {self.settings.executor_id}: lease check failed: {exc}")
+                try:
+                    self._lease_conn.close()
+                    self._lease_conn = connect(self.backend)
+                except RelayError:
+                    pass
+
+    # -- one attempt ---------------------------------------------------------------------------
+
+    def attend(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Run the next attempt of the request's run; its outcome as ``relay run --json``."""
+        run_id = str(request["run_id"])
+        crash = CrashSpec.from_dict(request["crash"]) if request.get("crash") else None
+        me = self.settings.executor_id
+        while True:
+            try:
+                handle = advance_run(
+                    self.workspace,
+                    run_id,
+                    crash=crash,
+                    backend=self.backend,
+                    executor_id=me,
+                    lifeline=True,
+                )
+            except RunLockedError:
+                # an attempt from a worker thought dead still runs: wait for it to end
+                if self._stop.wait(1.0):
+                    raise
+                continue
+            except RunRejectedError as exc:
+                self.log(f"{me}: {run_id} not started: {exc}")
+                return {
+                    "run_id": run_id,
+                    "status": "rejected",
+                    "error": {"code": exc.code, "message": exc.message},
+                }
+            except RelayError as exc:
+                self.log(f"{me}: {run_id} failed to start: {exc}")
+                return {
+                    "run_id": run_id,
+                    "status": "failed",
+                    "error": {"code": exc.code, "message": exc.message},
+                }
+            break
+        if not handle.done():
+            self.log(f"{me}: {run_id} attempt {handle.attempt} started")
+        t0 = time.monotonic()
+        outcome = handle.wait()
+        self.log(
+            f"{me}: {run_id} attempt {outcome.attempt} {outcome.status} "
+            f"({time.monotonic() - t0:.2f} s)"
+        )
+        return outcome.to_dict()

@@ -1,0 +1,252 @@
+"""The worker pool on a real PostgreSQL: queued runs, a SIGKILLed worker, recovery elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_notebook import commands
+from relay_notebook.cli import main as cli_main
+from relay_notebook.history import read_run_log
+from relay_notebook.runner.backend import Backend, resolve_backend
+from relay_notebook.runner.folders import find_run
+from relay_notebook.runner.ledger import read_events
+from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.workspace import Workspace
+
+# Each step notes its body in effects.log (in the run folder) and takes a little while, so a
+# worker can be killed in the middle of the run.
+STEADY = textwrap.dedent(
+    """
+    import asyncio, os
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def work(i, pause):
+        fd = os.open("effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        os.write(fd, f"work {i}\\n".encode())
+        os.close(fd)
+        await asyncio.sleep(pause)
+        return i * i
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        total = 0
+        for i in range(INPUT["n"]):
+            total += await work(i, INPUT.get("pause", 0.2))
+        return {"total": total}
+    """
+)
+# a step that takes its process down every time: only the attempt budget ends the run
+DOOMED = textwrap.dedent(
+    """
+    import os
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def fall():
+        os._exit(9)
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        await fall()
+        return {}
+    """
+)
+LEASE_S = 1.5
+StartWorker = Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def pool(
+    workspace: Workspace, database_url: str, tmp_path: Path
+) -> Iterator[tuple[Workspace, Backend, StartWorker]]:
+    """The workspace, its PostgreSQL backend, and a way to start ``relay worker`` processes."""
+    backend = resolve_backend(database_url)
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(executor_id: str, concurrency: int = 2, lease: float = LEASE_S) -> Any:
+        log = open(tmp_path / f"{executor_id}.log", "wb")  # noqa: SIM115 - kept by the process
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home),
+                "--database-url", database_url, "worker", "--id", executor_id,
+                "--concurrency", str(concurrency), "--lease", str(lease),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        proc.executor_id = executor_id  # type: ignore[attr-defined]
+        started.append(proc)
+        return proc
+
+    yield workspace, backend, start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _steps_done(ws: Workspace, run_id: str, attempt: int) -> int:
+    folder = find_run(ws, run_id)
+    if not folder.events.exists():
+        return 0
+    return sum(
+        1
+        for e in read_events(folder.events)
+        if e.get("kind") == "step_end" and e.get("attempt") == attempt
+    )
+
+
+def test_a_killed_workers_runs_are_recovered_by_the_others(pool: Any) -> None:
+    """Three workers; SIGKILL the one running two relays mid-run; the other two finish both
+    from their checkpoints after its lease expires; no checkpointed step runs twice."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    victim = start("w-a", concurrency=2)
+    runs = [
+        commands.enqueue(ws, "steady", run_input={"n": 20, "pause": 0.25}, backend=backend)
+        for _ in range(2)
+    ]
+    # both runs of one release on the victim, so their recoveries overlap elsewhere
+    for q in runs:
+        _wait_for(lambda q=q: _steps_done(ws, q.run_id, 1) >= 3, what=f"{q.run_id} underway")
+    start("w-b")
+    start("w-c")
+    time.sleep(1.5)  # the two new workers are up and heartbeating
+    victim.send_signal(signal.SIGKILL)
+    killed_at = time.time() * 1000
+    victim.wait()
+
+    for q in runs:
+        outcome = q.wait(timeout=90)
+        assert outcome.status == "succeeded", outcome
+        assert outcome.result == {"total": sum(i * i for i in range(20))}
+        meta = find_run(ws, q.run_id).read_meta()
+        first, second = meta["attempts"]
+        assert first["executor_id"] == "w-a" and first["status"] == "interrupted"
+        assert first["lost"] is True
+        assert second["status"] == "succeeded" and second["executor_id"] in {"w-b", "w-c"}
+        # the pool waited for the lease to run out before taking the run over
+        assert second["started_at"] - killed_at >= (LEASE_S - 0.5) * 1000
+        steps = read_run_log(ws, q.run_id).steps
+        reused = [s for s in steps if s["reused_in"]]
+        assert len(reused) >= 3 and all(s["executed_in"] == [1] for s in reused)
+        effects = Counter((find_run(ws, q.run_id).path / "effects.log").read_text().splitlines())
+        assert set(effects) == {f"work {i}" for i in range(20)}
+        for s in reused:  # a completed step's body ran once, in the attempt that was killed
+            assert effects[f"work {s['function_id'] - 1}"] == 1
+        # at most the step in flight at the kill ran twice (at-least-once for unfinished steps)
+        assert sum(n - 1 for n in effects.values()) <= 1
+
+
+def test_the_pool_recovers_a_crashed_attempt_and_respects_concurrency(pool: Any) -> None:
+    """--crash on a queued run: the worker recovers it at once; one worker runs two at a time."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    start("solo", concurrency=2)
+    crashed = commands.enqueue(
+        ws, "steady", run_input={"n": 3, "pause": 0.05}, crash="after:work#2", backend=backend
+    )
+    others = [
+        commands.enqueue(ws, "steady", run_input={"n": 2, "pause": 0.4}, backend=backend)
+        for _ in range(4)
+    ]
+    outcome = crashed.wait(timeout=60)
+    assert outcome.status == "succeeded" and outcome.attempt == 2, outcome.error
+    assert outcome.reused == [1, 2] and outcome.executed == [3]
+    for q in others:
+        assert q.wait(timeout=60).status == "succeeded"
+    spans = [
+        (a["started_at"], a["ended_at"])
+        for q in others
+        for a in find_run(ws, q.run_id).read_meta()["attempts"]
+    ]
+    most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert most == 2
+
+
+def test_the_attempt_budget_ends_a_run_that_always_crashes(pool: Any) -> None:
+    """A run whose process dies every time is tried three times by the pool, then rejected."""
+    ws, backend, start = pool
+    ws.save_draft("doomed", DOOMED)
+    start("w-a")
+    outcome = commands.enqueue(ws, "doomed", backend=backend).wait(timeout=60)
+    assert outcome.status == "rejected"
+    assert outcome.error is not None and outcome.error["code"] == "attempt-budget-exhausted"
+    attempts = find_run(ws, "doomed-1").read_meta()["attempts"]
+    assert [a["status"] for a in attempts] == ["interrupted"] * 3
+
+
+def test_a_queued_run_whose_draft_changed_is_not_started(pool: Any) -> None:
+    """Bindings hold across the queue: a draft edited before a worker took the run is refused."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    queued = commands.enqueue(ws, "steady", run_input={"n": 1}, backend=backend)
+    ws.save_draft("steady", STEADY.replace("i * i", "i + i"))
+    start("w-a")
+    outcome = queued.wait(timeout=60)
+    assert outcome.status == "rejected"
+    assert outcome.error is not None and outcome.error["code"] == "binding-changed"
+    assert find_run(ws, queued.run_id).read_meta()["attempts"] == []
+
+
+def test_a_worker_waits_while_another_executor_holds_the_run(pool: Any) -> None:
+    """Single executor across machines: while the run's lock is held, no worker starts it."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    queued = commands.enqueue(ws, "steady", run_input={"n": 1}, backend=backend)
+    lock = take_run_lock(find_run(ws, queued.run_id), backend)
+    try:
+        start("w-a")
+        time.sleep(3)
+        assert find_run(ws, queued.run_id).read_meta()["attempts"] == []
+    finally:
+        lock.release()
+    assert queued.wait(timeout=60).status == "succeeded"
+
+
+def test_cli_queue_and_workers(pool: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``relay run --queue --json`` waits for the pool; ``relay workers`` lists the leases."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    start("w-cli")
+    home, url = str(ws.home), backend.url
+    argv = ["--home", home, "--database-url", url, "run", "steady", "--queue", "--json"]
+    assert cli_main([*argv, "--input", '{"n": 2}']) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "succeeded" and doc["result"] == {"total": 1}
+    assert cli_main(["--home", home, "--database-url", url, "workers", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [w["executor_id"] for w in listed] == ["w-cli"] and listed[0]["alive"]
+
+
+def test_queue_without_postgres_says_how_to_set_it(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--queue`` on the SQLite default is a usage error naming RELAY_DATABASE_URL."""
+    monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
+    workspace.save_draft("steady", STEADY)
+    code = cli_main(["--home", str(workspace.home), "run", "steady", "--queue"])
+    err = capsys.readouterr().err
+    assert code == 2 and "RELAY_DATABASE_URL" in err and "[queue-needs-postgresql]" in err
+    assert not os.path.exists(workspace.relay_dir("steady") / "runs" / "iteration-1-hook")
