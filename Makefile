@@ -20,11 +20,14 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## Debian packages the tests use: bubblewrap confines relay writes to their run folder,
-## chromium runs the JupyterLab browser tests
+## chromium runs the JupyterLab browser tests, postgresql's server programs run the worker-pool
+## tests (each test session starts its own private server with them; see relay_notebook.testing)
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing$$missing"; \

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 from typing import Any
@@ -20,6 +21,7 @@ from relay_notebook import commands
 from relay_notebook.cli import CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.magics.runs import RunView
+from relay_notebook.runner.backend import ENV_VAR, resolve_backend
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
 
@@ -126,6 +128,13 @@ class RelayMagics(Magics):
             return None  # -h printed the help
         if args.home:
             self.workspace = Workspace(args.home)
+        if args.database_url is not None:
+            try:
+                resolve_backend(args.database_url)
+            except RelayError as exc:
+                raise _usage(exc) from None
+            # like --home, it holds for the rest of the session (and for the view's buttons)
+            os.environ[ENV_VAR] = args.database_url
         handler = getattr(self, f"_do_{args.command}", None)
         if handler is None:
             raise UsageError(f"%relay {args.command} is not available in the notebook yet")
@@ -167,6 +176,8 @@ class RelayMagics(Magics):
                 run_input = json.load(fh)
         else:
             run_input = self._input(args.input)
+        if args.queue:
+            return self._queue(args, run_input)
         view = RunView.start(
             self.workspace,
             args.target,
@@ -177,6 +188,30 @@ class RelayMagics(Magics):
             output=args.output,
         )
         return self._show(view, args)
+
+    def _queue(self, args: Any, run_input: Any) -> Any:
+        """``--queue``: the worker pool runs it; ``--wait`` blocks for its outcome."""
+        queued = commands.enqueue(
+            self.workspace, args.target, run_input=run_input, release=args.release, crash=args.crash
+        )
+        if not args.wait:
+            print(f"run {queued.run_id}: queued for the workers (%relay logs {queued.run_id})")
+            return queued
+        outcome = queued.wait()
+        print(f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})")
+        if outcome.status != "succeeded":
+            raise UsageError((outcome.error or {}).get("message", outcome.status))
+        if args.output and self.shell is not None:
+            self.shell.user_ns[args.output] = outcome.result
+        return outcome.result
+
+    def _do_workers(self, args: Any) -> Any:
+        found = [w.to_dict() for w in commands.workers()]
+        if args.json:
+            return found
+        import pandas as pd
+
+        return pd.DataFrame(found)
 
     def _do_recover(self, args: Any) -> Any:
         view = RunView.recover(self.workspace, args.run_id, shell=self.shell, output=args.output)

@@ -215,51 +215,73 @@ def settle_attempt(
 
 
 def settle_lost_attempts(folder: RunFolder) -> list[int]:
-    """Record attempts whose supervisor went away before settling them as ``interrupted``.
+    """Settle attempts whose supervisor went away before it could; returns their numbers.
 
     Call only while holding the run lock: then no process of those attempts is running. A
-    worker that died (or a kernel that was killed) leaves such an attempt; it still counts
-    against the run's budget of attempts.
+    child that finished on its own (a kernel killed mid-run leaves its child going) left its
+    outcome file, which is settled as usual; otherwise the attempt is ``interrupted`` and
+    marked ``lost``. Either way it counts against the run's budget of attempts.
     """
     meta = folder.read_meta()
     lost = [a for a in meta.get("attempts", []) if not a.get("ended_at")]
-    events = read_events(folder.events) if lost else []
     for a in lost:
-        where = a.get("executor_id") or "its supervisor"
-        error = {
-            "code": "interrupted",
-            "message": f"Attempt {a['attempt']} of run {folder.run_id} was lost with "
-            f"{where} on {a.get('host', 'this machine')}, which stopped before the attempt ended.",
-        }
-        mine = [e for e in events if e.get("attempt") == a["attempt"]]
-        start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
-        t0 = float(start["t0"]) if start else None
-        executed, reused = _classify(folder, a["attempt"], t0, events)
-        writer = EventWriter(folder.events, run_id=folder.run_id, attempt=a["attempt"])
-        writer.emit(
-            "attempt_end",
-            status="interrupted",
-            returncode=None,
-            exit="supervisor lost",
-            executed=executed,
-            reused=reused,
-            error_code="interrupted",
-        )
-        writer.sync()
-        writer.close()
-        a.update(
-            ended_at=now_ms(),
-            returncode=None,
-            status="interrupted",
-            executed=executed,
-            reused=reused,
-            lost=True,
-        )
-        meta["status"], meta["error"] = "interrupted", error
-    if lost:
-        write_trace(folder, meta)
-        folder.write_meta(meta)
+        attempt_dir = folder.ipc / f"attempt-{a.get('id')}"
+        if (attempt_dir / "outcome.json").is_file():
+            settle_attempt(
+                folder,
+                attempt=int(a["attempt"]),
+                attempt_dir=attempt_dir,
+                returncode=0,
+                crashed_on_purpose=False,
+                deadline_hit=False,
+                on_event=None,
+            )
+        else:
+            _settle_lost(folder, a)
     return [int(a["attempt"]) for a in lost]
+
+
+def _settle_lost(folder: RunFolder, a: dict[str, Any]) -> None:
+    attempt = int(a["attempt"])
+    events = read_events(folder.events)
+    start = next(
+        (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
+        None,
+    )
+    executed, reused = _classify(folder, attempt, float(start["t0"]) if start else None, events)
+    where = a.get("executor_id") or "its supervisor"
+    error = {
+        "code": "interrupted",
+        "message": f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
+        f"{a.get('host', 'this machine')}, which stopped before the attempt ended. Recover it "
+        f"with: relay recover {folder.run_id}",
+    }
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
+    writer.emit(
+        "attempt_end",
+        status="interrupted",
+        returncode=None,
+        exit="supervisor lost",
+        executed=executed,
+        reused=reused,
+        error_code="interrupted",
+    )
+    writer.sync()
+    writer.close()
+    meta = folder.read_meta()
+    for entry in meta.get("attempts", []):
+        if entry.get("attempt") == attempt:
+            entry.update(
+                ended_at=now_ms(),
+                returncode=None,
+                status="interrupted",
+                executed=executed,
+                reused=reused,
+                lost=True,
+            )
+    meta["status"], meta["error"] = "interrupted", error
+    write_trace(folder, meta)
+    folder.write_meta(meta)
 
 
 def _encode(trace: dict[str, Any]) -> bytes:

@@ -128,7 +128,13 @@ class WorkerInfo:
 
 def list_workers(backend: Backend) -> list[WorkerInfo]:
     """Every worker that holds or held a lease, with the runs it is executing."""
-    with connect(backend) as conn:
+    try:
+        conn = connect(backend)
+    except DatabaseUnavailableError as exc:
+        if "does not exist" in exc.message:
+            return []  # nothing has used the database yet: no workers
+        raise
+    with conn:
         if conn.execute(f"SELECT to_regclass('{KIT_SCHEMA}.worker_leases')").fetchone()[0] is None:
             return []
         has_dbos = conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0]

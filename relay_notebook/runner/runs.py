@@ -218,6 +218,29 @@ def _launch(
     executor_id: str = "relay-local",
     lifeline: bool = False,
 ) -> RunHandle:
+    try:
+        return _launch_attempt(
+            workspace, folder, meta, attempt, crash=crash, on_event=on_event, backend=backend,
+            preflight=preflight, executor_id=executor_id, lifeline=lifeline,
+        )  # fmt: skip
+    except _AlreadyFinished:
+        finished = _finished(folder, folder.read_meta())
+        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
+
+
+def _launch_attempt(
+    workspace: Workspace,
+    folder: RunFolder,
+    meta: dict[str, Any],
+    attempt: int,
+    *,
+    crash: CrashSpec | None,
+    on_event: EventCallback | None,
+    backend: Backend,
+    preflight: bool,
+    executor_id: str,
+    lifeline: bool,
+) -> RunHandle:
     return launch_attempt(
         folder,
         attempt=attempt,
@@ -253,9 +276,15 @@ def _current_code(workspace: Workspace, meta: dict[str, Any]) -> _Code:
     return _draft_code(workspace.load_draft(meta["relay"]))
 
 
+class _AlreadyFinished(Exception):
+    """The attempt a vanished supervisor left behind had finished the run after all."""
+
+
 def _preflight(workspace: Workspace, folder: RunFolder) -> None:
     settle_lost_attempts(folder)  # under the run lock: nobody else can be running them
     meta = folder.read_meta()
+    if meta.get("status") in _TERMINAL:
+        raise _AlreadyFinished
     attempts = len(meta.get("attempts", []))
     verb = "recover" if attempts else "start"
     if attempts >= meta.get("max_attempts", MAX_ATTEMPTS):

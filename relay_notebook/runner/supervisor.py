@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.runner.backend import Backend, app_name_for_run
+from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
 from relay_notebook.runner.confine import confine_command
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
@@ -198,6 +198,11 @@ def _wait_for_group(pgid: int, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
+def _child_environment() -> dict[str, str]:
+    """Our environment minus the database URL: its password reaches the child by pipe only."""
+    return {k: v for k, v in os.environ.items() if k != ENV_VAR}
+
+
 def launch_attempt(
     folder: RunFolder,
     *,
@@ -289,7 +294,10 @@ def launch_attempt(
                 stderr=err,
                 pass_fds=lock.pass_fds + tuple(fd for fd in (pipe_w, life_r) if fd is not None),
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={
+                    **{k: v for k, v in os.environ.items() if k != ENV_VAR},
+                    "PYTHONUNBUFFERED": "1",
+                },
             )
         for fd in (pipe_w, life_r):
             if fd is not None:

@@ -102,3 +102,17 @@ def test_a_second_supervisor_is_refused_by_the_advisory_lock(five: Any, database
     assert go(start_recovery(ws, first.run_id, backend=backend)).status == "succeeded"
     events = (find_run(ws, first.run_id).events).read_text()
     assert json.loads(events.splitlines()[-1])["kind"] == "attempt_end"
+
+
+def test_the_child_never_sees_the_database_url(
+    workspace: Workspace, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RELAY_DATABASE_URL is the default for new runs, and is not in the relay's environment."""
+    monkeypatch.setenv("RELAY_DATABASE_URL", database_url)
+    probe = (
+        "import os\nfrom dbos import DBOS\n\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
+        "    return {'url': os.environ.get('RELAY_DATABASE_URL')}\n"
+    )
+    out = go(start_run(workspace, workspace.save_draft("probe", probe)))
+    assert out.status == "succeeded" and out.result == {"url": None}
+    assert find_run(workspace, out.run_id).read_meta()["database"]["kind"] == "postgresql"

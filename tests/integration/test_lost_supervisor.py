@@ -1,0 +1,101 @@
+"""A supervisor that dies mid-attempt (a killed kernel or worker): the next recovery settles it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from relay_notebook.runner import start_recovery
+from relay_notebook.runner.folders import find_run
+from relay_notebook.workspace import Workspace
+
+SLOW = textwrap.dedent(
+    """
+    import asyncio
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def first():
+        return 1
+
+    @DBOS.step()
+    async def second(x):
+        await asyncio.sleep(1.0)
+        return x + 1
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return {"value": await second(await first())}
+    """
+)
+# start a run, report the child's pid, then die by SIGKILL without settling anything
+SUPERVISOR = textwrap.dedent(
+    """
+    import json, os, signal, sys, time
+    from relay_notebook.runner import start_run
+    from relay_notebook.runner.ledger import read_events
+    from relay_notebook.workspace import Workspace
+
+    ws = Workspace(sys.argv[1])
+    handle = start_run(ws, ws.load_draft("slow"))
+    while not any(e["kind"] == "step_end" for e in read_events(handle.folder.events)):
+        time.sleep(0.02)
+    print(json.dumps({"run_id": handle.run_id, "child": handle.process.pid}), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def _orphan_run(ws: Workspace, *, confined: bool = True) -> tuple[str, int]:
+    # bubblewrap ends the child with its parent; unconfined, the child outlives the supervisor
+    env = {**os.environ, "RELAY_CONFINE": "1" if confined else "0"}
+    argv = [sys.executable, "-c", SUPERVISOR, str(ws.home)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    info = json.loads(proc.stdout)
+    return info["run_id"], info["child"]
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still running")
+
+
+def test_a_child_that_finished_alone_is_settled_with_its_own_outcome(workspace: Workspace) -> None:
+    """The kernel died but its child finished the run: recovery reports it, using no attempt."""
+    workspace.save_draft("slow", SLOW)
+    run_id, child = _orphan_run(workspace, confined=False)
+    _wait_gone(child)
+    out = start_recovery(workspace, run_id).wait(60)
+    assert out.status == "succeeded" and out.result == {"value": 2}
+    meta = find_run(workspace, run_id).read_meta()
+    assert [a["status"] for a in meta["attempts"]] == ["succeeded"]
+    assert meta["status"] == "succeeded"
+
+
+def test_a_lost_attempt_is_settled_interrupted_and_counts(workspace: Workspace) -> None:
+    """Supervisor and child both killed: the attempt is recorded lost; recovery reuses step 1."""
+    workspace.save_draft("slow", SLOW)
+    run_id, child = _orphan_run(workspace)
+    os.killpg(child, signal.SIGKILL)  # the child leads its own process group
+    _wait_gone(child)
+    out = start_recovery(workspace, run_id).wait(60)
+    assert out.status == "succeeded" and out.attempt == 2 and out.reused == [1]
+    meta = find_run(workspace, run_id).read_meta()
+    first = meta["attempts"][0]
+    assert first["status"] == "interrupted" and first["lost"] is True and first["executed"] == [1]
+    lines = Path(find_run(workspace, run_id).events).read_text().splitlines()
+    kinds = [json.loads(line)["kind"] for line in lines]
+    assert kinds.count("attempt_end") == 2
