@@ -381,10 +381,9 @@ def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(ws: Workspace, args: argparse.Namespace) -> int:
-    from relay_notebook.commands import _pool_backend
     from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id
 
-    backend = _pool_backend(args.backend, "relay worker")
+    backend = commands.require_pool_backend(args.backend, "relay worker")
     settings = WorkerSettings(
         executor_id=args.executor_id or default_executor_id(),
         concurrency=args.concurrency,
@@ -441,9 +440,13 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
     run = log.run
     print(f"run {run['run_id']}: {run['status']} (DBOS {run['dbos_status']})")
     for a in log.attempts:
+        where = ""
+        if a.get("executor_id") not in (None, "relay-local"):
+            where = f" on {a['executor_id']}"
+        lost = " (lost with its supervisor)" if a.get("lost") else ""
         print(
-            f"  attempt {a['attempt']}: {a['status']}, executed {len(a['executed'])}, "
-            f"reused {len(a['reused'])}"
+            f"  attempt {a['attempt']}: {a['status']}{lost}{where}, executed "
+            f"{len(a['executed'])}, reused {len(a['reused'])}"
         )
     for st in log.steps:
         marks = []

@@ -66,6 +66,7 @@ __all__ = [
     "reconcile",
     "recover",
     "releases",
+    "require_pool_backend",
     "revoke",
     "run",
     "runs",
@@ -270,7 +271,8 @@ class QueuedRun:
         )
 
 
-def _pool_backend(backend: Backend | None, what: str) -> Backend:
+def require_pool_backend(backend: Backend | None, what: str) -> Backend:
+    """``backend`` (default: the environment's), which must be PostgreSQL for the pool."""
     backend = backend if backend is not None else resolve_backend()
     if not backend.is_postgres:
         raise QueueUnavailableError(
@@ -293,7 +295,7 @@ def enqueue(
     """``relay run TARGET --queue``: admission, then the run waits on the workers' queue."""
     from relay_notebook.runner.pool import enqueue_run
 
-    backend = _pool_backend(backend, "relay run --queue")
+    backend = require_pool_backend(backend, "relay run --queue")
     draft, crash_spec = _admit(workspace, target, crash)
     folder = create_run(
         workspace,
@@ -312,7 +314,7 @@ def workers(backend: Backend | None = None) -> list[Any]:
     """``relay workers``: every worker's lease and how many runs it executes."""
     from relay_notebook.runner.pool import list_workers
 
-    return list_workers(_pool_backend(backend, "relay workers"))
+    return list_workers(require_pool_backend(backend, "relay workers"))
 
 
 def _check_crash_step(draft: Draft, spec: CrashSpec) -> None:

@@ -13,6 +13,13 @@ from relay_notebook.workspace import Workspace
 RELAYS = Path(__file__).parent / "relays"
 
 
+@pytest.fixture(autouse=True)
+def _sqlite_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests run on per-run SQLite files unless they ask for PostgreSQL themselves, whatever
+    RELAY_DATABASE_URL the developer's shell holds."""
+    monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
     """An empty workspace in a fresh temporary folder."""

@@ -499,6 +499,106 @@ NOTEBOOKS["05-execution-logs.ipynb"] = [
 ]
 
 
+NOTEBOOKS["09-workers.ipynb"] = [
+    md(
+        "# Beyond one machine: PostgreSQL and a worker pool\n\n"
+        "With `RELAY_DATABASE_URL` set, runs keep their DBOS state in one PostgreSQL database "
+        "instead of a SQLite file each. `relay worker` processes (on any machine that shares "
+        "the workspace folder) take queued runs from a DBOS queue. When a worker dies, the "
+        "others wait for its lease to expire and finish its runs from their checkpoints.\n\n"
+        "This tutorial starts a private PostgreSQL server of its own (from Debian's "
+        "`postgresql` package); with your own server, set `RELAY_DATABASE_URL` to it instead."
+    ),
+    code(
+        "# A fresh workspace and a private PostgreSQL server for this tutorial\n"
+        "import os, tempfile\n"
+        'os.environ["RELAY_HOME"] = tempfile.mkdtemp(prefix="relay-tutorial-")\n'
+        "from contextlib import ExitStack\n"
+        "from relay_notebook.testing import postgres_server\n"
+        "cleanup = ExitStack()\n"
+        "server = cleanup.enter_context(postgres_server())\n"
+        'os.environ["RELAY_DATABASE_URL"] = server.database_url("tutorial")\n'
+        "%load_ext relay_notebook"
+    ),
+    md("A relay that takes a few seconds: eight steps of a quarter second each."),
+    code(
+        "%%relay steady\n"
+        "import asyncio\n"
+        "from dbos import DBOS\n\n"
+        "@DBOS.step()\n"
+        "async def work(i):\n"
+        "    await asyncio.sleep(0.25)\n"
+        "    return i * i\n\n"
+        "@DBOS.workflow()\n"
+        "async def run(INPUT):\n"
+        "    total = 0\n"
+        '    for i in range(INPUT["n"]):\n'
+        "        total += await work(i)\n"
+        '    return {"total": total}'
+    ),
+    md(
+        "## Start two workers\n\n"
+        "A worker is a long-running process: `relay worker` in a terminal. Here they are "
+        "started from Python, with a short lease (2 s) so the tutorial does not wait long."
+    ),
+    code(
+        "import subprocess, sys, time\n\n"
+        "def start_worker(name):\n"
+        "    return subprocess.Popen(\n"
+        '        [sys.executable, "-m", "relay_notebook.cli", "worker", "--id", name, "--lease", "2"],\n'
+        "        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\n"
+        'workers = {name: start_worker(name) for name in ("worker-a", "worker-b")}\n'
+        "while True:  # until both hold a live lease\n"
+        "    table = %relay workers\n"
+        "    if len(table) == 2 and table.alive.all():\n"
+        "        break\n"
+        "    time.sleep(0.2)\n"
+        'table[["executor_id", "alive", "running", "concurrency"]]'
+    ),
+    md(
+        "## Queue a run, then kill the worker running it\n\n"
+        "`%relay run --queue` returns at once; the run waits on the queue for a worker."
+    ),
+    code("queued = %relay run steady --queue --input '{\"n\": 8}'"),
+    code(
+        "from relay_notebook.history import read_run_log\n"
+        "from relay_notebook.workspace import Workspace\n"
+        "ws = Workspace()\n\n"
+        "def attempts():\n"
+        "    return read_run_log(ws, queued.run_id).attempts\n\n"
+        "# wait until three steps are done, then SIGKILL the worker executing the run\n"
+        'while sum(1 for s in read_run_log(ws, queued.run_id).steps if s["status"] == "checkpointed") < 3:\n'
+        "    time.sleep(0.05)\n"
+        'victim = attempts()[0]["executor_id"]\n'
+        "workers[victim].kill()\n"
+        "workers[victim].wait()\n"
+        'print("killed the worker running attempt 1")'
+    ),
+    md(
+        "Its child process ended with it. The other worker notices the expired lease, puts "
+        "the run back on the queue with DBOS's own recovery, and finishes it: the finished "
+        "steps come back from their checkpoints."
+    ),
+    code("outcome = queued.wait(timeout=60)\noutcome.status, outcome.result"),
+    code(
+        "[(a['attempt'], a['status'], a['lost'], a['executor_id'] != victim) for a in attempts()]"
+    ),
+    code(
+        "log = read_run_log(ws, queued.run_id)\n"
+        'reused = [s["function_id"] for s in log.steps if s["reused_in"]]\n'
+        'print("at least 3 checkpoints reused:", len(reused) >= 3)\n'
+        'print("every step body ran:", all(s["executed_in"] for s in log.steps))'
+    ),
+    md("## Clean up"),
+    code(
+        "for proc in workers.values():\n"
+        "    proc.kill()\n"
+        "    proc.wait()\n"
+        "cleanup.close()  # stops the PostgreSQL server and removes its files"
+    ),
+]
+
+
 def main() -> None:
     for name, cells in NOTEBOOKS.items():
         nb = nbf.v4.new_notebook()

@@ -36,9 +36,11 @@ from relay_notebook.workspace.vault import Vault
 
 __all__ = ["RUN_STATUSES", "RunLog", "RunSummary", "list_runs", "read_run_log"]
 
-#: every status a run can have (``pending`` until its first attempt starts)
+#: every status a run can have (``pending`` until its first attempt starts; ``queued`` while
+#: it waits for a worker)
 RUN_STATUSES: Final = (
     "pending",
+    "queued",
     "running",
     "succeeded",
     "failed",
@@ -286,6 +288,8 @@ def _attempt_record(a: dict[str, Any]) -> dict[str, Any]:
         "crash": a.get("crash"),
         "executed": a.get("executed", []),
         "reused": a.get("reused", []),
+        "executor_id": a.get("executor_id"),
+        "lost": bool(a.get("lost", False)),
     }
 
 

@@ -195,18 +195,20 @@ def _ensure_database_exists(backend: Backend) -> None:
 
 
 def _workspace_id(home: Path) -> str:
+    """The workspace's stable id, created on first use (whole before it is visible)."""
     path = home / WORKSPACE_ID_FILE
     with contextlib.suppress(FileNotFoundError):
         return path.read_text(encoding="utf-8").strip()
     home.mkdir(parents=True, exist_ok=True)
-    fresh = uuid.uuid4().hex
+    draft = home / f"{WORKSPACE_ID_FILE}.{uuid.uuid4().hex}"
+    draft.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.link(draft, path)  # atomic, and refuses to replace: the first writer wins
     except FileExistsError:
-        return path.read_text(encoding="utf-8").strip()
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(fresh + "\n")
-    return fresh
+        pass
+    finally:
+        draft.unlink()
+    return path.read_text(encoding="utf-8").strip()
 
 
 _prepared: set[tuple[str, str]] = set()

@@ -70,6 +70,7 @@ _BADGE = {
     "denied": "#991b1b",
     "running": "#2563eb",
     "pending": "#64748b",
+    "queued": "#64748b",
 }
 
 

@@ -116,3 +116,22 @@ def test_the_child_never_sees_the_database_url(
     out = go(start_run(workspace, workspace.save_draft("probe", probe)))
     assert out.status == "succeeded" and out.result == {"url": None}
     assert find_run(workspace, out.run_id).read_meta()["database"]["kind"] == "postgresql"
+
+
+def test_the_workspace_id_is_whole_when_many_processes_create_it(tmp_path: Path) -> None:
+    """Processes racing to create the workspace id all read the same, complete id."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "ws"
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom relay_notebook.runner.backend import "
+        "_workspace_id\nprint(_workspace_id(Path(sys.argv[1])))"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    ids = {p.communicate()[0].strip() for p in procs}
+    assert len(ids) == 1 and len(ids.pop()) == 32
+    assert [p.name for p in home.iterdir()] == [".relay_workspace_id"]

@@ -10,6 +10,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from relay_notebook import commands
@@ -19,9 +20,16 @@ from relay_notebook.runner.ledger import read_events
 from relay_notebook.workspace import Workspace
 
 
-@pytest.fixture
-def lab(workspace: Workspace) -> Iterator[Lab]:
-    """The lab relay in a fresh workspace, with its own order service."""
+@pytest.fixture(params=["sqlite", "postgresql"])
+def lab(
+    workspace: Workspace, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Lab]:
+    """The lab relay in a fresh workspace, with its own order service; every scenario runs with
+    per-run SQLite files and again with a PostgreSQL system database (RELAY_DATABASE_URL)."""
+    if request.param == "postgresql":
+        monkeypatch.setenv("RELAY_DATABASE_URL", request.getfixturevalue("database_url"))
+    else:
+        monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
     service = OrderService(token="tok-s3cret-9f8e7d")
     try:
         yield Lab(workspace, service)
@@ -30,11 +38,23 @@ def lab(workspace: Workspace) -> Iterator[Lab]:
 
 
 def assert_no_secret_on_disk(lab: Lab) -> None:
-    """No file under the relay's folders (DBOS database included) holds the token."""
+    """No file under the relay's folders (DBOS database included) holds the token, nor any
+    row of the PostgreSQL system database when the runs keep their state there."""
     token = lab.service.book.token.encode()
     for path in lab.workspace.relay_dir(LAB_RELAY).rglob("*"):
         if path.is_file():
             assert token not in path.read_bytes(), f"secret found in {path}"
+    url = os.environ.get("RELAY_DATABASE_URL")
+    if url:
+        with psycopg.connect(url) as conn:
+            tables = conn.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_schema IN ('dbos', 'relay_kit')"
+            ).fetchall()
+            assert len(tables) > 5
+            for schema, table in tables:
+                rows = conn.execute(f'SELECT t::text FROM "{schema}"."{table}" t').fetchall()
+                assert not any(token.decode() in r[0] for r in rows), f"secret in {table}"
 
 
 def test_crash_after_a_checkpoint(lab: Lab) -> None:

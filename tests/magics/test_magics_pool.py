@@ -32,7 +32,7 @@ def test_queue_waits_for_a_worker_and_binds_the_result(
     ip: Any, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--database-url`` holds for the session; ``--queue --wait -o`` returns the pool's result."""
-    monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
+    monkeypatch.setenv("RELAY_DATABASE_URL", "")  # restored (unset) after the test
     ip.run_cell_magic("relay", "steady", STEADY)
     home = str(tmp_path / "relays")
     worker = subprocess.Popen(
@@ -61,6 +61,6 @@ def test_queue_waits_for_a_worker_and_binds_the_result(
 
 def test_a_bad_database_url_is_a_usage_error(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A URL that is not postgresql:// is refused as a usage error with its code."""
-    monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
+    monkeypatch.setenv("RELAY_DATABASE_URL", "")  # restored (unset) after the test
     with pytest.raises(UsageError, match="invalid-database-url"):
         ip.run_line_magic("relay", "--database-url mysql://h/db runs")
