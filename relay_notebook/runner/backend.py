@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ __all__ = [
     "KIT_SCHEMA",
     "Backend",
     "PostgresRunReader",
+    "SchemaNotReadyError",
     "app_name_for_run",
     "app_version_for_run",
     "backend_for_run",
@@ -169,9 +171,11 @@ def connect(backend: Backend, *, autocommit: bool = True, dbname: str | None = N
     try:
         return psycopg.connect(backend.libpq_url, application_name="relay_notebook", **kwargs)
     except psycopg.OperationalError as exc:
+        detail = " ".join(backend.scrub(str(exc)).split())
+        end = " " if detail.endswith((".", "?")) else ". "
         raise DatabaseUnavailableError(
-            f"Cannot connect to PostgreSQL at {backend.display}: "
-            f"{backend.scrub(str(exc)).strip()}. Start the server, or fix {ENV_VAR}."
+            f"Cannot connect to PostgreSQL at {backend.display}: {detail}{end}Start the server, "
+            f"or fix {ENV_VAR}."
         ) from None
 
 
@@ -261,6 +265,11 @@ def prepare_database(backend: Backend, home: Path) -> None:
 
 # -- reading one run's DBOS rows ----------------------------------------------------------------
 
+
+class SchemaNotReadyError(sqlite3.OperationalError):
+    """DBOS's tables are not (all) there yet: read as "nothing recorded yet", like SQLite's."""
+
+
 _TABLE = re.compile(r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs)\b")
 
 
@@ -300,8 +309,14 @@ class PostgresRunReader:
         }
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        import psycopg
+
         text = _TABLE.sub(lambda m: f"{m[1]} {self._views[m[2]]}", sql).replace("?", "%s")
-        return _Cursor(self._conn.execute(text, tuple(params)))
+        try:
+            return _Cursor(self._conn.execute(text, tuple(params)))
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
+            # DBOS migrates a fresh database table by table while its first child launches
+            raise SchemaNotReadyError(str(exc)) from None
 
     def close(self) -> None:
         self._conn.close()

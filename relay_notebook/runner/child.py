@@ -105,7 +105,10 @@ def _workflow_status(spec: dict[str, Any], database_url: str | None) -> tuple[st
         from relay_notebook.runner.backend import Backend, open_postgres_run
 
         with open_postgres_run(Backend(database_url), spec["run_id"]) as reader:
-            row = reader.execute(query, (spec["run_id"],)).fetchone() if reader else None
+            try:
+                row = reader.execute(query, (spec["run_id"],)).fetchone() if reader else None
+            except sqlite3.OperationalError:
+                row = None  # another child is creating DBOS's tables: this run has none yet
     return (str(row[0]), str(row[1])) if row else None
 
 

@@ -135,3 +135,22 @@ def test_the_workspace_id_is_whole_when_many_processes_create_it(tmp_path: Path)
     ids = {p.communicate()[0].strip() for p in procs}
     assert len(ids) == 1 and len(ids.pop()) == 32
     assert [p.name for p in home.iterdir()] == [".relay_workspace_id"]
+
+
+def test_reading_while_dbos_creates_its_tables_reads_nothing(five: Any, database_url: str) -> None:
+    """A half-migrated DBOS schema (the first child still creating it) reads as no rows yet."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    from relay_notebook.runner.backend import prepare_database
+    from relay_notebook.runner.checkpoints import read_checkpoints, read_workflow_status
+    from relay_notebook.runner.runs import create_run
+
+    prepare_database(backend, ws.home)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA dbos")
+        conn.execute("CREATE TABLE dbos.workflow_status (workflow_uuid text PRIMARY KEY)")
+        conn.execute("CREATE TABLE dbos.operation_outputs (workflow_uuid text, function_id int)")
+    folder = create_run(ws, draft, run_input=inp, backend=backend)
+    assert read_checkpoints(folder) == [] and read_workflow_status(folder) is None
+    log = read_run_log(ws, folder.run_id)
+    assert log.steps == [] and log.run["status"] == "pending"

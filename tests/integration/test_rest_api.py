@@ -591,3 +591,29 @@ def test_keys_survive_a_restart_and_shutdown_interrupts_live_runs(tmp_path: Path
         assert [r["run_id"] for r in second.call("GET", "/runs").body] == [run_id]
     finally:
         stop_server(second)
+
+
+def test_the_api_runs_and_recovers_on_postgresql(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server started with RELAY_DATABASE_URL runs, crashes and recovers on PostgreSQL; its
+    responses (attempts with their executor) still match the OpenAPI document."""
+    root = tmp_path / "root"
+    root.mkdir()
+    seed(root / "relays")
+    monkeypatch.setenv("RELAY_DATABASE_URL", database_url)
+    srv = start_server(root)
+    try:
+        body = {"input": {"n": 3}, "crash": "after:fetch#2"}
+        run_id = srv.call("POST", "/relays/{name}/runs", {"name": "five"}, body=body).body["run_id"]
+        assert srv.finish(run_id)["status"] == "interrupted"
+        srv.call("POST", "/runs/{run_id}/recover", {"run_id": run_id})
+        run = srv.finish(run_id)
+        assert run["status"] == "succeeded" and run["result"] == {"total": 30}
+        assert [a["executor_id"] for a in run["attempts"]] == ["relay-local", "relay-local"]
+        assert any(2 in s["reused_in"] for s in run["steps"] if s["name"] == "fetch")
+    finally:
+        stop_server(srv)
+    meta = json.loads((root / "relays/five/runs/iteration-1-hook/run.json").read_text())
+    assert meta["database"]["kind"] == "postgresql"
+    assert not (root / "relays/five/runs/iteration-1-hook/.relay_dbos/dbos.sqlite").exists()
