@@ -7,6 +7,7 @@ own DBOS application ``relay-worker`` on the DBOS queue ``relay-runs``, enqueued
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,46 +41,46 @@ def invocation_id(run_id: str, n: int = 1) -> str:
     return f"{run_id}.invocation-{n}"
 
 
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
 def _client(backend: Backend) -> Any:
+    """One ``DBOSClient`` per database for this process, its DBOS tables made sure of once."""
     from dbos import DBOSClient
 
-    try:
-        client = DBOSClient(system_database_url=backend.dbos_url, application_name=WORKER_APP)
-    except Exception as exc:  # DBOS wraps driver errors in several types
-        raise DatabaseUnavailableError(
-            f"Cannot use PostgreSQL at {backend.display}: {backend.scrub(str(exc))}"
-        ) from None
-    return client
-
-
-def _ensure_dbos_schema(client: Any) -> None:
-    """DBOS's tables at their latest version, before any worker ran (the client never migrates).
-
-    DBOS serialises migrations on an advisory lock and skips them when the schema is current,
-    so this is one query when a worker got there first, and safe while one is starting.
-    """
-    client._sys_db.run_migrations()  # private to DBOS 3.x (pinned <4)
+    key = backend.url or ""
+    with _clients_lock:
+        if key in _clients:
+            return _clients[key]
+        try:
+            client = DBOSClient(system_database_url=backend.dbos_url, application_name=WORKER_APP)
+            # DBOS's tables at their latest version, before any worker ran (the client never
+            # migrates by itself). DBOS serialises migrations on an advisory lock and skips
+            # them when the schema is current, so this is safe while a worker is starting.
+            client._sys_db.run_migrations()  # private to DBOS 3.x (pinned <4)
+        except Exception as exc:  # DBOS wraps driver errors in several types
+            raise DatabaseUnavailableError(
+                f"Cannot use PostgreSQL at {backend.display}: {backend.scrub(str(exc))}"
+            ) from None
+        _clients[key] = client
+        return client
 
 
 def enqueue_run(
     backend: Backend, run_id: str, *, crash: CrashSpec | None = None, n: int = 1
 ) -> str:
     """Put run ``run_id`` (already created) on the workers' queue; returns the invocation id."""
-    client = _client(backend)
-    try:
-        _ensure_dbos_schema(client)
-        workflow_id = invocation_id(run_id, n)
-        client.enqueue(
-            {
-                "queue_name": QUEUE,
-                "workflow_name": INVOCATION,
-                "workflow_id": workflow_id,
-                "app_version": WORKER_VERSION,
-            },
-            {"run_id": run_id, "crash": crash.to_dict() if crash else None},
-        )
-    finally:
-        client.destroy()
+    workflow_id = invocation_id(run_id, n)
+    _client(backend).enqueue(
+        {
+            "queue_name": QUEUE,
+            "workflow_name": INVOCATION,
+            "workflow_id": workflow_id,
+            "app_version": WORKER_VERSION,
+        },
+        {"run_id": run_id, "crash": crash.to_dict() if crash else None},
+    )
     return workflow_id
 
 
@@ -98,11 +99,7 @@ def wait_for_invocation(
             if deadline is not None and time.monotonic() > deadline:
                 return None
             time.sleep(0.1)
-    client = _client(backend)
-    try:
-        result: dict[str, Any] = client.retrieve_workflow(workflow_id).get_result()
-    finally:
-        client.destroy()
+    result: dict[str, Any] = _client(backend).retrieve_workflow(workflow_id).get_result()
     return result
 
 
