@@ -125,6 +125,8 @@ class WorkerInfo:
 
 def list_workers(backend: Backend) -> list[WorkerInfo]:
     """Every worker that holds or held a lease, with the runs it is executing."""
+    import psycopg
+
     try:
         conn = connect(backend)
     except DatabaseUnavailableError as exc:
@@ -141,11 +143,16 @@ def list_workers(backend: Backend) -> list[WorkerInfo]:
             if has_dbos
             else "0"
         )
-        rows = conn.execute(
+        query = (
             "SELECT executor_id, host, pid, concurrency, "
             "extract(epoch FROM now() - heartbeat_at), extract(epoch FROM expires_at - now()), "
-            f"{running} FROM {KIT_SCHEMA}.worker_leases l ORDER BY started_at, executor_id"
-        ).fetchall()
+            f"{{running}} FROM {KIT_SCHEMA}.worker_leases l ORDER BY started_at, executor_id"
+        )
+        try:
+            rows = conn.execute(query.format(running=running)).fetchall()
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+            # the first worker is still creating DBOS's tables: it runs nothing yet
+            rows = conn.execute(query.format(running="0")).fetchall()
     return [
         WorkerInfo(r[0], r[1], int(r[2]), int(r[3]), float(r[4]), float(r[5]), int(r[6]))
         for r in rows

@@ -39,12 +39,12 @@ SUPERVISOR = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from relay_notebook.runner import start_run
-    from relay_notebook.runner.ledger import read_events
+    from relay_notebook.runner.checkpoints import read_checkpoints
     from relay_notebook.workspace import Workspace
 
     ws = Workspace(sys.argv[1])
     handle = start_run(ws, ws.load_draft("slow"))
-    while not any(e["kind"] == "step_end" for e in read_events(handle.folder.events)):
+    while not read_checkpoints(handle.folder):  # step 1's checkpoint is saved
         time.sleep(0.02)
     print(json.dumps({"run_id": handle.run_id, "child": handle.process.pid}), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
