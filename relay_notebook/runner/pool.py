@@ -146,7 +146,7 @@ def list_workers(backend: Backend) -> list[WorkerInfo]:
         query = (
             "SELECT executor_id, host, pid, concurrency, "
             "extract(epoch FROM now() - heartbeat_at), extract(epoch FROM expires_at - now()), "
-            f"{{running}} FROM {KIT_SCHEMA}.worker_leases l ORDER BY started_at, executor_id"
+            f"{{running}} FROM {KIT_SCHEMA}.worker_leases l ORDER BY executor_id"
         )
         try:
             rows = conn.execute(query.format(running=running)).fetchall()
