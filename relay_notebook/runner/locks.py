@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["RunLock", "hold_child_lock", "take_run_lock"]
 
 _TRY = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+GRACE_S = 2.0
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 
 
@@ -74,16 +75,31 @@ def take_run_lock(folder: RunFolder, backend: Backend) -> RunLock:
         return RunLock(fd=fd)
     conn = connect(backend)
     try:
-        if not conn.execute(_TRY, (_key("supervisor", folder.run_id),)).fetchone()[0]:
+        if not _try(conn, _key("supervisor", folder.run_id)):
             raise _locked(folder, "another supervisor (a worker or a notebook)")
         child = _key("child", folder.run_id)
-        if not conn.execute(_TRY, (child,)).fetchone()[0]:
+        if not _try(conn, child):
             raise _locked(folder, "an attempt's process that is still running")
         conn.execute(_UNLOCK, (child,))
     except BaseException:
         conn.close()
         raise
     return RunLock(conn=conn)
+
+
+def _try(conn: Any, key: str, grace_s: float = GRACE_S) -> bool:
+    """Take ``key``, allowing a just-ended holder's session the moment the server needs to end.
+
+    A killed process's connection closes at once, but its server session notices and drops
+    its advisory locks a little later; without the grace a recovery right after a crash
+    would find the run locked by the dead.
+    """
+    deadline = time.monotonic() + grace_s
+    while not conn.execute(_TRY, (key,)).fetchone()[0]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def hold_child_lock(backend: Backend, run_id: str, wait_s: float = 10.0) -> Any:

@@ -5,7 +5,8 @@ attempt too), recovers until the run ends, then compares the run with an uncrash
 result, every step checkpointed, and no step body run again once its checkpoint was saved. The
 relay appends one line per step body to a side-effect file, so executions are counted by what
 really happened, not by what the runner says. ``RELAY_FUZZ_CASES=N`` runs N cases instead of
-50 (a longer mode for benchmarks and bug hunts); a failing case prints its seed and kill
+50 (a longer mode for benchmarks and bug hunts), and a quarter as many again with the run's
+DBOS state in PostgreSQL; a failing case prints its seed and kill
 moments, and ``-k seed-N`` runs it alone.
 """
 
@@ -35,6 +36,7 @@ from relay_notebook.workspace import Draft, Workspace
 pytestmark = pytest.mark.slow
 
 CASES = int(os.environ.get("RELAY_FUZZ_CASES", "50"))
+PG_CASES = max(1, CASES // 4)  # the same cases on a PostgreSQL system database
 BASE_SEED = 7_310_000
 WAIT_S = 60.0
 
@@ -474,6 +476,26 @@ def test_sigkill_at_a_random_moment_then_recover(
     seed: int, baseline: Baseline, draft: tuple[Workspace, Draft]
 ) -> None:
     """A run SIGKILLed at a random moment recovers to the uncrashed result, no step run twice."""
+    fuzz_case(seed, baseline, draft)
+
+
+@pytest.mark.parametrize(
+    "seed", [BASE_SEED + 1000 + i for i in range(PG_CASES)], ids=lambda s: f"seed-{s}"
+)
+def test_sigkill_at_a_random_moment_on_postgresql(
+    seed: int,
+    baseline: Baseline,
+    draft: tuple[Workspace, Draft],
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same with the run's DBOS state in PostgreSQL (and its advisory run locks)."""
+    monkeypatch.setenv("RELAY_DATABASE_URL", database_url)
+    fuzz_case(seed, baseline, draft)
+
+
+def fuzz_case(seed: int, baseline: Baseline, draft: tuple[Workspace, Draft]) -> None:
+    """One case: kill, recover until the run ends, then compare with the uncrashed run."""
     ws, relay = draft
     plan = make_plan(seed)
     timing = baseline.timing
