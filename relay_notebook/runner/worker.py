@@ -41,6 +41,7 @@ from relay_notebook.workspace import Workspace
 
 __all__ = ["Worker", "WorkerSettings", "default_executor_id"]
 
+FORGET_AFTER_S = 3600
 _worker: Worker | None = None  # the one worker of this process (DBOS is process-global)
 
 
@@ -183,11 +184,22 @@ class Worker:
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def _forget_old_leases(self) -> None:
+        """Drop leases that expired an hour ago: ``relay workers`` shows recent deaths only.
+
+        Recovery does not need the row: it looks for executors *without* a live lease.
+        """
+        self._lease_conn.execute(
+            f"DELETE FROM {KIT_SCHEMA}.worker_leases WHERE expires_at < now() - interval "
+            f"'{FORGET_AFTER_S} seconds'"
+        )
+
     def _beat(self) -> None:
         interval = max(self.settings.lease_s / 4, 0.1)
         while not self._stop.wait(interval):
             try:
                 self._renew_lease()
+                self._forget_old_leases()
                 dead = self._dead_executors()
                 if dead:
                     handles = DBOS._recover_pending_workflows(dead)

@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from relay_notebook import commands
 from relay_notebook.cli import main as cli_main
 from relay_notebook.history import read_run_log
-from relay_notebook.runner.backend import Backend, resolve_backend
+from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.ledger import read_events
 from relay_notebook.runner.locks import take_run_lock
@@ -226,9 +227,16 @@ def test_a_worker_waits_while_another_executor_holds_the_run(pool: Any) -> None:
 
 
 def test_cli_queue_and_workers(pool: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """``relay run --queue --json`` waits for the pool; ``relay workers`` lists the leases."""
+    """``relay run --queue --json`` waits for the pool; ``relay workers`` lists the leases (a
+    lease that expired over an hour ago is forgotten)."""
     ws, backend, start = pool
     ws.save_draft("steady", STEADY)
+    prepare_database(backend, ws.home)
+    with psycopg.connect(backend.url) as conn:
+        conn.execute(
+            "INSERT INTO relay_kit.worker_leases (executor_id, host, pid, concurrency, "
+            "expires_at) VALUES ('w-old', 'gone', 1, 2, now() - interval '2 hours')"
+        )
     start("w-cli")
     home, url = str(ws.home), backend.url
     argv = ["--home", home, "--database-url", url, "run", "steady", "--queue", "--json"]
