@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from relay_notebook import commands
 from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
 from relay_notebook.runner import RunHandle, RunOutcome
-from relay_notebook.runner.backend import resolve_backend
+from relay_notebook.runner.backend import ENV_VAR, resolve_backend
 from relay_notebook.workspace import Workspace
 
 __all__ = ["CommandLineError", "build_parser", "main"]
@@ -540,6 +540,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         ws = Workspace(args.home)
         args.backend = resolve_backend(args.database_url)
+        if args.database_url:
+            # the process's setting from now on: settling attempts and reading history find
+            # the password there (children never see it: the supervisor drops it)
+            os.environ[ENV_VAR] = args.database_url
         return _COMMANDS[args.command](ws, args)
     except CommandLineError as exc:
         print(f"relay: error: {exc} [usage]", file=sys.stderr)

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from relay_notebook.errors import (
     DatabaseOwnedError,
@@ -59,6 +59,7 @@ KIT_SCHEMA = "relay_kit"
 WORKSPACE_ID_FILE = ".relay_workspace_id"
 _SCHEMES = {"postgresql", "postgres", "postgresql+psycopg"}
 _APP_NAME = re.compile(r"[a-z0-9_-]{3,256}")
+_SECRET_PARAMS = {"password", "sslpassword"}
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,16 @@ class Backend:
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
             netloc = f"{userinfo.split(':', 1)[0]}@{host}"
-        return urlunsplit(("postgresql", netloc, parts.path, parts.query, ""))
+        query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in _SECRET_PARAMS])
+        return urlunsplit(("postgresql", netloc, parts.path, query, ""))
 
     @property
     def password(self) -> str | None:
-        return urlsplit(self.url).password if self.url else None
+        if not self.url:
+            return None
+        parts = urlsplit(self.url)
+        in_query = [v for k, v in parse_qsl(parts.query) if k in _SECRET_PARAMS]
+        return parts.password or (in_query[0] if in_query else None)
 
     @property
     def libpq_url(self) -> str:
@@ -120,9 +126,11 @@ def resolve_backend(database_url: str | None = None) -> Backend:
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in _SCHEMES or not parts.hostname or not parts.path.strip("/"):
-        shown = Backend(url).display if parts.scheme in _SCHEMES else url.split(":", 1)[0] + ":…"
+        # never echo the value: it may carry a password
+        shown = f"a {parts.scheme}: URL" if re.fullmatch(r"[a-z+]+", parts.scheme) else "a value"
         raise InvalidDatabaseUrlError(
-            f"{shown!r} is not a PostgreSQL URL: expected postgresql://USER@HOST:PORT/DBNAME "
+            f"The database setting ({shown}) is not a usable PostgreSQL URL: expected "
+            f"postgresql://USER@HOST:PORT/DBNAME "
             f"(from --database-url or {ENV_VAR}). Unset {ENV_VAR} to keep each run's state in "
             f"its own SQLite file."
         )
@@ -161,11 +169,19 @@ def app_name_for_run(run_id: str) -> str:
     return name
 
 
-def connect(backend: Backend, *, autocommit: bool = True, dbname: str | None = None) -> Any:
+def connect(
+    backend: Backend,
+    *,
+    autocommit: bool = True,
+    dbname: str | None = None,
+    keepalive: bool = False,
+) -> Any:
     """A psycopg connection; ``DatabaseUnavailableError`` (password-free) when it fails."""
     import psycopg
 
     kwargs: dict[str, Any] = {"autocommit": autocommit, "connect_timeout": 10}
+    if keepalive:  # notice a dead server within about 25 s
+        kwargs.update(keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3)
     if dbname is not None:
         kwargs["dbname"] = dbname
     try:

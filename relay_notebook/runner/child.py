@@ -283,6 +283,9 @@ def main(spec_path: str) -> None:
     private = read_private()
     database_url = private.get("database_url")
     runtime = install_runtime(spec, events, read_secrets(private), outcome_path)
+    if database_url is not None:
+        # first, before the relay's imports: from here on this process is the run's executor
+        _hold_child_lock(spec, database_url, events, outcome_path, runtime)
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
     Instrumentation(events, crash, code_dir, runtime.redactor).install()
     try:
@@ -313,7 +316,6 @@ def main(spec_path: str) -> None:
         else:
             from relay_notebook.runner.backend import app_version_for_run
 
-            _hold_child_lock(spec, database_url, events, outcome_path, runtime)
             name, url = spec["app_name"], database_url
             version = app_version_for_run(spec["app_version"], spec["run_id"])
         DBOS(
@@ -343,7 +345,9 @@ def _hold_child_lock(
     from relay_notebook.runner.backend import Backend
     from relay_notebook.runner.locks import hold_child_lock
 
-    _CHILD_LOCK = hold_child_lock(Backend(database_url), spec["run_id"])
+    _CHILD_LOCK = hold_child_lock(
+        Backend(database_url), spec["run_id"], on_lost=lambda: os._exit(CRASH_EXIT_CODE_LOST)
+    )
     if _CHILD_LOCK is None:
         _finish(
             events,

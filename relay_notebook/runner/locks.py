@@ -13,9 +13,12 @@ check cannot race. The server drops a session's advisory locks when its connecti
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from relay_notebook.errors import RunLockedError
@@ -73,7 +76,7 @@ def take_run_lock(folder: RunFolder, backend: Backend) -> RunLock:
             os.close(fd)
             raise _locked(folder, "another process") from None
         return RunLock(fd=fd)
-    conn = connect(backend)
+    conn = _lock_connection(backend)
     try:
         if not _try(conn, _key("supervisor", folder.run_id)):
             raise _locked(folder, "another supervisor (a worker or a notebook)")
@@ -102,13 +105,54 @@ def _try(conn: Any, key: str, grace_s: float = GRACE_S) -> bool:
     return True
 
 
-def hold_child_lock(backend: Backend, run_id: str, wait_s: float = 10.0) -> Any:
-    """In the child: take the run's child key (kept until the process exits); None if taken."""
-    conn = connect(backend)
+def _lock_connection(backend: Backend) -> Any:
+    """A session that keeps its advisory locks exactly as long as its process lives.
+
+    The server must neither end it for idling (``idle_session_timeout``, set by many
+    managed services) nor keep it for hours after its machine died: keepalives both ways.
+    """
+    import psycopg
+
+    conn = connect(backend, keepalive=True)
+    for setting, value in _SESSION:
+        with contextlib.suppress(psycopg.Error):  # an older server without that setting
+            conn.execute("SELECT set_config(%s, %s, false)", (setting, value))
+    return conn
+
+
+_SESSION = (
+    ("idle_session_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    ("tcp_keepalives_idle", "10"),
+    ("tcp_keepalives_interval", "5"),
+    ("tcp_keepalives_count", "3"),
+)
+
+
+def hold_child_lock(
+    backend: Backend, run_id: str, on_lost: Callable[[], None], wait_s: float = 10.0
+) -> Any:
+    """In the child: take the run's child key, kept until the process exits; None if taken.
+
+    A watchdog checks the session every second and calls ``on_lost`` (which ends the
+    process) if the server ended it: without the lock the run could get a second executor.
+    """
+    conn = _lock_connection(backend)
     deadline = time.monotonic() + wait_s
     while not conn.execute(_TRY, (_key("child", run_id),)).fetchone()[0]:
         if time.monotonic() > deadline:
             conn.close()
             return None
         time.sleep(0.05)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                conn.execute("SELECT 1")
+            except Exception:
+                on_lost()
+                return
+
+    threading.Thread(target=watch, name="relay-run-lock", daemon=True).start()
     return conn

@@ -34,6 +34,7 @@ WORKER_APP = "relay-worker"
 #: version, so it names the invocation protocol, not a release
 WORKER_VERSION = "relay-worker-1"
 INVOCATION = "relay_invocation"
+_FINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 
 
 def invocation_id(run_id: str, n: int = 1) -> str:
@@ -94,7 +95,7 @@ def wait_for_invocation(
             row = conn.execute(
                 "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s", (workflow_id,)
             ).fetchone()
-            if row is not None and row[0] in {"SUCCESS", "ERROR", "CANCELLED"}:
+            if row is not None and row[0] in _FINAL:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 return None

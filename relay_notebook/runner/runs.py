@@ -16,6 +16,7 @@ from relay_notebook.errors import (
     InvalidInputError,
     NotDurableError,
     ReleaseTamperedError,
+    RunRejectedError,
 )
 from relay_notebook.runner.backend import (
     Backend,
@@ -45,6 +46,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "advance_run",
     "create_run",
+    "record_refusal",
     "start_recovery",
     "start_run",
 ]
@@ -243,7 +245,7 @@ def _launch_attempt(
 ) -> RunHandle:
     return launch_attempt(
         folder,
-        attempt=attempt,
+        attempt=None if preflight else attempt,
         code_dir=Path(meta["code_dir"]),
         app_version=meta["app_version"],
         run_input=meta["input"],
@@ -383,6 +385,16 @@ def start_recovery(
         executor_id=executor_id,
         lifeline=lifeline,
     )
+
+
+def record_refusal(workspace: Workspace, run_id: str, exc: RunRejectedError) -> None:
+    """A queued run the pool refused before its first attempt ends ``rejected`` in run.json
+    (a refused recovery leaves the run as it was: it can be recovered once the cause is gone)."""
+    folder = find_run(workspace, run_id)
+    meta = folder.read_meta()
+    if meta.get("status") == "queued" and not meta.get("attempts"):
+        meta["status"], meta["error"] = "rejected", {"code": exc.code, "message": exc.message}
+        folder.write_meta(meta)
 
 
 def advance_run(

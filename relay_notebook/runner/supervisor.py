@@ -206,7 +206,7 @@ def _child_environment() -> dict[str, str]:
 def launch_attempt(
     folder: RunFolder,
     *,
-    attempt: int,
+    attempt: int | None,
     code_dir: Path,
     app_version: str,
     run_input: Any,
@@ -223,6 +223,8 @@ def launch_attempt(
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child.
 
+    ``attempt=None`` numbers the attempt from run.json once the lock is held.
+
     ``lifeline`` ties the child to this process: it exits when the supervisor is gone (a
     worker that dies must not leave attempts running that nobody settles).
     """
@@ -232,6 +234,8 @@ def launch_attempt(
     try:
         if preflight is not None:
             preflight()
+        if attempt is None:  # numbered under the lock: two recoveries cannot both be attempt N
+            attempt = len(folder.read_meta().get("attempts", [])) + 1
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)

@@ -32,11 +32,17 @@ from typing import Any
 
 from dbos import DBOS
 
-from relay_notebook.errors import RelayError, RunLockedError, RunRejectedError
+from relay_notebook.errors import (
+    InvalidRunIdError,
+    RelayError,
+    RunLockedError,
+    RunNotFoundError,
+    RunRejectedError,
+)
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect, prepare_database
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.pool import INVOCATION, QUEUE, WORKER_APP, WORKER_VERSION
-from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run
+from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run, record_refusal
 from relay_notebook.workspace import Workspace
 
 __all__ = ["Worker", "WorkerSettings", "default_executor_id"]
@@ -219,11 +225,18 @@ class Worker:
     # -- one attempt ---------------------------------------------------------------------------
 
     def attend(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Run the next attempt of the request's run; its outcome as ``relay run --json``."""
+        """Run the next attempt of the request's run; its outcome as ``relay run --json``.
+
+        DBOS saves what a step raises and replays it on recovery, so nothing transient may
+        escape: a locked run, an unreachable database or a bug are retried (the run's
+        deadline ends that), and only a refusal of the run itself is an outcome.
+        """
         run_id = str(request["run_id"])
         crash = CrashSpec.from_dict(request["crash"]) if request.get("crash") else None
         me = self.settings.executor_id
         while True:
+            if self._stop.is_set():
+                threading.Event().wait()  # the process is leaving; never record a step
             try:
                 handle = advance_run(
                     self.workspace,
@@ -233,32 +246,35 @@ class Worker:
                     executor_id=me,
                     lifeline=True,
                 )
-            except RunLockedError:
-                # an attempt from a worker thought dead still runs: wait for it to end
-                if self._stop.wait(1.0):
-                    raise
-                continue
+                if not handle.done():
+                    self.log(f"{me}: {run_id} attempt {handle.attempt} started")
+                t0 = time.monotonic()
+                outcome = handle.wait()
             except RunRejectedError as exc:
                 self.log(f"{me}: {run_id} not started: {exc}")
+                record_refusal(self.workspace, run_id, exc)
                 return {
                     "run_id": run_id,
                     "status": "rejected",
                     "error": {"code": exc.code, "message": exc.message},
                 }
-            except RelayError as exc:
-                self.log(f"{me}: {run_id} failed to start: {exc}")
+            except (RunNotFoundError, InvalidRunIdError) as exc:
+                self.log(f"{me}: {run_id} cannot be run here: {exc}")
                 return {
                     "run_id": run_id,
                     "status": "failed",
                     "error": {"code": exc.code, "message": exc.message},
                 }
-            break
-        if not handle.done():
-            self.log(f"{me}: {run_id} attempt {handle.attempt} started")
-        t0 = time.monotonic()
-        outcome = handle.wait()
-        self.log(
-            f"{me}: {run_id} attempt {outcome.attempt} {outcome.status} "
-            f"({time.monotonic() - t0:.2f} s)"
-        )
-        return outcome.to_dict()
+            except RunLockedError:
+                # an attempt from a worker thought dead still runs: wait for it to end
+                self._stop.wait(1.0)
+                continue
+            except Exception as exc:  # transient (database, file system) or a bug: try again
+                self.log(f"{me}: {run_id} will be retried: {type(exc).__name__}: {exc}")
+                self._stop.wait(2.0)
+                continue
+            self.log(
+                f"{me}: {run_id} attempt {outcome.attempt} {outcome.status} "
+                f"({time.monotonic() - t0:.2f} s)"
+            )
+            return outcome.to_dict()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from test_runner import FIVE_STEPS, go, side_effects
 from relay_notebook.errors import DatabaseOwnedError, InvalidDatabaseUrlError, RunLockedError
 from relay_notebook.history import read_run_log
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
-from relay_notebook.runner.backend import Backend, resolve_backend
+from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
@@ -154,3 +156,56 @@ def test_reading_while_dbos_creates_its_tables_reads_nothing(five: Any, database
     assert read_checkpoints(folder) == [] and read_workflow_status(folder) is None
     log = read_run_log(ws, folder.run_id)
     assert log.steps == [] and log.run["status"] == "pending"
+
+
+SLOW_STEPS = (
+    "import asyncio\nfrom dbos import DBOS\n\n\n@DBOS.step()\nasync def work(i):\n"
+    "    await asyncio.sleep(0.3)\n    return i\n\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
+    "    return {'total': sum([await work(i) for i in range(INPUT['n'])])}\n"
+)
+
+
+def test_the_run_lock_outlives_an_idle_session_timeout(
+    workspace: Workspace, database_url: str
+) -> None:
+    """A server ending idle sessions (idle_session_timeout) must not end a running attempt's
+    lock: a recovery during the attempt is still refused."""
+    backend = resolve_backend(database_url)
+    draft = workspace.save_draft("slow", SLOW_STEPS)
+    prepare_database(backend, workspace.home)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        name = database_url.rsplit("/", 1)[1]
+        conn.execute(f"ALTER DATABASE {name} SET idle_session_timeout = '1s'")
+    handle = start_run(workspace, draft, run_input={"n": 30}, backend=backend)
+    time.sleep(3.0)  # the lock sessions have idled past the timeout
+    assert not handle.done()
+    with pytest.raises(RunLockedError):
+        start_recovery(workspace, handle.run_id, backend=backend)
+    assert go(handle).status == "succeeded"
+
+
+def test_two_recoveries_at_once_number_their_attempts_under_the_lock(
+    five: Any, database_url: str
+) -> None:
+    """Racing recoveries of one run: one runs, the other is refused or finds it finished; no
+    two attempts share a number."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    crash = parse_crash_spec("after:load")
+    first = go(start_run(ws, draft, run_input=inp, crash=crash, backend=backend))
+    results: list[Any] = []
+
+    def recover() -> None:
+        try:
+            results.append(go(start_recovery(ws, first.run_id, backend=backend)))
+        except RunLockedError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=recover) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    numbers = [a["attempt"] for a in find_run(ws, first.run_id).read_meta()["attempts"]]
+    assert len(numbers) == len(set(numbers)), numbers
+    assert any(getattr(r, "status", None) == "succeeded" for r in results)

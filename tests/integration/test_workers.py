@@ -208,7 +208,9 @@ def test_a_queued_run_whose_draft_changed_is_not_started(pool: Any) -> None:
     outcome = queued.wait(timeout=60)
     assert outcome.status == "rejected"
     assert outcome.error is not None and outcome.error["code"] == "binding-changed"
-    assert find_run(ws, queued.run_id).read_meta()["attempts"] == []
+    meta = find_run(ws, queued.run_id).read_meta()
+    assert meta["attempts"] == [] and meta["status"] == "rejected"
+    assert meta["error"]["code"] == "binding-changed"
 
 
 def test_a_worker_waits_while_another_executor_holds_the_run(pool: Any) -> None:
@@ -219,7 +221,17 @@ def test_a_worker_waits_while_another_executor_holds_the_run(pool: Any) -> None:
     lock = take_run_lock(find_run(ws, queued.run_id), backend)
     try:
         start("w-a")
-        time.sleep(3)
+
+        def taken() -> bool:  # the worker dequeued the invocation and is trying the lock
+            with psycopg.connect(str(backend.url)) as conn:
+                row = conn.execute(
+                    "SELECT status, executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s",
+                    (queued.invocation_id,),
+                ).fetchone()
+            return row == ("PENDING", "w-a")
+
+        _wait_for(taken, what="w-a to take the invocation")
+        time.sleep(2.5)  # past the lock's grace: the worker is waiting, not running
         assert find_run(ws, queued.run_id).read_meta()["attempts"] == []
     finally:
         lock.release()
