@@ -536,12 +536,23 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status (``relay`` calls ``sys.exit`` with it)."""
+    before = os.environ.get(ENV_VAR)
+    try:
+        return _main(argv)
+    finally:  # --database-url holds for this command only (callers in-process keep theirs)
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         ws = Workspace(args.home)
         args.backend = resolve_backend(args.database_url)
         if args.database_url:
-            # the process's setting from now on: settling attempts and reading history find
+            # the setting while this command runs: settling attempts and reading history find
             # the password there (children never see it: the supervisor drops it)
             os.environ[ENV_VAR] = args.database_url
         return _COMMANDS[args.command](ws, args)

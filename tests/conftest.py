@@ -17,7 +17,8 @@ RELAYS = Path(__file__).parent / "relays"
 def _sqlite_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests run on per-run SQLite files unless they ask for PostgreSQL themselves, whatever
     RELAY_DATABASE_URL the developer's shell holds."""
-    monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
+    monkeypatch.setenv("RELAY_DATABASE_URL", "")  # remembers the original, restored after
+    monkeypatch.delenv("RELAY_DATABASE_URL")
 
 
 @pytest.fixture
