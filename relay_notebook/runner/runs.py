@@ -338,47 +338,70 @@ def start_recovery(
     database it started with (``backend`` only supplies that database's password).
     """
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
+    return _next_attempt(
+        workspace, folder, folder.read_meta(), crash=None, on_event=on_event, backend=backend,
+        executor_id=executor_id, lifeline=lifeline,
+    )  # fmt: skip
+
+
+def _next_attempt(
+    workspace: Workspace,
+    folder: RunFolder,
+    meta: dict[str, Any],
+    *,
+    crash: CrashSpec | None,
+    on_event: EventCallback | None,
+    backend: Backend | None,
+    executor_id: str,
+    lifeline: bool,
+) -> RunHandle:
+    """The checks before any attempt after ``create_run``, then the attempt (see the callers)."""
+    run_id = folder.run_id
     if meta.get("status") in _TERMINAL:
         finished = _finished(folder, meta)
         return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
+    first = not meta.get("attempts")
     if not AccessPolicy(workspace.home).is_granted(folder.relay):
+        what = f"Run {run_id} was denied" if first else f"Recovery of run {run_id} was denied"
+        then = f"then 'relay recover {run_id}'" if first else "then recover again"
         return _held(
             folder,
             meta,
             "denied",
             {
                 "code": "access-revoked",
-                "message": f"Recovery of run {run_id} was denied: relay {folder.relay}'s access is "
-                f"revoked. Restore it with 'relay grant {folder.relay}', then recover again.",
+                "message": f"{what}: relay {folder.relay}'s access is revoked. Restore it with "
+                f"'relay grant {folder.relay}', {then}.",
             },
         )
-    pending = Journal(folder.ipc / "journal.jsonl").blocking()
-    if pending:
-        calls = "; ".join(f"{p.describe()} (key {p.key})" for p in pending)
-        return _held(
-            folder,
-            meta,
-            "needs_reconciliation",
-            {
-                "code": "needs-reconciliation",
-                "message": f"Run {run_id} waits for reconciliation of an uncertain call: {calls}. "
-                f"Find out whether it took effect, then run 'relay reconcile {run_id} --result "
-                f"JSON' or 'relay reconcile {run_id} --retry', and recover again.",
-            },
-        )
-    if not meta.get("durable", True):
-        raise NotDurableError(
-            f"Cannot recover run {run_id}: relay {folder.relay} runs with relay_durability: "
-            f"none, so nothing was checkpointed. Start a new run with: relay run {folder.relay}"
-        )
-    attempt = len(meta.get("attempts", [])) + 1
+    if not first:
+        pending = Journal(folder.ipc / "journal.jsonl").blocking()
+        if pending:
+            calls = "; ".join(f"{p.describe()} (key {p.key})" for p in pending)
+            return _held(
+                folder,
+                meta,
+                "needs_reconciliation",
+                {
+                    "code": "needs-reconciliation",
+                    "message": f"Run {run_id} waits for reconciliation of an uncertain call: "
+                    f"{calls}. Find out whether it took effect, then run 'relay reconcile "
+                    f"{run_id} --result JSON' or 'relay reconcile {run_id} --retry', and "
+                    f"recover again.",
+                },
+            )
+        if not meta.get("durable", True):
+            raise NotDurableError(
+                f"Cannot recover run {run_id}: relay {folder.relay} runs with relay_durability: "
+                f"none, so nothing was checkpointed. Start a new run with: relay run "
+                f"{folder.relay}"
+            )
     return _launch(
         workspace,
         folder,
         meta,
-        attempt,
-        crash=None,
+        len(meta.get("attempts", [])) + 1,
+        crash=crash if first else None,
         on_event=on_event,
         backend=backend_for_run(meta, backend),
         preflight=True,
@@ -413,36 +436,7 @@ def advance_run(
     like a recovery (bindings, budget, deadline, access); ``crash`` applies to it only.
     """
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
-    if meta.get("attempts"):
-        return start_recovery(
-            workspace,
-            run_id,
-            on_event=on_event,
-            backend=backend,
-            executor_id=executor_id,
-            lifeline=lifeline,
-        )
-    if not AccessPolicy(workspace.home).is_granted(folder.relay):
-        return _held(
-            folder,
-            meta,
-            "denied",
-            {
-                "code": "access-revoked",
-                "message": f"Run {run_id} was denied: relay {folder.relay}'s access is revoked. "
-                f"Restore it with 'relay grant {folder.relay}', then 'relay recover {run_id}'.",
-            },
-        )
-    return _launch(
-        workspace,
-        folder,
-        meta,
-        1,
-        crash=crash,
-        on_event=on_event,
-        backend=backend_for_run(meta, backend),
-        preflight=True,
-        executor_id=executor_id,
-        lifeline=lifeline,
-    )
+    return _next_attempt(
+        workspace, folder, folder.read_meta(), crash=crash, on_event=on_event, backend=backend,
+        executor_id=executor_id, lifeline=lifeline,
+    )  # fmt: skip
