@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from agentworks import _runtime
+from agentworks.errors import SecretLeakError
+from agentworks.redact import Redactor
+
 __all__ = ["CallState", "Journal"]
 
 State = Literal["new", "pending", "done", "failed", "retry"]
@@ -44,10 +48,18 @@ class CallState:
 
 
 class Journal:
-    """Append-only JSON lines in ``<run>/.relay_ipc/journal.jsonl``."""
+    """Append-only JSON lines in ``<run>/.relay_ipc/journal.jsonl``.
 
-    def __init__(self, path: Path) -> None:
+    Inside a run, an entry carrying a vault value is refused (``SecretLeakError``) before it
+    is written: callers scrub call descriptions and refuse results first, so this is the last
+    check, not the usual one. ``redactor`` defaults to the run's, if one is installed.
+    """
+
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self.path = path
+        if redactor is None and _runtime._current is not None:
+            redactor = _runtime._current.redactor
+        self._redactor = redactor
 
     def _entries(self) -> list[dict[str, Any]]:
         try:
@@ -65,6 +77,13 @@ class Journal:
         return out
 
     def _append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, sort_keys=True) + "\n"
+        leaked = self._redactor.find(entry) if self._redactor else None
+        if leaked:
+            raise SecretLeakError(
+                f"A {entry['kind']} entry for call {entry['key']} carries the value of vault "
+                f"secret {leaked}; the run's call journal is kept on disk, so it was refused."
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -74,7 +93,7 @@ class Journal:
                 with open(self.path, "rb") as fh:
                     fh.seek(size - 1)
                     prefix = b"" if fh.read(1) == b"\n" else b"\n"
-            os.write(fd, prefix + (json.dumps(entry, sort_keys=True) + "\n").encode())
+            os.write(fd, prefix + line.encode())
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from agentworks._runtime import Runtime
-from agentworks.errors import AgentError, ToolError
+from agentworks.errors import AgentError, SecretLeakError, ToolError
 from agentworks.journal import Journal
 
 __all__ = ["ToolJournal", "operation_key"]
@@ -84,12 +84,21 @@ class ToolJournal:
         except ToolError as exc:
             if type(exc).__name__ == "ToolArgumentsError":
                 # the body never ran: certain, and the model may correct its arguments
-                self.journal.error(key, str(exc))
+                self.journal.error(key, self.rt.redactor.scrub(str(exc)))
                 raise
-            self.journal.error(key, self.rt.redactor.scrub(str(exc)))
+            shown = self.rt.redactor.scrub(str(exc))
+            self.journal.error(key, shown)
             raise AgentError(
                 f"agent {self.agent!r} stopped: tool {name!r} raised, so its effect is "
-                f"uncertain ({exc}). In recovery='restart' mode a failing tool stops the agent."
-            ) from exc
+                f"uncertain ({shown}). In recovery='restart' mode a failing tool stops the agent."
+            ) from None
+        leaked = self.rt.redactor.find(result)
+        if leaked:
+            self.journal.error(key, "result withheld: it contained a vault value")
+            raise SecretLeakError(
+                f"agent {self.agent!r} stopped: tool {name!r} returned the value of vault secret "
+                f"{leaked}. In recovery='restart' mode tool results are journaled on disk, so it "
+                f"was refused; keep secrets out of what tools return."
+            )
         self.journal.result(key, result)
         return result, False

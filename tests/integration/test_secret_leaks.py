@@ -1,0 +1,302 @@
+"""The leak suite: real runs try every way we know to get a vault value saved or shown.
+
+After each run, every byte under the workspace (the vault's own file aside) is scanned for the
+value, its base64 (at each alignment) and its hex: files as they are, every cell of every
+SQLite database both as stored and base64-decoded, DBOS's pickles loaded with a restricted
+unpickler, the CLI's output (``run``, ``logs``, ``runs``) and the REST API's run body.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import pickle
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_notebook import cli, commands
+from relay_notebook.server.service import RelayService
+from relay_notebook.workspace import Manifest, Workspace
+
+RELAYS = Path(__file__).resolve().parents[1] / "relays"
+NAME, SECRET = "LEAK_TOKEN", "lk7Qz9-vault-VALUE-31415926"
+SCRIPT = {
+    "looker": [{"tool_calls": [{"name": "lookup", "arguments": {"sku": "A"}}]}, {"content": "ok"}],
+    "fetcher": [
+        {"tool_calls": [{"name": "fetch_token", "arguments": {"sku": "A"}}]},
+        {"content": "fetched"},
+    ],
+}
+
+
+def needles(value: str) -> dict[str, bytes]:
+    """The value, its hex, and its base64 at each of the three alignments it can start at."""
+    raw = value.encode()
+    out = {"value": raw, "hex": raw.hex().encode(), "HEX": raw.hex().upper().encode()}
+    for shift in range(3):
+        padded = b"\0" * shift + raw
+        whole = len(padded) // 3 * 3  # the last group depends on the bytes that follow
+        out[f"base64+{shift}"] = base64.b64encode(padded[:whole])[4 if shift else 0 :]
+    return out
+
+
+NEEDLES = needles(SECRET)
+
+
+class _Stub:
+    """Stands in for any class a pickle names outside builtins; keeps what it was given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs, self.state = args, kwargs, None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"_Stub({self.args!r}, {self.kwargs!r}, {self.state!r})"
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name not in {"eval", "exec", "getattr", "__import__"}:
+            return super().find_class(module, name)
+        return type(name, (_Stub,), {})
+
+
+def hits_in(data: bytes, where: str) -> list[str]:
+    """Which forms of the secret ``data`` holds, labelled with ``where``."""
+    return [f"{where}: {label}" for label, needle in NEEDLES.items() if needle in data]
+
+
+def _decoded(cell: str | bytes) -> list[bytes]:
+    """A DBOS cell as base64 and, when it is one, the pickle inside loaded and shown."""
+    try:
+        data = base64.b64decode(cell, validate=True)
+    except (binascii.Error, ValueError):
+        return []
+    out = [data]
+    if data[:1] == b"\x80":
+        try:
+            out.append(repr(_SafeUnpickler(io.BytesIO(data)).load()).encode())
+        except Exception as exc:
+            out.append(f"unloadable pickle: {exc!r}".encode())
+    return out
+
+
+def scan_database(path: Path) -> list[str]:
+    """Every cell of every table of the SQLite file at ``path``, as stored and decoded."""
+    found: list[str] = []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                for cell in row:
+                    if not isinstance(cell, str | bytes):
+                        continue
+                    raw = cell.encode() if isinstance(cell, str) else cell
+                    found += hits_in(raw, f"{path.name}:{table}")
+                    for data in _decoded(cell):
+                        found += hits_in(data, f"{path.name}:{table} (decoded)")
+    finally:
+        conn.close()
+    return found
+
+
+def scan_workspace(home: Path) -> list[str]:
+    """Every file under the workspace except the vault's own store."""
+    found: list[str] = []
+    for path in sorted(home.rglob("*")):
+        if ".relay_vault" in path.parts or not path.is_file():
+            continue
+        data = path.read_bytes()
+        found += hits_in(data, str(path.relative_to(home)))
+        if data.startswith(b"SQLite format 3\0"):
+            found += scan_database(path)
+    return found
+
+
+def relay(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[int, str]:
+    """``relay --home HOME ARGS`` in this process: exit status and everything it printed."""
+    capsys.readouterr()
+    status = cli.main(["--home", str(home), *args])
+    out = capsys.readouterr()
+    return status, out.out + out.err
+
+
+@pytest.fixture
+def home(workspace: Workspace) -> Path:
+    """A workspace holding the leaky relay, its model script and the secret in the vault."""
+    source = (RELAYS / "leaky.py").read_text(encoding="utf-8")
+    workspace.save_draft("leaky", source, Manifest(model="scripted:fixtures.json"))
+    (workspace.relay_dir("leaky") / "fixtures.json").write_text(json.dumps(SCRIPT))
+    commands.vault_set(workspace, NAME, SECRET)
+    return workspace.home
+
+
+def attempt(capsys: pytest.CaptureFixture[str], home: Path, leak: str) -> dict[str, Any]:
+    """Run the relay with ``leak``; assert nothing anywhere holds the secret; return the run."""
+    _, printed = relay(
+        capsys, home, "run", "leaky", "--input", json.dumps({"leak": leak}), "--json"
+    )
+    run = json.loads(printed[printed.index("{") :])
+    shown = {"relay run": printed}
+    for args in (["logs", run["run_id"], "--json"], ["logs", run["run_id"]], ["runs", "--json"]):
+        shown["relay " + " ".join(args)] = relay(capsys, home, *args)[1]
+    shown["GET /runs/{id}"] = json.dumps(RelayService(home).run(run["run_id"]))
+    found = scan_workspace(home)
+    for label, text in shown.items():
+        found += hits_in(text.encode(), label)
+    assert found == [], f"{leak}: the secret reached {found}"
+    return run
+
+
+def attempt_files(home: Path, name: str) -> list[str]:
+    """The text of every ``name`` file the run's attempts left (stdout.log, stderr.log)."""
+    return [p.read_text() for p in sorted(home.rglob(name))]
+
+
+WITHHELD = "raised carrying the value of vault secret LEAK_TOKEN"
+REFUSED = "DBOS was about to save in the run's history"
+
+
+def refused_with(run: dict[str, Any], *fragments: str) -> None:
+    """The run failed with secret-leak, and its message says each of ``fragments``."""
+    message = run["error"]["message"]
+    assert run["status"] == "failed" and message.startswith("SecretLeakError: "), message
+    assert "[secret-leak]" in message and all(f in message for f in fragments), message
+
+
+@pytest.mark.parametrize(
+    ("how", "raised"),
+    [
+        ("message", "ValueError"),
+        ("attribute", "Carrier"),
+        ("notes", "RuntimeError"),
+        ("cause", "RuntimeError"),
+        ("group", "ExceptionGroup"),
+    ],
+)
+def test_a_step_error_carrying_the_secret_is_withheld(
+    capsys: pytest.CaptureFixture[str], home: Path, how: str, raised: str
+) -> None:
+    """A step raising with the secret in its message, an attribute, a note, its cause or a
+    sub-exception fails the run with secret-leak naming the error's type, and saves none of
+    it."""
+    refused_with(attempt(capsys, home, f"step-{how}"), f"{raised} {WITHHELD}")
+
+
+@pytest.mark.parametrize(
+    ("how", "raised"),
+    [("attribute", "Carrier"), ("notes", "RuntimeError"), ("cause", "RuntimeError")],
+)
+def test_a_workflow_error_carrying_the_secret_is_withheld(
+    capsys: pytest.CaptureFixture[str], home: Path, how: str, raised: str
+) -> None:
+    """The run's own workflow raising with the secret hidden in the error saves none of it."""
+    refused_with(attempt(capsys, home, f"workflow-{how}"), f"{raised} {WITHHELD}")
+
+
+@pytest.mark.parametrize(
+    ("leak", "what"),
+    [
+        ("child-input", "The input of a workflow that"),
+        ("set-event", "A value that"),
+        ("set-event-portable", "A value that"),
+        ("write-stream", "A value that"),
+        ("send", "A value that"),
+        ("sync-child-result", "A value that"),
+    ],
+)
+def test_values_dbos_saves_for_the_relay_are_refused(
+    capsys: pytest.CaptureFixture[str], home: Path, leak: str, what: str
+) -> None:
+    """A child workflow's argument, an event (pickled or portable JSON), a stream value, a
+    message or a plain child workflow's result carrying the secret is refused where DBOS
+    writes it."""
+    refused_with(attempt(capsys, home, leak), f"{what} {REFUSED}")
+
+
+def test_a_plain_child_workflow_error_is_withheld(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """A sync child workflow (which the kit does not wrap) raising an error whose attribute
+    holds the secret is saved by DBOS as a secret-leak error."""
+    refused_with(attempt(capsys, home, "sync-child-raise"), f"Carrier {WITHHELD}")
+
+
+@pytest.mark.parametrize("leak", ["child-id", "event-key"])
+def test_identifiers_carrying_the_secret_are_refused(
+    capsys: pytest.CaptureFixture[str], home: Path, leak: str
+) -> None:
+    """A child workflow id or an event key made from the secret is refused before DBOS saves
+    it."""
+    refused_with(attempt(capsys, home, leak), "as an identifier")
+
+
+@pytest.mark.parametrize(
+    ("leak", "what"),
+    [
+        ("deep-step", "The result of step 'deep_result'"),
+        ("deep-result", "The result of workflow 'run'"),
+        ("object-step", "The result of step 'sync_step_object'"),
+    ],
+)
+def test_a_result_hiding_the_secret_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], home: Path, leak: str, what: str
+) -> None:
+    """A step or run result with the secret 60 levels down, or inside an object's field, is
+    refused with a message naming the step, and never printed."""
+    refused_with(attempt(capsys, home, leak), what)
+
+
+@pytest.mark.parametrize("leak", ["print", "fd-write", "fd-write-split"])
+def test_output_of_the_relay_is_scrubbed(
+    capsys: pytest.CaptureFixture[str], home: Path, leak: str
+) -> None:
+    """print(), logging, DBOS.logger and raw writes to fd 1 and 2 (even split in two) reach
+    the attempt's logs with the secret replaced by its name."""
+    run = attempt(capsys, home, leak)
+    assert run["status"] == "succeeded"
+    logs = "".join(attempt_files(home, "stdout.log") + attempt_files(home, "stderr.log"))
+    assert f"token [vault:{NAME}]" in logs
+
+
+def test_the_stderr_tail_of_a_crashed_attempt_is_scrubbed(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """A child that writes the secret to fd 2 and dies: the tail kept in run.json, the trace,
+    the logs and the REST body shows the secret's name only."""
+    run = attempt(capsys, home, "crash")
+    assert run["status"] == "interrupted"
+    assert f"fatal: token [vault:{NAME}]" in run["error"]["stderr"]
+
+
+def test_a_tool_error_handed_to_the_model_is_scrubbed(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """A tool raising with the secret in its message: the agent's receipt and the ledger keep
+    only the secret's name, and the model's answer ends the run."""
+    run = attempt(capsys, home, "tool-error")
+    assert run["status"] == "succeeded" and run["result"] == "ok"
+
+
+def test_a_restarted_agent_tool_error_is_scrubbed(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """In recovery='restart' mode a tool raising with the secret stops the agent; the error
+    DBOS saves for the agent's step names the secret only."""
+    run = attempt(capsys, home, "restart-tool-error")
+    assert run["status"] == "failed" and f"[vault:{NAME}]" in run["error"]["message"]
+
+
+def test_the_restart_journal_refuses_a_tool_result_carrying_the_secret(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """In recovery='restart' mode a tool returning the secret is refused, not journaled."""
+    refused_with(attempt(capsys, home, "journal"), "tool 'fetch_token' returned the value")
