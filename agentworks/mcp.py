@@ -21,12 +21,16 @@ def _pool(rt: Runtime) -> Any:
     pool = _pools.get(rt.run_id)
     if pool is None:
         servers = {
-            # a server without its own cwd works in the run folder: under confinement the
+            # a server without its own cwd works in execution/: under confinement the
             # only place it may write, and shared by every attempt of the run
-            name: replace(cfg, cwd=rt.folder) if cfg.cwd == rt.workspace.resolve() else cfg
+            name: replace(cfg, cwd=rt.folder / "execution")
+            if cfg.cwd == rt.workspace.resolve()
+            else cfg
             for name, cfg in load_mcp_servers(rt.workspace).items()
         }
-        pool = _pools[rt.run_id] = MCPPool(servers, rt.relay, stderr_dir=rt.folder / ".relay_ipc")
+        pool = _pools[rt.run_id] = MCPPool(
+            servers, rt.relay, stderr_dir=rt.folder / ".relay_ipc" / "mcp"
+        )
     return pool
 
 

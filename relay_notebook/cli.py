@@ -102,6 +102,12 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
 
     p = sub.add_parser("recover", help="start the next attempt of an interrupted run")
     p.add_argument("run_id", metavar="RUN", help="a run id as printed by run, e.g. invoice-3")
+    if not notebook:  # the magic's RunView has no such option yet: refused, not ignored
+        p.add_argument(
+            "--accept-lost-checkpoints",
+            action="store_true",
+            help="run again, on purpose, steps whose checkpoints the database lost",
+        )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     if notebook:
         for q in (run_parser, p):
@@ -375,8 +381,9 @@ def _run_queued(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
     handle = commands.recover(
-        ws, args.run_id, on_event=None if args.json else _progress, backend=args.backend
-    )
+        ws, args.run_id, on_event=None if args.json else _progress, backend=args.backend,
+        accept_lost_checkpoints=args.accept_lost_checkpoints,
+    )  # fmt: skip
     return _report_outcome(_wait(handle), args.json)
 
 

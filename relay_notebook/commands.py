@@ -342,9 +342,14 @@ def recover(
     *,
     on_event: EventCallback | None = None,
     backend: Backend | None = None,
+    accept_lost_checkpoints: bool = False,
 ) -> RunHandle:
-    """``relay recover RUN``: the next attempt on the same folder and workflow id."""
-    return start_recovery(workspace, run_id, on_event=on_event, backend=backend)
+    """``relay recover RUN [--accept-lost-checkpoints]``: the next attempt on the same folder
+    and workflow id."""
+    return start_recovery(
+        workspace, run_id, on_event=on_event, backend=backend,
+        accept_lost_checkpoints=accept_lost_checkpoints,
+    )  # fmt: skip
 
 
 def runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:

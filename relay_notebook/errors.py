@@ -17,6 +17,7 @@ __all__ = [
     "AdmissionError",
     "AttemptBudgetError",
     "BindingChangedError",
+    "CheckpointsLostError",
     "DatabaseOwnedError",
     "DatabaseUnavailableError",
     "DeadlinePassedError",
@@ -252,3 +253,9 @@ class QueueUnavailableError(RelayError):
 
     code = "queue-needs-postgresql"
     exit_code = 2
+
+
+class CheckpointsLostError(RunRejectedError):
+    """Recovery refused: checkpoints the run's ledger records are missing from its database."""
+
+    code = "checkpoints-lost"

@@ -1,4 +1,4 @@
-"""Read-only access to a run's DBOS checkpoints, in its SQLite file or in PostgreSQL."""
+"""Read-only access to a run's DBOS checkpoints (SQLite or PostgreSQL), and the lost check."""
 
 from __future__ import annotations
 
@@ -8,12 +8,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from relay_notebook.runner.backend import backend_for_run, open_postgres_run
+from relay_notebook.runner.backend import Backend, backend_for_run, open_postgres_run
 
 if TYPE_CHECKING:
     from relay_notebook.runner.folders import RunFolder
 
-__all__ = ["Checkpoint", "read_checkpoints", "read_workflow_status"]
+__all__ = [
+    "Checkpoint",
+    "LostCheckpoints",
+    "find_lost_checkpoints",
+    "guard_checkpoints",
+    "read_checkpoints",
+    "read_workflow_status",
+]
 
 
 @dataclass(frozen=True)
@@ -85,3 +92,149 @@ def read_workflow_status(folder: RunFolder) -> dict[str, object] | None:
     except sqlite3.OperationalError:
         return None
     return dict(zip(_STATUS_COLUMNS, row, strict=True)) if row is not None else None
+
+
+@dataclass(frozen=True)
+class LostCheckpoints:
+    """Checkpoints the run's own records say DBOS saved, and that its database lacks."""
+
+    where: str
+    problem: str
+    missing: tuple[tuple[int, str], ...]
+    unreadable: bool = False
+
+    def describe(self) -> str:
+        """``load (function id 1), square #2 (function id 3)``."""
+        return ", ".join(f"{name} (function id {fid})" for fid, name in self.missing)
+
+
+def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[int, str]]:
+    """Function ids the supervisor saw checkpointed (run.json), and step names the ledger gives.
+
+    The ids come from DBOS itself, read by the supervisor as each attempt ended; the ledger's
+    ``step_end`` events only name them (a kill between a step's end and its checkpoint leaves a
+    ``step_end`` without a checkpoint, so those alone never prove a checkpoint was written).
+    """
+    from relay_notebook.runner.ledger import read_events
+
+    saved: set[int] = set()
+    for a in meta.get("attempts", []):
+        for key in ("executed", "reused"):
+            saved.update(int(i) for i in a.get(key) or [] if isinstance(i, int))
+    names: dict[int, str] = {}
+    counts: dict[str, int] = {}
+    for e in read_events(folder.events):
+        if e.get("kind") != "step_end" or e.get("workflow_id") != folder.run_id:
+            continue
+        fid, step = e.get("step_id"), str(e.get("step"))
+        if isinstance(fid, int) and fid not in names:
+            counts[step] = counts.get(step, 0) + 1
+            names[fid] = step if counts[step] == 1 else f"{step} #{counts[step]}"
+    return saved, names
+
+
+def _store(folder: RunFolder, backend: Backend | None) -> tuple[str, set[int] | None, str | None]:
+    """Where the run's checkpoints live, the function ids saved there, and what is wrong."""
+    backend = backend_for_run(folder.read_meta(), backend)
+    if backend.is_postgres:
+        where = f"the PostgreSQL database {backend.display}"
+        with open_postgres_run(backend, folder.run_id) as reader:
+            if reader is None:
+                return where, None, "holds no DBOS tables"
+            return where, _saved_ids(reader, folder.run_id), None
+    where = str(folder.database)
+    if not folder.database.is_file():
+        return where, None, "is missing"
+    try:
+        conn = sqlite3.connect(f"file:{folder.database}?mode=ro", uri=True, timeout=5)
+        try:
+            return where, _saved_ids(conn, folder.run_id), None
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return where, None, "holds no DBOS tables (it was emptied or replaced)"
+        return where, None, f"cannot be read ({exc})"
+    except sqlite3.DatabaseError as exc:
+        return where, None, f"cannot be read ({exc})"
+
+
+def _saved_ids(conn: Any, run_id: str) -> set[int] | None:
+    """The workflow's checkpointed function ids, or ``None`` if DBOS has no such workflow."""
+    row = conn.execute(
+        "SELECT status FROM workflow_status WHERE workflow_uuid = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    rows = conn.execute(
+        "SELECT function_id FROM operation_outputs WHERE workflow_uuid = ?", (run_id,)
+    ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def find_lost_checkpoints(
+    folder: RunFolder, meta: dict[str, Any], backend: Backend | None = None
+) -> LostCheckpoints | None:
+    """Compare DBOS's checkpoints with the run's own records before an attempt; ``None`` if
+    every checkpoint they name is there (or nothing was ever checkpointed).
+
+    A missing or unreadable database, one without the workflow although steps of it ended, or
+    one without a checkpoint the supervisor saw: DBOS would run those steps again silently.
+    """
+    saved, names = _recorded(folder, meta)
+    if not saved and not names:
+        return None
+    where, present, problem = _store(folder, backend)
+    if problem is None and present is None:
+        problem = f"has no record of workflow {folder.run_id}"
+    expected = saved | set(names) if present is None else saved - present
+    if not expected:
+        return None
+    missing = tuple((fid, names.get(fid, "a step")) for fid in sorted(expected))
+    if problem is None:
+        problem = f"lacks {len(missing)} of them"
+    return LostCheckpoints(where, problem, missing, problem.startswith("cannot be read"))
+
+
+def guard_checkpoints(
+    folder: RunFolder, meta: dict[str, Any], backend: Backend | None, *, accept: bool
+) -> None:
+    """Refuse the next attempt of a run whose checkpoints were lost, unless ``accept``.
+
+    Accepting records what will run again in the ledger and sets an unreadable SQLite file
+    (with its WAL and shared memory) aside in ``.relay_dbos/lost-<ms>/``, so that DBOS starts
+    from an empty database; call it under the run lock.
+    """
+    from relay_notebook.errors import CheckpointsLostError
+    from relay_notebook.runner.ledger import EventWriter, now_ms
+
+    lost = find_lost_checkpoints(folder, meta, backend)
+    if lost is None:
+        return
+    attempts = len(meta.get("attempts", []))
+    if not accept:
+        raise CheckpointsLostError(
+            f"Cannot recover run {folder.run_id}: {lost.where} {lost.problem}, but the run's "
+            f"records show these steps checkpointed: {lost.describe()}. Recovering now would "
+            f"run them again. Restore the database from a backup, or run them again on purpose "
+            f"with: relay recover {folder.run_id} --accept-lost-checkpoints"
+        )
+    kept = None
+    if lost.unreadable:
+        kept = folder.dbos_dir / f"lost-{int(now_ms())}"
+        kept.mkdir()
+        for part in (folder.database, *(folder.database.with_name(folder.database.name + s)
+                                         for s in ("-wal", "-shm"))):  # fmt: skip
+            if part.exists():
+                part.rename(kept / part.name)
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempts)
+    try:
+        writer.emit(
+            "checkpoints_lost_accepted",
+            where=lost.where,
+            problem=lost.problem,
+            function_ids=[fid for fid, _ in lost.missing],
+            set_aside=str(kept) if kept else None,
+        )
+    finally:
+        writer.close()

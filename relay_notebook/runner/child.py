@@ -217,8 +217,9 @@ async def _run_attempt(
         message = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, OSError) and exc.errno == errno.EROFS:
             message += (
-                f". A relay writes only inside its run folder ({spec['run_dir']}); use "
-                f"agentworks.run_dir or a relative path."
+                f". A relay writes only inside its run folder's execution area "
+                f"({Path(spec['run_dir']) / 'execution'}); use agentworks.run_dir or a "
+                f"relative path."
             )
         return {"status": "failed", "error": _error("relay-raised", message, tb)}
     finally:
@@ -265,6 +266,8 @@ def main(spec_path: str) -> None:
     # every attempt; relays never validate IRI formats, so the child does without it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    if spec.get("report_fd") is not None:
+        _report_confinement(spec["confinement"], int(spec["report_fd"]))
     events = EventWriter(
         Path(spec["events_path"]),
         run_id=spec["run_id"],
@@ -332,6 +335,16 @@ def main(spec_path: str) -> None:
         _route_logs(events)
         outcome = asyncio.run(_run_attempt(spec, events, entry, database_url))
     _finish(events, outcome_path, runtime, outcome)
+
+
+def _report_confinement(check: dict[str, Any], fd: int) -> None:
+    """Check our confinement and tell the supervisor, before any relay code can run."""
+    from relay_notebook.runner.confine import verify_confinement
+
+    report = verify_confinement(check)
+    with contextlib.suppress(OSError):
+        os.write(fd, (json.dumps(report) + "\n").encode())
+    os.close(fd)
 
 
 _CHILD_LOCK: Any = None

@@ -68,11 +68,20 @@ class RunFolder:
 
     @property
     def lock(self) -> Path:
-        return self.dbos_dir / "lock"
+        # outside every folder the child may write: a relay must not swap the lock's inode
+        return self.path / "run.lock"
 
     @property
     def ipc(self) -> Path:
         return self.path / ".relay_ipc"
+
+    @property
+    def journal(self) -> Path:
+        return self.ipc / "journal.jsonl"
+
+    @property
+    def mcp_logs(self) -> Path:
+        return self.ipc / "mcp"
 
     def read_meta(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.meta.read_text(encoding="utf-8"))

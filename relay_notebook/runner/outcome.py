@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,21 +148,25 @@ def settle_attempt(
     crashed_on_purpose: bool,
     deadline_hit: bool,
     on_event: Callable[[dict[str, Any]], None] | None,
+    confinement: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """Record the end of an attempt in the ledger and run.json; return its outcome."""
+    """Record the end of an attempt in the ledger and run.json; return its outcome.
+
+    ``confinement`` is the child's own report of its confinement check, if it sent one.
+    """
     events = read_events(folder.events)
     mine = [e for e in events if e.get("attempt") == attempt]
     start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
     t0 = float(start["t0"]) if start else None
     executed, reused = _classify(folder, attempt, t0, events)
-    outcome_file = attempt_dir / "outcome.json"
+    outcome_file = _child_file(attempt_dir, "outcome.json")
     stderr_tail = _tail(attempt_dir / "stderr.log")
     result: Any = None
     if outcome_file.is_file() and returncode == 0:
-        child = json.loads(outcome_file.read_text(encoding="utf-8"))
+        child = json.loads(_read_child_file(outcome_file))
         status, error = child["status"], child.get("error")
         if status == "succeeded":
-            result = json.loads(folder.result.read_text(encoding="utf-8"))
+            result = _take_result(folder, attempt_dir)
     elif deadline_hit:
         status = "failed"
         error = {
@@ -208,6 +213,9 @@ def settle_attempt(
                 executed=executed,
                 reused=reused,
             )
+            if confinement is not None:
+                details = {k: v for k, v in confinement.items() if k != "confined"}
+                a.update(confined=confinement["confined"] is True, confinement=details)
     # the trace first: a reader who sees the final status in run.json finds the final trace
     write_trace(folder, meta)
     folder.write_meta(meta)
@@ -226,7 +234,7 @@ def settle_lost_attempts(folder: RunFolder) -> list[int]:
     lost = [a for a in meta.get("attempts", []) if not a.get("ended_at")]
     for a in lost:
         attempt_dir = folder.ipc / f"attempt-{a.get('id')}"
-        if (attempt_dir / "outcome.json").is_file():
+        if _child_file(attempt_dir, "outcome.json").is_file():
             settle_attempt(
                 folder,
                 attempt=int(a["attempt"]),
@@ -282,6 +290,30 @@ def _settle_lost(folder: RunFolder, a: dict[str, Any]) -> None:
     meta["status"], meta["error"] = "interrupted", error
     write_trace(folder, meta)
     folder.write_meta(meta)
+
+
+def _child_file(attempt_dir: Path, name: str) -> Path:
+    """A file the child wrote: in the attempt's ``child/`` folder (or, before it, beside the
+    spec)."""
+    path = attempt_dir / "child" / name
+    return path if path.exists() or not (attempt_dir / name).exists() else attempt_dir / name
+
+
+def _read_child_file(path: Path, limit: int = 8 * 1024 * 1024) -> str:
+    """A file from a folder the relay may write: never through a symlink, and bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit).decode("utf-8")
+
+
+def _take_result(folder: RunFolder, attempt_dir: Path) -> Any:
+    """The child's result, copied to relay_result.json, which only the supervisor writes."""
+    path = _child_file(attempt_dir, "result.json")
+    if not path.exists():  # an attempt of a kit that let the child write it in place
+        return json.loads(folder.result.read_text(encoding="utf-8"))
+    result = json.loads(_read_child_file(path))
+    write_json_atomic(folder.result, result)
+    return result
 
 
 def _encode(trace: dict[str, Any]) -> bytes:

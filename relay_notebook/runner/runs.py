@@ -25,6 +25,7 @@ from relay_notebook.runner.backend import (
     resolve_backend,
 )
 from relay_notebook.runner.bindings import changed_bindings, compute_bindings
+from relay_notebook.runner.checkpoints import guard_checkpoints
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
 from relay_notebook.runner.ledger import now_ms
@@ -219,11 +220,13 @@ def _launch(
     preflight: bool = False,
     executor_id: str = "relay-local",
     lifeline: bool = False,
+    accept_lost: bool = False,
 ) -> RunHandle:
     try:
         return _launch_attempt(
             workspace, folder, meta, attempt, crash=crash, on_event=on_event, backend=backend,
             preflight=preflight, executor_id=executor_id, lifeline=lifeline,
+            accept_lost=accept_lost,
         )  # fmt: skip
     except _AlreadyFinished:
         finished = _finished(folder, folder.read_meta())
@@ -242,7 +245,11 @@ def _launch_attempt(
     preflight: bool,
     executor_id: str,
     lifeline: bool,
+    accept_lost: bool = False,
 ) -> RunHandle:
+    def checks() -> None:
+        _preflight(workspace, folder, backend, accept_lost=accept_lost)
+
     return launch_attempt(
         folder,
         attempt=None if preflight else attempt,
@@ -252,7 +259,7 @@ def _launch_attempt(
         crash=crash,
         deadline_ms=meta["deadline_ms"],
         on_event=on_event,
-        preflight=(lambda: _preflight(workspace, folder)) if preflight else None,
+        preflight=checks if preflight else None,
         hidden=_hidden(workspace),
         secrets=Vault(workspace.home).values(),
         context=_context_from_meta(workspace, meta),
@@ -282,7 +289,9 @@ class _AlreadyFinished(Exception):
     """The attempt a vanished supervisor left behind had finished the run after all."""
 
 
-def _preflight(workspace: Workspace, folder: RunFolder) -> None:
+def _preflight(
+    workspace: Workspace, folder: RunFolder, backend: Backend, *, accept_lost: bool = False
+) -> None:
     settle_lost_attempts(folder)  # under the run lock: nobody else can be running them
     meta = folder.read_meta()
     if meta.get("status") in _TERMINAL:
@@ -312,6 +321,8 @@ def _preflight(workspace: Workspace, folder: RunFolder) -> None:
             f"started from {origin}. Restore it, or start a new run with: relay run "
             f"{folder.relay}"
         )
+    if attempts:
+        guard_checkpoints(folder, meta, backend, accept=accept_lost)
 
 
 def _held(folder: RunFolder, meta: dict[str, Any], status: str, error: dict[str, Any]) -> RunHandle:
@@ -330,17 +341,20 @@ def start_recovery(
     backend: Backend | None = None,
     executor_id: str = "relay-local",
     lifeline: bool = False,
+    accept_lost_checkpoints: bool = False,
 ) -> RunHandle:
     """Start the next attempt of ``run_id``; a finished run comes back as it was, unrun.
 
     A revoked relay comes back ``denied`` and a run with an unreconciled uncertain call comes
     back ``needs_reconciliation``, both without using an attempt. The run continues in the
-    database it started with (``backend`` only supplies that database's password).
+    database it started with (``backend`` only supplies that database's password). Checkpoints
+    the run's records name but its database lacks refuse the attempt (``checkpoints-lost``)
+    unless ``accept_lost_checkpoints``: then their steps run again.
     """
     folder = find_run(workspace, run_id)
     return _next_attempt(
         workspace, folder, folder.read_meta(), crash=None, on_event=on_event, backend=backend,
-        executor_id=executor_id, lifeline=lifeline,
+        executor_id=executor_id, lifeline=lifeline, accept_lost=accept_lost_checkpoints,
     )  # fmt: skip
 
 
@@ -354,6 +368,7 @@ def _next_attempt(
     backend: Backend | None,
     executor_id: str,
     lifeline: bool,
+    accept_lost: bool = False,
 ) -> RunHandle:
     """The checks before any attempt after ``create_run``, then the attempt (see the callers)."""
     run_id = folder.run_id
@@ -407,6 +422,7 @@ def _next_attempt(
         preflight=True,
         executor_id=executor_id,
         lifeline=lifeline,
+        accept_lost=accept_lost,
     )
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
-from relay_notebook.runner.confine import confine_command
+from relay_notebook.runner.confine import attempt_write_rules, confine_command
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms
@@ -118,6 +118,7 @@ class RunHandle:
 
     def _read(self, pipe_r: int | None, lock: RunLock, ctx: dict[str, Any]) -> None:
         try:
+            report = _read_report(ctx["report_fd"]) if ctx.get("report_fd") is not None else None
             if pipe_r is not None:
                 self._forward(pipe_r)
             assert self.process is not None
@@ -131,6 +132,7 @@ class RunHandle:
                 crashed_on_purpose=returncode == CRASH_EXIT_CODE,
                 deadline_hit=self._deadline_hit,
                 on_event=self._on_event,
+                confinement=report,
             )
         finally:
             lock.release()
@@ -163,6 +165,21 @@ class RunHandle:
             return
         self._deadline_hit = True
         self.cancel(grace=2.0)
+
+
+def _read_report(fd: int) -> dict[str, Any]:
+    """The child's confinement check, sent before the relay was imported (see runner.confine)."""
+    # one line: bwrap keeps a copy of the pipe open, and only the child's first line counts
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.readline(64 * 1024)
+    try:
+        report = json.loads(data)
+    except ValueError:
+        report = None
+    if not isinstance(report, dict) or not isinstance(report.get("confined"), bool):
+        why = "the child ended before reporting its confinement check"
+        return {"confined": False, "mechanism": "bwrap", "reason": why}
+    return report
 
 
 def _group_alive(pgid: int) -> bool:
@@ -230,7 +247,7 @@ def launch_attempt(
     """
     backend = backend or Backend(None)
     lock = take_run_lock(folder, backend)
-    life_r = life_w = None
+    life_r = life_w = report_r = report_w = None
     try:
         if preflight is not None:
             preflight()
@@ -239,10 +256,16 @@ def launch_attempt(
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
+        rules = attempt_write_rules(folder, attempt_dir, hidden)
+        argv, confinement = confine_command(
+            [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")], rules
+        )
         # live events go through a pipe only when someone listens (it costs per step)
         pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
         if lifeline:
             life_r, life_w = os.pipe()
+        if confinement.check is not None:
+            report_r, report_w = os.pipe()
         spec = {
             "run_id": folder.run_id,
             "relay": folder.relay,
@@ -255,11 +278,13 @@ def launch_attempt(
             "crash": crash.to_dict() if crash else None,
             "database": str(folder.database),
             "events_path": str(folder.events),
-            "result_path": str(folder.result),
+            "result_path": str(attempt_dir / "child" / "result.json"),
             "run_dir": str(folder.path),
-            "outcome_path": str(attempt_dir / "outcome.json"),
+            "outcome_path": str(attempt_dir / "child" / "outcome.json"),
             "pipe_fd": pipe_w,
             "lifeline_fd": life_r,
+            "confinement": confinement.check,
+            "report_fd": report_w,
             "database_kind": backend.kind,
             "app_name": app_name_for_run(folder.run_id),
             "executor_id": executor_id,
@@ -276,36 +301,30 @@ def launch_attempt(
                 "crash": spec["crash"],
                 "host": socket.gethostname(),
                 "executor_id": executor_id,
+                **confinement.record(),
             }
         )
         folder.write_meta(meta)
-        argv, confined = confine_command(
-            [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
-            run_dir=folder.path,
-            tmp_dir=attempt_dir / "tmp",
-            hidden=hidden,
-        )
-        meta["attempts"][-1]["confined"] = confined
+        child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
         with (
             open(attempt_dir / "stdout.log", "wb") as out,
             open(attempt_dir / "stderr.log", "wb") as err,
         ):
             process = subprocess.Popen(
                 argv,
-                cwd=folder.path,
+                cwd=rules.cwd,
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=err,
-                pass_fds=lock.pass_fds + tuple(fd for fd in (pipe_w, life_r) if fd is not None),
+                pass_fds=lock.pass_fds + child_fds,
                 start_new_session=True,
                 env={
                     **{k: v for k, v in os.environ.items() if k != ENV_VAR},
                     "PYTHONUNBUFFERED": "1",
                 },
             )
-        for fd in (pipe_w, life_r):
-            if fd is not None:
-                os.close(fd)
+        for fd in child_fds:
+            os.close(fd)
         # secrets (and the database password) travel through a pipe: never a file
         assert process.stdin is not None
         private = {"vault": secrets or {}, "database_url": backend.url}
@@ -316,13 +335,16 @@ def launch_attempt(
             pass  # the child died at once; the reader thread reports it
     except BaseException:
         lock.release()
-        if life_w is not None:
-            os.close(life_w)
+        for end in (life_w, report_r):
+            if end is not None:
+                os.close(end)
         raise
     meta["attempts"][-1]["pid"] = process.pid
     folder.write_meta(meta)
     handle = RunHandle(folder, attempt, process=process, on_event=on_event)
-    ctx = {"attempt_dir": str(attempt_dir), "lifeline": life_w}
+    ctx: dict[str, Any] = {
+        "attempt_dir": str(attempt_dir), "lifeline": life_w, "report_fd": report_r,
+    }  # fmt: skip
     threading.Thread(
         target=handle._read, args=(pipe_r, lock, ctx), name=f"relay-{folder.run_id}", daemon=True
     ).start()

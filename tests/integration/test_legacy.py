@@ -21,7 +21,7 @@ LEGACY = textwrap.dedent(
 
 
     def charge(sku, key):
-        with open("charges.log", "a") as fh:  # relative: the run folder
+        with open("charges.log", "a") as fh:  # relative: the run's execution folder
             fh.write(f"{sku} {key}\\n")
         return {"charged": sku, "key": key}
 
@@ -57,7 +57,7 @@ def go(ws: Workspace, run_input: dict[str, object], crash: str | None = None) ->
 
 
 def charges(ws: Workspace) -> list[str]:
-    path = ws.relay_dir("shop") / "runs/iteration-1-hook/charges.log"
+    path = ws.relay_dir("shop") / "runs/iteration-1-hook/execution/charges.log"
     return path.read_text().splitlines() if path.exists() else []
 
 

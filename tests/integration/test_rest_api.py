@@ -51,7 +51,7 @@ UNFINISHED = {"pending", "running"}
 SHOP = textwrap.dedent(
     """
     def charge(sku):
-        with open("charges.log", "a") as fh:  # relative: the run folder
+        with open("charges.log", "a") as fh:  # relative: the run's execution folder
             fh.write(sku + "\\n")
         return {"charged": sku}
 
@@ -532,7 +532,7 @@ def test_an_uncertain_call_is_reconciled_and_the_run_recovered(server: Server) -
     run = server.finish(run_id)
     assert run["status"] == "succeeded" and run["result"] == {"paid": {"charged": "A"}}
     charges = server.home / "shop" / "runs" / f"iteration-{run_id.rsplit('-', 1)[1]}-hook"
-    assert (charges / "charges.log").read_text().splitlines() == ["A"]  # not charged twice
+    assert (charges / "execution/charges.log").read_text().splitlines() == ["A"]  # not twice
 
 
 def test_revoked_access_denies_runs_and_recovery_until_granted(server: Server) -> None:

@@ -70,16 +70,16 @@ def go(handle_or_outcome: Any) -> RunOutcome:
 
 
 def side_effects(ws: Workspace, run_id: str) -> Counter[str]:
-    """The lines step bodies appended to effects.log in the run's folder."""
+    """The lines step bodies appended to effects.log in the run's execution folder."""
     n = run_id.rsplit("-", 1)[1]
-    path = ws.relay_dir("five") / "runs" / f"iteration-{n}-hook" / "effects.log"
+    path = ws.relay_dir("five") / "runs" / f"iteration-{n}-hook" / "execution" / "effects.log"
     return Counter(path.read_text().splitlines()) if path.exists() else Counter()
 
 
 @pytest.fixture
 def five(workspace: Workspace) -> tuple[Workspace, Any, dict[str, Any]]:
     draft = workspace.save_draft("five", FIVE_STEPS)
-    # relative to the run folder, the only place a (confined) relay may write
+    # relative to the run's execution folder, where a (confined) relay may write
     return workspace, draft, {"ledger": "effects.log", "n": 3}
 
 
@@ -423,7 +423,7 @@ ESCAPE = textwrap.dedent(
 
     @DBOS.workflow()
     async def run(INPUT):
-        await write("inside.txt", "kept")  # relative: the run folder is the working directory
+        await write("inside.txt", "kept")  # relative: execution/ is the working directory
         return await write(INPUT["path"], "escaped")
     """
 )
@@ -441,7 +441,7 @@ def test_writes_outside_the_run_folder_fail_clearly(workspace: Workspace, tmp_pa
     assert "writes only inside its run folder" in out.error["message"]
     assert not outside.exists()
     folder = workspace.relay_dir("esc") / "runs" / "iteration-1-hook"
-    assert (folder / "inside.txt").read_text() == "kept"
+    assert (folder / "execution" / "inside.txt").read_text() == "kept"
     assert read_run_log(workspace, out.run_id).attempts[0]["status"] == "failed"
     assert folder.joinpath("run.json").read_text().count('"confined": true') == 1
 

@@ -26,8 +26,8 @@ from relay_notebook.runner.ledger import read_events
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
 
-# Each step notes its body in effects.log (in the run folder) and takes a little while, so a
-# worker can be killed in the middle of the run.
+# Each step notes its body in effects.log (in the run's execution folder) and takes a little
+# while, so a worker can be killed in the middle of the run.
 STEADY = textwrap.dedent(
     """
     import asyncio, os
@@ -152,7 +152,9 @@ def test_a_killed_workers_runs_are_recovered_by_the_others(pool: Any) -> None:
         steps = read_run_log(ws, q.run_id).steps
         reused = [s for s in steps if s["reused_in"]]
         assert len(reused) >= 3 and all(s["executed_in"] == [1] for s in reused)
-        effects = Counter((find_run(ws, q.run_id).path / "effects.log").read_text().splitlines())
+        effects = Counter(
+            (find_run(ws, q.run_id).execution / "effects.log").read_text().splitlines()
+        )
         assert set(effects) == {f"work {i}" for i in range(20)}
         for s in reused:  # a completed step's body ran once, in the attempt that was killed
             assert effects[f"work {s['function_id'] - 1}"] == 1
