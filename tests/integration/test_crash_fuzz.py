@@ -40,13 +40,14 @@ PG_CASES = max(1, CASES // 4)  # the same cases on a PostgreSQL system database
 BASE_SEED = 7_310_000
 WAIT_S = 60.0
 
-# Relative: the child's working directory is the run folder, the one place a relay may write.
-SIDE_EFFECTS = "execution/side_effects.log"
+# Relative: the child's working directory is the run's execution folder, where a relay may write.
+SIDE_EFFECTS = "side_effects.log"
 INPUT = {"ledger": SIDE_EFFECTS, "n": 3}
 
 SOURCE = """\
 import asyncio
 import os
+import time
 
 from dbos import DBOS
 
@@ -54,7 +55,7 @@ from dbos import DBOS
 def note(ledger, step, args):
     fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, f"{step} {args} {os.getpid()}\\n".encode())
+        os.write(fd, f"{step} {args} {time.time() * 1000:.1f}\\n".encode())
     finally:
         os.close(fd)
 
@@ -290,16 +291,16 @@ def evidence(folder: RunFolder) -> str:
     return "\n".join(parts)
 
 
-def side_effects(folder: RunFolder) -> list[tuple[str, str, int]]:
-    """Each step body's line in the side-effect file: (step, args, pid)."""
-    path = folder.path / SIDE_EFFECTS
+def side_effects(folder: RunFolder) -> list[tuple[str, str, float]]:
+    """Each step body's line in the side-effect file: (step, args, wall-clock ms)."""
+    path = folder.execution / SIDE_EFFECTS
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
     out = []
     for line in lines:
-        step, args, pid = line.split(" ")
-        out.append((step, args, int(pid)))
+        step, args, ms = line.split(" ")
+        out.append((step, args, float(ms)))
     return out
 
 
@@ -358,17 +359,17 @@ def check_side_effects(
     folder: RunFolder, steps: list[dict[str, Any]], kills: list[Kill], context: str
 ) -> None:
     """No step body ran again once its checkpoint existed, and each ran at least once."""
-    # The child's own pid, as the relay sees it (run.json's pid may be a confinement wrapper).
+    # Attempts run one after another: a body belongs to the last attempt started before it
+    # (pids cannot tell them apart, since each confined child has its own PID namespace).
     starts = [e for e in read_events(folder.events) if e.get("kind") == "attempt_start"]
-    attempts = {e["pid"]: e for e in starts}
-    assert len(attempts) == len(starts), f"attempts share a pid: {starts}\n{context}"
     killed = {k.attempt: k.at_ms for k in kills}
     by_fid = {s["function_id"]: s for s in steps}
     ran: dict[int, list[int]] = {fid: [] for fid in FUNCTION_IDS.values()}
-    for step, args, pid in side_effects(folder):
+    for step, args, ms in side_effects(folder):
         assert (step, args) in FUNCTION_IDS, f"unexpected side effect {step} {args}\n{context}"
-        assert pid in attempts, f"{step} {args} ran in pid {pid}, no attempt of the run\n{context}"
-        ran[FUNCTION_IDS[(step, args)]].append(attempts[pid]["attempt"])
+        began = [e for e in starts if e["t0"] <= ms]
+        assert began, f"{step} {args} ran at {ms}, before any attempt of the run\n{context}"
+        ran[FUNCTION_IDS[(step, args)]].append(began[-1]["attempt"])
     for fid, executions in ran.items():
         row = by_fid[fid]
         name = f"step {fid} ({row['name']})"
