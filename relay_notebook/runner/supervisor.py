@@ -32,6 +32,7 @@ from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms
 from relay_notebook.runner.locks import RunLock, take_run_lock
+from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome, settle_attempt
 
 __all__ = ["EventCallback", "RunHandle", "launch_attempt"]
@@ -124,6 +125,7 @@ class RunHandle:
             assert self.process is not None
             returncode = self.process.wait()
             _wait_for_group(self.process.pid)
+            ctx["logs"].wait()  # the stderr tail is read from the complete, scrubbed log
             self._outcome = settle_attempt(
                 self.folder,
                 attempt=self.attempt,
@@ -306,16 +308,14 @@ def launch_attempt(
         )
         folder.write_meta(meta)
         child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
-        with (
-            open(attempt_dir / "stdout.log", "wb") as out,
-            open(attempt_dir / "stderr.log", "wb") as err,
-        ):
+        logs = AttemptLogs(attempt_dir, secrets)  # scrubbed of vault values: see log_scrubber
+        try:
             process = subprocess.Popen(
                 argv,
                 cwd=rules.cwd,
                 stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=err,
+                stdout=logs.stdout,
+                stderr=logs.stderr,
                 pass_fds=lock.pass_fds + child_fds,
                 start_new_session=True,
                 env={
@@ -323,6 +323,8 @@ def launch_attempt(
                     "PYTHONUNBUFFERED": "1",
                 },
             )
+        finally:
+            logs.started()
         for fd in child_fds:
             os.close(fd)
         # secrets (and the database password) travel through a pipe: never a file
@@ -345,6 +347,7 @@ def launch_attempt(
     ctx: dict[str, Any] = {
         "attempt_dir": str(attempt_dir), "lifeline": life_w, "report_fd": report_r,
     }  # fmt: skip
+    ctx["logs"] = logs
     threading.Thread(
         target=handle._read, args=(pipe_r, lock, ctx), name=f"relay-{folder.run_id}", daemon=True
     ).start()
