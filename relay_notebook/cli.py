@@ -12,13 +12,13 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from relay_notebook import commands
-from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
+from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
+from relay_notebook.runner.run_input import parse_json_text, read_input_file
 from relay_notebook.workspace import Workspace
 
 __all__ = ["CommandLineError", "build_parser", "main"]
@@ -275,24 +275,11 @@ def _cmd_verify(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 def _read_input(args: argparse.Namespace) -> Any:
-    if args.input_file:
-        try:
-            text = Path(args.input_file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInputError(
-                f"Cannot read --input-file {args.input_file!r}: {exc}."
-            ) from exc
-        where = f"--input-file {args.input_file}"
-    elif args.input is not None:
-        text, where = args.input, "--input"
-    else:
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError(
-            f'{where} is not valid JSON ({exc}); pass e.g. --input \'{{"text": "hello"}}\'.'
-        ) from exc
+    if args.input_file is not None:
+        return read_input_file(args.input_file)
+    if args.input is not None:
+        return parse_json_text(args.input, "--input")
+    return {}
 
 
 def _progress(event: dict[str, Any]) -> None:
@@ -426,6 +413,9 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
         print("no runs yet (start one with: relay run NAME)")
     else:
         for r in found:
+            if r.problem is not None:
+                print(f"{r.run_id:<20} {r.status:<21} {r.problem}")
+                continue
             took = f"{r.duration_ms / 1000:.1f} s" if r.duration_ms is not None else "-"
             print(
                 f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
@@ -493,10 +483,7 @@ def _cmd_reconcile(ws: Workspace, args: argparse.Namespace) -> int:
         return EXIT_OK
     result = None
     if args.result is not None:
-        try:
-            result = json.loads(args.result)
-        except ValueError as exc:
-            raise InvalidInputError(f"--result is not valid JSON ({exc}).") from exc
+        result = parse_json_text(args.result, "--result")
     state = commands.reconcile(ws, args.run_id, result=result, retry=args.retry, key=args.key)
     if args.json:
         _print_json({"key": state.key, "state": state.state, "result": state.result})

@@ -30,7 +30,7 @@ from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.runs import DEFAULT_DEADLINE_S, create_run
 from relay_notebook.runner.supervisor import EventCallback
-from relay_notebook.source.admission import check_source, entrypoint_kind
+from relay_notebook.source.admission import check_durability, check_source, entrypoint_kind
 from relay_notebook.source.annotations import parse_annotations
 from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.flow import build_flow_graph
@@ -48,6 +48,7 @@ from relay_notebook.workspace import (
     verify_release,
 )
 from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.files import read_source
 from relay_notebook.workspace.vault import Vault
 
 __all__ = [
@@ -149,6 +150,7 @@ def _helper_diagnostics(draft: Draft) -> list[Diagnostic]:
 def check_draft(draft: Draft) -> CheckReport:
     """Admission + lint + annotation diagnostics for a loaded draft."""
     diagnostics = check_source(draft.source, file=ENTRY_FILE)
+    diagnostics += check_durability(draft.source, draft.manifest.relay_durability, file=ENTRY_FILE)
     diagnostics += parse_annotations(draft.source, relay=draft.name).diagnostics
     diagnostics += _helper_diagnostics(draft)
     diagnostics.sort(key=lambda d: (d.file != ENTRY_FILE, d.file, d.line, d.col, d.code))
@@ -219,7 +221,7 @@ def run(
     backend: Backend | None = None,
 ) -> RunHandle:
     """``relay run TARGET``: admission, then attempt 1 in a child process; returns at once."""
-    draft, crash_spec = _admit(workspace, target, crash)
+    draft, crash_spec = _admit(workspace, target, crash, release)
     return start_run(
         workspace,
         draft,
@@ -232,14 +234,20 @@ def run(
     )
 
 
-def _admit(workspace: Workspace, target: str, crash: str | None) -> tuple[Draft, CrashSpec | None]:
+def _admit(
+    workspace: Workspace, target: str, crash: str | None, release: str | None
+) -> tuple[Draft, CrashSpec | None]:
     draft = workspace.resolve_target(target)
-    crash_spec = parse_crash_spec(crash) if crash else None
+    crash_spec = parse_crash_spec(crash) if crash is not None else None
     report = check_draft(draft)
     if not report.ok:
         raise AdmissionError(draft.name, report.diagnostics)
-    if crash_spec is not None and ":" not in crash_spec.step:
-        _check_crash_step(draft, crash_spec)
+    if crash_spec is not None:
+        source = draft.source
+        if release is not None:  # the crash point must exist in the code that will run
+            frozen = resolve_release(workspace, draft.name, release)
+            source = read_source(frozen.folder / ENTRY_FILE)
+        _check_crash_step(source, draft.name, crash_spec)
     return draft, crash_spec
 
 
@@ -296,7 +304,7 @@ def enqueue(
     from relay_notebook.runner.pool import enqueue_run
 
     backend = require_pool_backend(backend, "relay run --queue")
-    draft, crash_spec = _admit(workspace, target, crash)
+    draft, crash_spec = _admit(workspace, target, crash, release)
     folder = create_run(
         workspace,
         draft,
@@ -317,23 +325,47 @@ def workers(backend: Backend | None = None) -> list[Any]:
     return list_workers(require_pool_backend(backend, "relay workers"))
 
 
-def _check_crash_step(draft: Draft, spec: CrashSpec) -> None:
-    """Refuse a crash point the relay cannot reach: a step name the flow graph does not know."""
-    flow = build_flow_graph(draft.source, relay=draft.name)
-    names = sorted(
-        {n.label for n in flow.nodes if n.type == "step"}
-        | {
-            str(n.details["function"])
-            for n in flow.nodes
-            if n.type == "step" and "function" in n.details
-        }
+def _crash_points(flow: FlowGraph) -> dict[str, set[str]]:
+    """What ``--crash`` can name in a relay, by prefix ("" for a step's name or function)."""
+    points: dict[str, set[str]] = {"": set(), "step": set(), "agent": set(), "mcp": set()}
+    for n in flow.nodes:
+        if n.type == "step":
+            points[""].add(n.label)
+            if "function" in n.details:
+                points[""].add(str(n.details["function"]))
+            if n.details.get("legacy"):
+                points["step"].add(str(n.details.get("name", n.label)))
+        elif n.type == "agent":
+            points["agent"].add(str(n.details.get("name", n.label)))
+        elif n.type == "mcp":
+            points["mcp"].add(str(n.details.get("server", n.label)))
+    return points
+
+
+def _check_crash_step(source: str, relay: str, spec: CrashSpec) -> None:
+    """Refuse a crash point the relay cannot reach: a call the flow graph does not know.
+
+    A platform call (``agent:``, ``mcp:``, ``step:``) is refused only when the graph followed
+    every call, since a call it could not follow may be the one named.
+    """
+    flow = build_flow_graph(source, relay=relay)
+    points = _crash_points(flow)
+    prefix, _, rest = spec.step.partition(":") if ":" in spec.step else ("", "", spec.step)
+    wanted = rest.split(".", 1)[0] if prefix == "mcp" else rest
+    if wanted in points.get(prefix, set()):
+        return
+    if prefix and any(n.type == "unresolved" for n in flow.nodes):
+        return
+    known = sorted(points[""]) + [
+        f"{kind}:{name}" + (".TOOL" if kind == "mcp" else "")
+        for kind in ("agent", "mcp", "step")
+        for name in sorted(points[kind])
+    ]
+    what = {"": "step", "agent": "agent call", "mcp": "MCP server", "step": "ctx.step call"}
+    raise InvalidCrashSpecError(
+        f"Cannot crash {spec}: relay {relay!r} has no {what.get(prefix, 'call')} named "
+        f"{wanted!r} (it can crash at: {', '.join(known) if known else 'none found'})."
     )
-    if spec.step not in names:
-        known = ", ".join(names) if names else "none found"
-        raise InvalidCrashSpecError(
-            f"Cannot crash {spec}: relay {draft.name!r} has no step named {spec.step!r} "
-            f"(its steps: {known})."
-        )
 
 
 def recover(

@@ -30,6 +30,7 @@ __all__ = [
     "InvalidRequestError",
     "InvalidRunIdError",
     "InvalidSecretError",
+    "InvalidSourceError",
     "InvalidTargetError",
     "LedgerCorruptError",
     "NotDurableError",
@@ -39,8 +40,10 @@ __all__ = [
     "RelayNotFoundError",
     "ReleaseNotFoundError",
     "ReleaseTamperedError",
+    "RequestTooLargeError",
     "RunLockedError",
     "RunNotFoundError",
+    "RunRecordDamagedError",
     "RunRejectedError",
     "WorkspaceError",
 ]
@@ -79,6 +82,13 @@ class InvalidTargetError(RelayError):
     """A TARGET that is neither a relay name nor a readable ``.py`` file."""
 
     code = "invalid-target"
+    exit_code = 2
+
+
+class InvalidSourceError(RelayError):
+    """A relay file that cannot be read as Python source (not UTF-8 or its declared encoding)."""
+
+    code = "invalid-source"
     exit_code = 2
 
 
@@ -154,6 +164,12 @@ class RunLockedError(RelayError):
     code = "run-locked"
 
 
+class RunRecordDamagedError(RelayError):
+    """A run's own file (run.json, its result, its DBOS folder) is missing or unreadable."""
+
+    code = "run-record-damaged"
+
+
 class RunRejectedError(RelayError):
     """A run attempt refused before starting: changed binding, spent budget, passed deadline."""
 
@@ -221,6 +237,12 @@ class InvalidRequestError(RelayError):
 
     code = "invalid-request"
     exit_code = 2
+
+
+class RequestTooLargeError(InvalidRequestError):
+    """A REST API request body over the 4 MiB limit (HTTP 413)."""
+
+    code = "request-too-large"
 
 
 class IdempotencyKeyReusedError(RelayError):

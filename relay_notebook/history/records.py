@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from agentworks.redact import Redactor
-from relay_notebook.errors import InvalidInputError
+from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
 from relay_notebook.history.database import open_run_database
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.receipts import read_receipts
@@ -48,6 +48,7 @@ RUN_STATUSES: Final = (
     "needs_reconciliation",
     "denied",
     "rejected",
+    "damaged",
 )
 
 Moment = datetime | float
@@ -66,6 +67,8 @@ class RunSummary:
     duration_ms: float | None
     reused: int
     ended_at: float | None = None
+    #: why the run's record cannot be read (status ``damaged``), naming the file
+    problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,7 +81,27 @@ class RunSummary:
             "ended_at": self.ended_at,
             "duration_ms": self.duration_ms,
             "reused": self.reused,
+            "problem": self.problem,
         }
+
+
+def _damaged(folder: RunFolder, exc: RunRecordDamagedError) -> RunSummary:
+    """The line of a run whose record cannot be read: listed, marked, and the file named."""
+    try:
+        created = folder.meta.stat().st_mtime * 1000
+    except OSError:
+        created = 0.0
+    return RunSummary(
+        run_id=folder.run_id,
+        relay=folder.relay,
+        status="damaged",
+        attempts=0,
+        release="-",
+        created_at=round(created, 1),
+        duration_ms=None,
+        reused=0,
+        problem=exc.message,
+    )
 
 
 def _summary(folder: RunFolder, meta: dict[str, Any]) -> RunSummary:
@@ -157,15 +180,23 @@ def list_runs(
     found = []
     for name in relays:
         for folder in list_run_folders(workspace, name):
-            meta = folder.read_meta()
-            created = meta.get("created_at", 0.0)
-            if statuses is not None and meta.get("status", "pending") not in statuses:
+            meta: dict[str, Any] | None
+            try:
+                meta = folder.read_meta()
+            except RunRecordDamagedError as exc:  # one run's problem, not the workspace's
+                meta, summary = None, _damaged(folder, exc)
+            else:
+                summary = _summary(folder, meta)
+            if statuses is not None and summary.status not in statuses:
                 continue
-            if release is not None and not _release_matches(meta.get("release"), release):
+            if release is not None and (
+                meta is None or not _release_matches(meta.get("release"), release)
+            ):
                 continue
+            created = summary.created_at
             if (lo is not None and created < lo) or (hi is not None and created > hi):
                 continue
-            found.append(_summary(folder, meta))
+            found.append(summary)
     return sorted(found, key=lambda s: (s.created_at, s.run_id))
 
 

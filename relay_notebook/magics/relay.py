@@ -7,7 +7,6 @@ supervisor thread updates; ``--wait`` blocks until the attempt ends.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 import shlex
@@ -19,9 +18,10 @@ from IPython.display import display
 
 from relay_notebook import commands
 from relay_notebook.cli import CommandLineError, build_parser
-from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
 from relay_notebook.magics.runs import RunView
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
+from relay_notebook.runner.run_input import MAX_INPUT_BYTES, parse_json_text, read_input_file
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
 
@@ -159,21 +159,21 @@ class RelayMagics(Magics):
         if m and m.group(1) in user_ns:
             return user_ns[m.group(1)]
         try:
-            return json.loads(text)
-        except ValueError:
-            pass
+            return parse_json_text(text, "--input")
+        except InvalidInputError:
+            if len(text) > MAX_INPUT_BYTES:
+                raise
         try:
             return ast.literal_eval(text)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             raise UsageError(
                 f"--input {text!r} is neither JSON nor the name of a notebook variable; pass "
                 f'e.g. --input \'{{"text": "hi"}}\' or --input order'
             ) from None
 
     def _do_run(self, args: Any) -> Any:
-        if args.input_file:
-            with open(args.input_file, encoding="utf-8") as fh:
-                run_input = json.load(fh)
+        if args.input_file is not None:
+            run_input = read_input_file(args.input_file)
         else:
             run_input = self._input(args.input)
         if args.queue:

@@ -124,8 +124,14 @@ def resolve_backend(database_url: str | None = None) -> Backend:
     if url is None or not url.strip():
         return Backend(None)
     url = url.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in _SCHEMES or not parts.hostname or not parts.path.strip("/"):
+    try:
+        parts = urlsplit(url)
+        usable = parts.scheme in _SCHEMES and bool(parts.hostname) and bool(parts.path.strip("/"))
+        if usable:
+            parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        parts, usable = urlsplit(""), False
+    if not usable:
         # never echo the value: it may carry a password
         shown = f"a {parts.scheme}: URL" if re.fullmatch(r"[a-z+]+", parts.scheme) else "a value"
         raise InvalidDatabaseUrlError(

@@ -15,7 +15,7 @@ CRASH_EXIT_CODE = 86
 
 # STEP is a step name, or a platform call: agent:NAME, mcp:SERVER.TOOL, step:NAME (ctx.step)
 _SPEC = re.compile(
-    r"(?P<when>after|during):(?P<step>(?:(?:agent|mcp|step):)?[A-Za-z_][\w.<>-]*)(?:#(?P<n>\d+))?"
+    r"(?P<when>after|during):(?P<step>(?:(?:agent|mcp|step):)?[A-Za-z_][\w.<>-]*)(?:#(?P<n>[0-9]{1,9}))?"
 )
 
 
@@ -43,9 +43,10 @@ def parse_crash_spec(text: str) -> CrashSpec:
     """Parse ``--crash``; a clear error shows the accepted forms."""
     m = _SPEC.fullmatch(text.strip())
     if not m or (m["n"] is not None and int(m["n"]) < 1):
+        shown = ascii(text if len(text) <= 60 else text[:59] + "…")
         raise InvalidCrashSpecError(
-            f"Invalid --crash {text!r}: expected after:STEP or during:STEP, optionally with #N "
-            f"for the N-th call (N ≥ 1), e.g. --crash after:extract_invoice or "
+            f"Invalid --crash {shown}: expected after:STEP or during:STEP, optionally with #N "
+            f"for the N-th call (1 ≤ N < 10⁹), e.g. --crash after:extract_invoice or "
             f"--crash during:charge#2."
         )
     when: Literal["after", "during"] = "after" if m["when"] == "after" else "during"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.errors import InvalidRunIdError, RunNotFoundError
+from relay_notebook.errors import InvalidRunIdError, RunNotFoundError, RunRecordDamagedError
 from relay_notebook.runner.ledger import write_json_atomic
 from relay_notebook.workspace import Workspace, validate_relay_name
 
@@ -22,8 +22,22 @@ __all__ = [
 ]
 
 RUNS_DIR = "runs"
-_FOLDER = re.compile(r"iteration-(\d+)-hook")
-_RUN_ID = re.compile(r"(?P<relay>[A-Za-z][A-Za-z0-9_-]{0,63})-(?P<n>\d+)")
+# ASCII digits only (``\d`` would read "chain-١" as chain-1), and few enough for a file name
+MAX_RUN_DIGITS = 18
+_FOLDER = re.compile(r"iteration-([0-9]{1,18})-hook")
+_RUN_ID = re.compile(r"(?P<relay>[A-Za-z][A-Za-z0-9_-]{0,63})-(?P<n>[0-9]+)")
+#: run.json fields every reader relies on, and the JSON types they must have
+_REQUIRED: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "relay": (str,),
+    "status": (str,),
+    "code_dir": (str,),
+    "app_version": (str,),
+    "bindings": (dict,),
+    "created_at": (int, float),
+    "deadline_ms": (int, float),
+    "attempts": (list,),
+}
 
 
 @dataclass(frozen=True)
@@ -83,12 +97,68 @@ class RunFolder:
     def mcp_logs(self) -> Path:
         return self.ipc / "mcp"
 
+    def damaged(self, what: Path | str, why: str) -> RunRecordDamagedError:
+        """The error for a damaged file of this run: names the file, says what to do next."""
+        return RunRecordDamagedError(
+            f"Run {self.run_id} cannot be read: {what} {why}. The run's other files are left "
+            f"as they are; restore the file from a backup, or start a new run with: relay run "
+            f"{self.relay}"
+        )
+
     def read_meta(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.meta.read_text(encoding="utf-8"))
-        return data
+        """``run.json``, checked: ``RunRecordDamagedError`` names the file if it is unusable."""
+        try:
+            data = json.loads(self.meta.read_bytes())
+        except FileNotFoundError:
+            raise self.damaged(self.meta, "is missing") from None
+        except OSError as exc:
+            raise self.damaged(self.meta, f"cannot be read ({exc.strerror})") from None
+        except (ValueError, RecursionError):
+            raise self.damaged(self.meta, "is not valid JSON (truncated or overwritten?)") from None
+        problem = _meta_problem(data)
+        if problem is not None:
+            raise self.damaged(self.meta, problem)
+        meta: dict[str, Any] = data
+        return meta
+
+    def read_result(self) -> Any:
+        """A succeeded run's ``relay_result.json``; ``RunRecordDamagedError`` if unusable."""
+        try:
+            return json.loads(self.result.read_bytes())
+        except FileNotFoundError:
+            raise self.damaged(self.result, "is missing although the run succeeded") from None
+        except OSError as exc:
+            raise self.damaged(self.result, f"cannot be read ({exc.strerror})") from None
+        except (ValueError, RecursionError):
+            raise self.damaged(
+                self.result, "is not valid JSON (truncated or overwritten?)"
+            ) from None
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_json_atomic(self.meta, meta)
+
+
+def _meta_problem(data: Any) -> str | None:
+    """Why ``data`` is not a usable run.json, or ``None``."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not an object"
+    for key, types in _REQUIRED.items():
+        if key not in data:
+            return f"has no {key!r}"
+        value = data[key]
+        if not isinstance(value, types) or isinstance(value, bool):
+            return f"has {key!r} of type {type(value).__name__}, not {types[0].__name__}"
+    if "input" not in data:
+        return "has no 'input'"
+    release = data.get("release")
+    if release is not None and not (
+        isinstance(release, dict) and isinstance(release.get("version"), int)
+    ):
+        return "has a 'release' without a version number"
+    for i, attempt in enumerate(data["attempts"]):
+        if not isinstance(attempt, dict) or not isinstance(attempt.get("attempt"), int):
+            return f"has attempts[{i}] without an attempt number"
+    return None
 
 
 def _runs_root(workspace: Workspace, relay: str) -> Path:
@@ -118,10 +188,12 @@ def allocate_run(workspace: Workspace, relay: str) -> RunFolder:
 def parse_run_id(run_id: str) -> tuple[str, int]:
     """``invoice-3`` → ``("invoice", 3)``; a clear error for anything else."""
     m = _RUN_ID.fullmatch(run_id.strip())
-    if not m:
+    if not m or len(m["n"]) > MAX_RUN_DIGITS:
+        shown = ascii(run_id if len(run_id) <= 40 else run_id[:39] + "…")
+        too_long = f" (N has at most {MAX_RUN_DIGITS} digits)" if m else ""
         raise InvalidRunIdError(
-            f"{run_id!r} is not a run id: expected RELAY-N as printed by 'relay run', e.g. "
-            f"'invoice-3'. List runs with: relay runs"
+            f"{shown} is not a run id: expected RELAY-N as printed by 'relay run'{too_long}, "
+            f"e.g. 'invoice-3'. List runs with: relay runs"
         )
     return validate_relay_name(m["relay"]), int(m["n"])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from relay_notebook.errors import (
     AttemptBudgetError,
     BindingChangedError,
     DeadlinePassedError,
-    InvalidInputError,
     NotDurableError,
     ReleaseTamperedError,
     RunRejectedError,
@@ -30,6 +28,7 @@ from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
 from relay_notebook.runner.ledger import now_ms
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
+from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt, record_event
 from relay_notebook.workspace import (
     Draft,
@@ -121,15 +120,6 @@ def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> dict[str, 
     }
 
 
-def _check_input(run_input: Any) -> None:
-    try:
-        json.dumps(run_input)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(
-            f"The run input must be JSON (a dict, list, string, number, boolean or None): {exc}."
-        ) from exc
-
-
 def create_run(
     workspace: Workspace,
     draft: Draft,
@@ -146,14 +136,14 @@ def create_run(
     keeps its database (``backend``, default from ``RELAY_DATABASE_URL``) for all its attempts.
     """
     run_input = {} if run_input is None else run_input
-    _check_input(run_input)
+    check_run_input(run_input)
+    code = _draft_code(draft) if release is None else _release_code(workspace, draft.name, release)
     if not AccessPolicy(workspace.home).is_granted(draft.name):
         raise AccessRevokedError(
             f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
             f"relay grant {draft.name}"
         )
     backend = backend if backend is not None else resolve_backend()
-    code = _release_code(workspace, draft.name, release) if release else _draft_code(draft)
     if backend.is_postgres:
         prepare_database(backend, workspace.home)
     folder = allocate_run(workspace, draft.name)
@@ -273,7 +263,7 @@ def _finished(folder: RunFolder, meta: dict[str, Any]) -> RunOutcome:
     attempts = meta.get("attempts", [])
     result = None
     if meta["status"] == "succeeded":
-        result = json.loads(folder.result.read_text(encoding="utf-8"))
+        result = folder.read_result()
     return RunOutcome(
         folder.run_id, folder.relay, meta["status"], len(attempts), result, meta.get("error")
     )

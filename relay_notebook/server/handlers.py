@@ -27,13 +27,17 @@ from relay_notebook.errors import (
     RelayError,
     RelayNotFoundError,
     ReleaseNotFoundError,
+    RequestTooLargeError,
     RunNotFoundError,
 )
+from relay_notebook.runner.run_input import parse_json_text
 from relay_notebook.server.service import RelayService
 
-__all__ = ["API_PREFIX", "CODES", "ROUTES", "error_status"]
+__all__ = ["API_PREFIX", "CODES", "MAX_BODY_BYTES", "ROUTES", "error_status"]
 
 API_PREFIX = "relay/api"
+#: the largest request body read; the rest of a longer one is discarded unread (HTTP 413)
+MAX_BODY_BYTES = 4 * 1024 * 1024
 #: codes of errors the HTTP layer itself reports (listed in docs/errors.md)
 CODES = {
     "forbidden": "The Jupyter server refused the request (HTTP 403): no valid token or login, "
@@ -49,7 +53,10 @@ T = TypeVar("T")
 
 
 def error_status(error: RelayError) -> int:
-    """404 for a missing relay, release or run; 400 other bad input; 422 or 409 refusals."""
+    """404 for a missing relay, release or run; 413 a body over the limit; 400 other bad
+    input; 422 or 409 refusals."""
+    if isinstance(error, RequestTooLargeError):
+        return 413
     if isinstance(error, _NOT_FOUND):
         return 404
     if error.exit_code == 2:
@@ -59,10 +66,28 @@ def error_status(error: RelayError) -> int:
     return 409
 
 
+@web.stream_request_body
 class RelayAPIHandler(APIHandler):
-    """Shared plumbing: the service, JSON replies and the error format."""
+    """Shared plumbing: the service, JSON replies and the error format.
+
+    Bodies are streamed: at most ``MAX_BODY_BYTES`` are kept, so a huge request costs the
+    server no more memory than a small one (the route then answers 413).
+    """
 
     auth_resource = "relays"
+    _received: bytearray
+    _oversize: int
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        self._received, self._oversize = bytearray(), 0
+        await super().prepare()
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._oversize or len(self._received) + len(chunk) > MAX_BODY_BYTES:
+            self._oversize += len(chunk) + (len(self._received) if not self._oversize else 0)
+            self._received.clear()
+            return
+        self._received += chunk
 
     @property
     def service(self) -> RelayService:
@@ -83,16 +108,18 @@ class RelayAPIHandler(APIHandler):
 
     def body(self) -> dict[str, Any]:
         """The request's JSON object; an empty body is ``{}``."""
-        raw = self.request.body
-        if not raw or not raw.strip():
+        if self._oversize:
+            raise RequestTooLargeError(
+                f"The request body is {self._oversize:,} bytes; the REST API reads at most "
+                f"{MAX_BODY_BYTES:,} (4 MiB), and a run input at most 1 MiB. Put large data in "
+                f"a file the relay reads, and pass its path."
+            )
+        raw = bytes(self._received)
+        if not raw.strip():
             return {}
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise InvalidRequestError(
-                f"The request body is not valid JSON ({exc}); send a JSON object with "
-                f"Content-Type: application/json."
-            ) from None
+        data = parse_json_text(
+            raw, "The request body", error=InvalidRequestError, limit=MAX_BODY_BYTES
+        )
         if not isinstance(data, dict):
             raise InvalidRequestError(
                 f"The request body must be a JSON object, got {type(data).__name__}."

@@ -16,7 +16,7 @@ from typing import Any
 
 from relay_notebook import commands
 from relay_notebook.errors import InvalidRequestError, RelayError
-from relay_notebook.history import RunLog
+from relay_notebook.history import RunLog, overlay_run
 from relay_notebook.runner import RunHandle, find_run, list_run_folders
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
 from relay_notebook.workspace import Draft, Release, Workspace, list_releases
@@ -45,6 +45,15 @@ def _optional_str(body: dict[str, Any], key: str, what: str) -> str | None:
             f"{type(value).__name__} {json.dumps(value)[:60]}."
         )
     return value
+
+
+def _read_trace(path: Path) -> Any:
+    """The run's trace, or ``None`` while there is none (or it is unreadable: it is derived
+    from the ledger, which ``steps`` and ``attempts`` already report)."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def _release_ref(release: Release) -> dict[str, Any]:
@@ -159,7 +168,10 @@ class RelayService:
         if idempotency_key is None:
             return self._brief(start()), True
         key = validate_key(idempotency_key)
-        digest = fingerprint({f: body.get(f) for f in sorted(_RUN_FIELDS)})
+        # no input and null input are both the empty object INPUT gets, so they are one request
+        fields = {f: body.get(f) for f in sorted(_RUN_FIELDS)}
+        fields["input"] = {} if fields["input"] is None else fields["input"]
+        digest = fingerprint(fields)
         run_id, started = self._idempotency.run_once(name, key, digest, start, self._run_exists)
         return self._brief(run_id), started
 
@@ -183,15 +195,15 @@ class RelayService:
             "created_at": log.run.get("created_at"),
             "input": log.run.get("input"),
         }
-        if status == "succeeded" and folder.result.is_file():
-            out["result"] = json.loads(folder.result.read_text(encoding="utf-8"))
+        if status == "succeeded":
+            out["result"] = folder.read_result()
         else:
             out["error"] = log.run.get("error")
         out["attempts"] = log.attempts
         out["steps"] = log.steps
-        out["trace"] = (
-            json.loads(folder.trace.read_text(encoding="utf-8")) if folder.trace.is_file() else None
-        )
+        # the relay's flow graph painted with this run, by the same overlay as the notebook's
+        out["graph"] = overlay_run(commands.graph(self.workspace, log.run["relay"]), log).to_dict()
+        out["trace"] = _read_trace(folder.trace)
         out["pending_calls"] = [
             {"key": c.key, "call": c.call, "attempt": c.attempt}
             for c in commands.pending_calls(self.workspace, run_id)

@@ -17,7 +17,14 @@ from relay_notebook.source.lint import (
     parse,
 )
 
-__all__ = ["CODES", "EntrypointKind", "admit_source", "check_source", "entrypoint_kind"]
+__all__ = [
+    "CODES",
+    "EntrypointKind",
+    "admit_source",
+    "check_durability",
+    "check_source",
+    "entrypoint_kind",
+]
 
 EntrypointKind = Literal["workflow", "legacy"]
 
@@ -33,6 +40,8 @@ CODES: Final[dict[str, str]] = {
     "dbos-launch-forbidden": "The source launches DBOS, which only the runner may do.",
     "dbos-destroy-forbidden": "The source destroys or resets DBOS, which only the runner may do.",
     "dbos-config-forbidden": "The source configures DBOS, which only the runner may do.",
+    "durability-needs-dbos": "`relay_durability: none` is set for a @DBOS.workflow relay, which "
+    "needs DBOS.",
 }
 
 _ENTRYPOINT: Final = "`@DBOS.workflow() async def run(INPUT)`"
@@ -267,3 +276,28 @@ def entrypoint_kind(source: str | ast.Module) -> EntrypointKind | None:
     if count == 2 and not is_workflow:
         return "legacy"
     return None
+
+
+def check_durability(source: str, durability: str, *, file: str = "relay.py") -> list[Diagnostic]:
+    """The manifest's ``relay_durability`` against the source: ``none`` runs a legacy
+    ``run(INPUT, ctx)`` once without DBOS, but a @DBOS.workflow relay cannot run without it
+    (its decorated functions need a launched DBOS), so that pair is refused here."""
+    if durability != "none":
+        return []
+    try:
+        tree = parse(source)
+    except SyntaxError:
+        return []  # reported by check_source
+    if entrypoint_kind(tree) != "workflow":
+        return []
+    return [
+        _error(
+            module_functions(tree).get("run"),
+            "durability-needs-dbos",
+            "run(INPUT) is a @DBOS.workflow, but relay.yaml sets relay_durability: none, and "
+            "DBOS workflows and steps cannot run without DBOS. Remove relay_durability: none "
+            "(or set it to dbos) to run with checkpoints, or write run(INPUT, ctx) to run once "
+            "without them.",
+            file,
+        )
+    ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay_notebook.errors import InvalidTargetError, RelayNotFoundError, WorkspaceError
+from relay_notebook.workspace.files import decode_source, read_source, write_bytes_atomic
 from relay_notebook.workspace.manifest import MANIFEST_FILE, Manifest, dump_manifest, load_manifest
 from relay_notebook.workspace.names import validate_relay_name
 
@@ -15,6 +16,7 @@ __all__ = ["DEFAULT_HOME", "ENTRY_FILE", "Draft", "Workspace", "resolve_home"]
 
 DEFAULT_HOME = "relays"
 ENTRY_FILE = "relay.py"
+_MAX_NAME_BYTES, _MAX_PATH_BYTES = 255, 3800  # NAME_MAX, and PATH_MAX less room for run files
 # Folders inside a relay that belong to the kit, never to the draft.
 RESERVED_DIRS = frozenset({"releases", "runs"})
 
@@ -22,7 +24,21 @@ RESERVED_DIRS = frozenset({"releases", "runs"})
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The workspace folder: ``home`` if given, else ``$RELAY_HOME``, else ``./relays``."""
     chosen = home if home is not None else os.environ.get("RELAY_HOME") or DEFAULT_HOME
-    return Path(chosen).expanduser().absolute()
+    try:
+        path = Path(chosen).expanduser().absolute()
+    except (RuntimeError, ValueError, OSError) as exc:  # ~nobody, a NUL byte, cwd gone
+        raise WorkspaceError(
+            f"Cannot use the workspace {str(chosen)[:80]!r}: {exc}. Point --home or RELAY_HOME at "
+            f"a folder."
+        ) from None
+    too_long = [p for p in path.parts if len(os.fsencode(p)) > _MAX_NAME_BYTES]
+    if too_long or len(os.fsencode(path)) > _MAX_PATH_BYTES:
+        raise WorkspaceError(
+            f"Cannot use the workspace {str(path)[:80]!r}…: its path is longer than the file "
+            f"system allows (names of at most {_MAX_NAME_BYTES} bytes, {_MAX_PATH_BYTES} in "
+            f"all). Point --home or RELAY_HOME at a shorter path."
+        )
+    return path
 
 
 @dataclass(frozen=True)
@@ -88,21 +104,34 @@ class Workspace:
                 f"The workspace {self.home} is a file, not a folder. Point --home or RELAY_HOME "
                 f"at a folder."
             )
-        self.home.mkdir(parents=True, exist_ok=True)
+        self._mkdir(self.home, parents=True)
 
-    def save_draft(self, name: str, source: str, manifest: Manifest | None = None) -> Draft:
+    def _mkdir(self, path: Path, *, parents: bool = False) -> None:
+        try:
+            path.mkdir(parents=parents, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(
+                f"Cannot use the workspace {self.home}: creating {path} failed "
+                f"({exc.strerror or exc}). Point --home or RELAY_HOME at a folder you can write."
+            ) from None
+
+    def save_draft(self, name: str, source: str | bytes, manifest: Manifest | None = None) -> Draft:
         """Write ``relay.py`` (and ``relay.yaml`` if new or given) and return the draft.
 
-        An existing manifest is kept unless ``manifest`` is passed, so saving a cell again does
-        not reset the relay's variables.
+        ``source`` as bytes is kept byte for byte (a file with a coding declaration stays in
+        its encoding); an existing manifest is kept unless ``manifest`` is passed, so saving a
+        cell again does not reset the relay's variables.
         """
         folder = self.relay_dir(name)
+        data = source if isinstance(source, bytes) else source.encode("utf-8")
+        if isinstance(source, bytes):
+            decode_source(source, f"the source of relay {name!r}")
         self._ensure_home()
-        folder.mkdir(exist_ok=True)
+        self._mkdir(folder)
         manifest_path = folder / MANIFEST_FILE
         if manifest is not None or not manifest_path.exists():
-            _write_text(manifest_path, dump_manifest(manifest or Manifest()))
-        _write_text(folder / ENTRY_FILE, source)
+            _write_if_changed(manifest_path, dump_manifest(manifest or Manifest()).encode())
+        _write_if_changed(folder / ENTRY_FILE, data)
         return self.load_draft(name)
 
     def load_draft(self, name: str) -> Draft:
@@ -118,7 +147,7 @@ class Workspace:
             )
         manifest_path = folder / MANIFEST_FILE
         manifest = load_manifest(manifest_path) if manifest_path.exists() else Manifest()
-        return Draft(name, folder, manifest, entry.read_text(encoding="utf-8"))
+        return Draft(name, folder, manifest, read_source(entry))
 
     def resolve_target(self, target: str) -> Draft:
         """A CLI TARGET: a relay name, or a ``.py`` file saved as the draft named after its stem."""
@@ -126,24 +155,31 @@ class Workspace:
         if not looks_like_path:
             return self.load_draft(target)
         path = Path(target).expanduser()
-        if not path.is_file():
-            raise InvalidTargetError(
-                f"Cannot read {target!r}: no such file. TARGET is a relay name in {self.home} "
-                f"or a path to a .py file."
-            )
+        shown = repr(target) if len(target) <= 80 else repr(target[:79] + "…")
         if path.suffix != ".py":
             raise InvalidTargetError(
-                f"Cannot use {target!r} as a relay: expected a .py file, got {path.suffix or 'no'} "
+                f"Cannot use {shown} as a relay: expected a .py file, got {path.suffix or 'no'} "
                 f"suffix."
             )
+        validate_relay_name(path.stem)  # before any file system call: it names the draft
         try:
-            source = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidTargetError(f"Cannot read {target!r}: it is not UTF-8 text.") from exc
-        return self.save_draft(path.stem, source)
+            data = path.read_bytes()
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            why = "no such file" if isinstance(exc, FileNotFoundError) else why
+            raise InvalidTargetError(
+                f"Cannot read {shown}: {why}. TARGET is a relay name in {self.home} or a path "
+                f"to a .py file."
+            ) from None
+        decode_source(data, shown)
+        return self.save_draft(path.stem, data)
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, unless it already holds exactly that."""
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    write_bytes_atomic(path, data, sync=False)

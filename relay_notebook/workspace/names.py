@@ -30,7 +30,8 @@ def validate_relay_name(name: str) -> str:
     suggestion = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-_")[:64]
     if not suggestion or not suggestion[0].isalpha():
         suggestion = ("r-" + suggestion)[:64] if suggestion else "my-relay"
+    shown = ascii(name if len(name) <= 64 else name[:63] + "…")
     raise InvalidNameError(
-        f"Invalid relay name {name!r}: {why}. A relay name starts with a letter and uses only "
+        f"Invalid relay name {shown}: {why}. A relay name starts with a letter and uses only "
         f"letters, digits, '_' or '-' (at most 64); try {suggestion!r}."
     )
