@@ -24,10 +24,11 @@ from typing import Any
 
 from dbos import _serialization
 
+from agentworks._runtime import current
 from agentworks.errors import SecretLeakError
 from agentworks.redact import Redactor
 
-__all__ = ["install_guards", "withheld"]
+__all__ = ["install_guards", "refuse_secret_result", "withheld"]
 
 _installed: dict[str, Any] = {}
 
@@ -42,6 +43,17 @@ def withheld(exc: BaseException, redactor: Redactor) -> BaseException:
         f"message, arguments, attributes, notes or cause); it was withheld from the run's "
         f"history. Raise errors that name the secret, not its value."
     )
+
+
+def refuse_secret_result(result: Any) -> None:
+    """Refuse a run result carrying a secret (a run without DBOS has no serializer to guard)."""
+    leaked = current().redactor.find(result)
+    if leaked:
+        raise SecretLeakError(
+            f"The result of run() carries the value of vault secret {leaked}; it would be saved "
+            f"with the run and printed, so it was refused. Return what the secret was used for, "
+            f"never its value."
+        )
 
 
 def _what(data: Any) -> str:

@@ -135,15 +135,18 @@ def home(workspace: Workspace) -> Path:
     source = (RELAYS / "leaky.py").read_text(encoding="utf-8")
     workspace.save_draft("leaky", source, Manifest(model="scripted:fixtures.json"))
     (workspace.relay_dir("leaky") / "fixtures.json").write_text(json.dumps(SCRIPT))
+    plain = (RELAYS / "leaky_plain.py").read_text(encoding="utf-8")
+    workspace.save_draft("plain", plain, Manifest(relay_durability="none"))
     commands.vault_set(workspace, NAME, SECRET)
     return workspace.home
 
 
-def attempt(capsys: pytest.CaptureFixture[str], home: Path, leak: str) -> dict[str, Any]:
-    """Run the relay with ``leak``; assert nothing anywhere holds the secret; return the run."""
-    _, printed = relay(
-        capsys, home, "run", "leaky", "--input", json.dumps({"leak": leak}), "--json"
-    )
+def attempt(
+    capsys: pytest.CaptureFixture[str], home: Path, leak: str, name: str = "leaky"
+) -> dict[str, Any]:
+    """Run relay ``name`` with ``leak``; assert nothing anywhere holds the secret; return the
+    run."""
+    _, printed = relay(capsys, home, "run", name, "--input", json.dumps({"leak": leak}), "--json")
     run = json.loads(printed[printed.index("{") :])
     shown = {"relay run": printed}
     for args in (["logs", run["run_id"], "--json"], ["logs", run["run_id"]], ["runs", "--json"]):
@@ -300,3 +303,42 @@ def test_the_restart_journal_refuses_a_tool_result_carrying_the_secret(
 ) -> None:
     """In recovery='restart' mode a tool returning the secret is refused, not journaled."""
     refused_with(attempt(capsys, home, "journal"), "tool 'fetch_token' returned the value")
+
+
+def test_a_run_without_dbos_refuses_a_result_carrying_the_secret(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """A relay_durability: none program returning the secret fails with secret-leak; no result
+    file holds it and the CLI does not print it."""
+    refused_with(attempt(capsys, home, "result", name="plain"), "The result of run()")
+
+
+def test_the_rest_api_shows_no_form_of_the_secret(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """Over real HTTP, the runs a crash, an error attribute, raw fd writes and a journaled
+    tool result tried to leak through, and one started by POST, show no form of the secret in
+    any GET or POST response."""
+    from tests.integration.test_rest_api import start_server, stop_server
+
+    run_ids = [attempt(capsys, home, leak)["run_id"] for leak in ("crash", "step-attribute")]
+    server = start_server(home.parent)
+    try:
+        started = server.call(
+            "POST", "/relays/{name}/runs", {"name": "leaky"}, body={"input": {"leak": "fd-write"}}
+        )
+        bodies = {"POST /relays/leaky/runs": started.body}
+        bodies["GET /runs/{new}"] = server.finish(started.body["run_id"])
+        for run_id in run_ids:
+            bodies[f"GET /runs/{run_id}"] = server.call(
+                "GET", "/runs/{run_id}", {"run_id": run_id}
+            ).body
+        bodies["GET /runs"] = server.call("GET", "/runs").body
+        bodies["GET /relays/leaky"] = server.call("GET", "/relays/{name}", {"name": "leaky"}).body
+    finally:
+        stop_server(server)
+    assert bodies["GET /runs/{new}"]["status"] == "succeeded"
+    found = scan_workspace(home)
+    for label, body in bodies.items():
+        found += hits_in(json.dumps(body).encode(), label)
+    assert found == []
