@@ -3,7 +3,8 @@
 After each run, every byte under the workspace (the vault's own file aside) is scanned for the
 value, its base64 (at each alignment) and its hex: files as they are, every cell of every
 SQLite database both as stored and base64-decoded, DBOS's pickles loaded with a restricted
-unpickler, the CLI's output (``run``, ``logs``, ``runs``) and the REST API's run body.
+unpickler, the CLI's output (``run``, ``logs``, ``runs``) and the REST API's run body; with a
+PostgreSQL system database, every cell of every table in it as well.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import base64
 import binascii
 import io
 import json
+import os
 import pickle
 import sqlite3
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from relay_notebook import cli, commands
+from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
 from relay_notebook.workspace import Manifest, Workspace
 
@@ -97,14 +100,41 @@ def scan_database(path: Path) -> list[str]:
         for table in tables:
             for row in conn.execute(f'SELECT * FROM "{table}"'):
                 for cell in row:
-                    if not isinstance(cell, str | bytes):
-                        continue
-                    raw = cell.encode() if isinstance(cell, str) else cell
-                    found += hits_in(raw, f"{path.name}:{table}")
-                    for data in _decoded(cell):
-                        found += hits_in(data, f"{path.name}:{table} (decoded)")
+                    found += _cell_hits(cell, f"{path.name}:{table}")
     finally:
         conn.close()
+    return found
+
+
+def _cell_hits(cell: Any, where: str) -> list[str]:
+    """One database cell, as stored and decoded."""
+    if isinstance(cell, memoryview):
+        cell = bytes(cell)
+    if not isinstance(cell, str | bytes):
+        cell = json.dumps(cell, default=str) if isinstance(cell, dict | list) else None
+        if cell is None:
+            return []
+    found = hits_in(cell.encode() if isinstance(cell, str) else cell, where)
+    for data in _decoded(cell):
+        found += hits_in(data, f"{where} (decoded)")
+    return found
+
+
+def scan_postgres(url: str) -> list[str]:
+    """Every cell of every table in the DBOS and kit schemas of the database at ``url``."""
+    import psycopg
+
+    found: list[str] = []
+    with psycopg.connect(url) as conn:
+        tables = conn.execute(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchall()
+        assert len(tables) > 5
+        for schema, table in tables:
+            for row in conn.execute(f'SELECT * FROM "{schema}"."{table}"'):
+                for cell in row:
+                    found += _cell_hits(cell, f"postgres {schema}.{table}")
     return found
 
 
@@ -153,6 +183,8 @@ def attempt(
         shown["relay " + " ".join(args)] = relay(capsys, home, *args)[1]
     shown["GET /runs/{id}"] = json.dumps(RelayService(home).run(run["run_id"]))
     found = scan_workspace(home)
+    if os.environ.get(ENV_VAR):
+        found += scan_postgres(os.environ[ENV_VAR])
     for label, text in shown.items():
         found += hits_in(text.encode(), label)
     assert found == [], f"{leak}: the secret reached {found}"
@@ -342,3 +374,32 @@ def test_the_rest_api_shows_no_form_of_the_secret(
     for label, body in bodies.items():
         found += hits_in(json.dumps(body).encode(), label)
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("leak", "fragment"),
+    [
+        ("step-attribute", f"Carrier {WITHHELD}"),
+        ("workflow-notes", f"RuntimeError {WITHHELD}"),
+        ("sync-child-raise", f"Carrier {WITHHELD}"),
+        ("child-input", f"The input of a workflow that {REFUSED}"),
+        ("set-event", f"A value that {REFUSED}"),
+        ("write-stream", f"A value that {REFUSED}"),
+        ("send", f"A value that {REFUSED}"),
+        ("child-id", "as an identifier"),
+        ("event-key", "as an identifier"),
+        ("deep-result", "The result of workflow 'run'"),
+    ],
+)
+def test_a_postgresql_system_database_holds_no_form_of_the_secret(
+    capsys: pytest.CaptureFixture[str],
+    home: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    leak: str,
+    fragment: str,
+) -> None:
+    """With runs in PostgreSQL, the same leak attempts are refused and no row of any table
+    (base64-decoded and unpickled) holds the secret."""
+    monkeypatch.setenv(ENV_VAR, database_url)
+    refused_with(attempt(capsys, home, leak), fragment)
