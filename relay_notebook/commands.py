@@ -131,9 +131,9 @@ def _helper_diagnostics(draft: Draft) -> list[Diagnostic]:
     for rel in draft.files():
         if not rel.endswith(".py") or rel == ENTRY_FILE:
             continue
-        text = (draft.folder / rel).read_text(encoding="utf-8", errors="replace")
+        data = (draft.folder / rel).read_bytes()  # bytes: decoded as import decodes them
         try:
-            ast.parse(text, filename=rel)
+            ast.parse(data, filename=rel)
         except SyntaxError as exc:
             found.append(
                 Diagnostic(

@@ -114,6 +114,8 @@ def test_a_bom_or_a_coding_declaration_is_read_as_python_reads_it(
         assert code == 0 and "admitted" in out, err
         assert (home / path.stem / "relay.py").read_bytes() == path.read_bytes()
     assert "LABEL = 'café'" in Workspace(home).load_draft("latin").source
+    (home / "latin" / "helpers.py").write_bytes(b"\xef\xbb\xbfHELP = 1\n")  # a BOM helper
+    assert relay(home, "check", "latin")[0] == 0
 
 
 def test_run_input_is_bounded_strict_json(home: Path, tmp_path: Path) -> None:
