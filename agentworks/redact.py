@@ -1,6 +1,8 @@
 """Keeping vault values out of everything that is persisted: find them, or scrub them.
 
-Design note: ``find`` walks a value with an explicit stack, not recursion, so no nesting depth
+Design note: a secret is looked for as it is and as JSON and ``repr`` escape it, so a value with
+quotes, backslashes or non-ASCII characters is found in a ledger line or a printed dict too.
+``find`` walks a value with an explicit stack, not recursion, so no nesting depth
 hides a secret and a cycle is visited once. It looks where a value's contents can be saved:
 container items and keys, an exception's message, arguments, attributes, ``__notes__``,
 cause, context and sub-exceptions, an object's ``__dict__`` and slots, and its ``repr``.
@@ -8,6 +10,7 @@ cause, context and sub-exceptions, an object's ``__dict__`` and slots, and its `
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,22 +25,29 @@ class Redactor:
     """Knows the live secret values of a run and where they must not appear."""
 
     def __init__(self, secrets: Mapping[str, str]) -> None:
+        # each value as it is and as JSON and repr() escape it (a ledger line, a printed dict),
         # longest first, so a secret that contains another is replaced whole
         self._items = sorted(
-            ((name, value) for name, value in secrets.items() if len(value) >= MIN_SECRET_LENGTH),
+            (
+                (name, form)
+                for name, value in secrets.items()
+                if len(value) >= MIN_SECRET_LENGTH
+                for form in _forms(value)
+            ),
             key=lambda item: -len(item[1]),
         )
         self._encoded = [(name, value.encode()) for name, value in self._items]
+        self._count = len({name for name, _ in self._items})
 
     def __repr__(self) -> str:
-        return f"Redactor({len(self._items)} secrets)"
+        return f"Redactor({self._count} secrets)"
 
     def __bool__(self) -> bool:
         return bool(self._items)
 
     @property
     def encoded_values(self) -> list[bytes]:
-        """The secrets' UTF-8 bytes, longest first (for scrubbing streams)."""
+        """The secrets' UTF-8 bytes in every form, longest first (for scrubbing streams)."""
         return [v for _, v in self._encoded]
 
     def scrub(self, text: str) -> str:
@@ -84,6 +94,12 @@ class Redactor:
             if found:
                 return found
         return None
+
+
+def _forms(value: str) -> list[str]:
+    """``value`` and the forms JSON and ``repr`` give it inside a quoted string."""
+    escaped = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    return list(dict.fromkeys([value, *escaped, repr(value)[1:-1]]))
 
 
 def _parts(value: Any) -> Iterable[Any]:

@@ -37,18 +37,28 @@ SCRIPT = {
 }
 
 
-def needles(value: str) -> dict[str, bytes]:
-    """The value, its hex, and its base64 at each of the three alignments it can start at."""
+def needles(value: str, label: str) -> dict[str, bytes]:
+    """The value as it is and as JSON and repr() escape it, its hex, and its base64 at each of
+    the three alignments it can start at."""
     raw = value.encode()
-    out = {"value": raw, "hex": raw.hex().encode(), "HEX": raw.hex().upper().encode()}
+    out = {
+        "value": raw,
+        "JSON-escaped": json.dumps(value)[1:-1].encode(),
+        "JSON-escaped (unicode)": json.dumps(value, ensure_ascii=False)[1:-1].encode(),
+        "repr-escaped": repr(value)[1:-1].encode(),
+        "hex": raw.hex().encode(),
+        "HEX": raw.hex().upper().encode(),
+    }
     for shift in range(3):
         padded = b"\0" * shift + raw
         whole = len(padded) // 3 * 3  # the last group depends on the bytes that follow
         out[f"base64+{shift}"] = base64.b64encode(padded[:whole])[4 if shift else 0 :]
-    return out
+    return {f"{label} {form}": needle for form, needle in out.items()}
 
 
-NEEDLES = needles(SECRET)
+#: a second secret with quotes, a backslash and non-ASCII letters, which escaping changes
+QUOTED_NAME, QUOTED = "LEAK_QUOTED", 'Pä"ss\\wörd-Ω-27182818'
+NEEDLES = needles(SECRET, NAME) | needles(QUOTED, QUOTED_NAME)
 
 
 class _Stub:
@@ -168,15 +178,21 @@ def home(workspace: Workspace) -> Path:
     plain = (RELAYS / "leaky_plain.py").read_text(encoding="utf-8")
     workspace.save_draft("plain", plain, Manifest(relay_durability="none"))
     commands.vault_set(workspace, NAME, SECRET)
+    commands.vault_set(workspace, QUOTED_NAME, QUOTED)
     return workspace.home
 
 
 def attempt(
-    capsys: pytest.CaptureFixture[str], home: Path, leak: str, name: str = "leaky"
+    capsys: pytest.CaptureFixture[str],
+    home: Path,
+    leak: str,
+    name: str = "leaky",
+    secret: str = NAME,
 ) -> dict[str, Any]:
-    """Run relay ``name`` with ``leak``; assert nothing anywhere holds the secret; return the
-    run."""
-    _, printed = relay(capsys, home, "run", name, "--input", json.dumps({"leak": leak}), "--json")
+    """Run relay ``name`` with ``leak`` of ``secret``; assert nothing anywhere holds either
+    secret; return the run."""
+    run_input = json.dumps({"leak": leak, "secret": secret})
+    _, printed = relay(capsys, home, "run", name, "--input", run_input, "--json")
     run = json.loads(printed[printed.index("{") :])
     shown = {"relay run": printed}
     for args in (["logs", run["run_id"], "--json"], ["logs", run["run_id"]], ["runs", "--json"]):
@@ -403,3 +419,17 @@ def test_a_postgresql_system_database_holds_no_form_of_the_secret(
     (base64-decoded and unpickled) holds the secret."""
     monkeypatch.setenv(ENV_VAR, database_url)
     refused_with(attempt(capsys, home, leak), fragment)
+
+
+@pytest.mark.parametrize(
+    "leak",
+    ["step-message", "workflow-notes", "set-event", "print", "fd-write", "crash", "journal"],
+)
+def test_a_secret_that_escaping_changes_is_found_in_every_form(
+    capsys: pytest.CaptureFixture[str], home: Path, leak: str
+) -> None:
+    """A secret with quotes, a backslash and non-ASCII letters is kept out of the ledger, the
+    trace, the logs and DBOS as it is and in its JSON- and repr-escaped forms."""
+    run = attempt(capsys, home, leak, secret=QUOTED_NAME)
+    logs = attempt_files(home, "stdout.log") + attempt_files(home, "stderr.log")
+    assert QUOTED_NAME in json.dumps(run) + "".join(logs)  # the attempt reached the secret

@@ -1,4 +1,7 @@
-"""Leak attempts: INPUT["leak"] names a way to get the vault value LEAK_TOKEN saved or shown."""
+"""Leak attempts: INPUT["leak"] names a way to get a vault value saved or shown.
+
+The value is LEAK_TOKEN's, or that of the secret INPUT["secret"] names.
+"""
 
 import asyncio
 import logging
@@ -9,30 +12,36 @@ from dbos import DBOS, SetWorkflowID, WorkflowSerializationFormat
 
 from agentworks import agent, tool, vault
 
+SECRET = ["LEAK_TOKEN"]  # set by run(); steps run in the same process
+
+
+def token():
+    return vault(SECRET[0])
+
 
 class Carrier(Exception):
     """An error whose message is clean and whose attribute holds the secret."""
 
     def __init__(self, message):
         super().__init__(message)
-        self.token = vault("LEAK_TOKEN")
+        self.token = token()
 
 
 def noted():
     exc = RuntimeError("clean message")
-    exc.add_note("token " + vault("LEAK_TOKEN"))
+    exc.add_note("token " + token())
     return exc
 
 
 def raise_caused():
     try:
-        raise KeyError(vault("LEAK_TOKEN"))
+        raise KeyError(token())
     except KeyError as exc:
         raise RuntimeError("clean message") from exc
 
 
 def nested(depth):
-    value = {"token": vault("LEAK_TOKEN")}
+    value = {"token": token()}
     for _ in range(depth):
         value = [value]
     return value
@@ -48,19 +57,19 @@ class Token:
 @tool
 def lookup(sku: str) -> dict:
     """Look a product up (raises with the secret in its message)."""
-    raise ValueError("lookup failed with " + vault("LEAK_TOKEN"))
+    raise ValueError("lookup failed with " + token())
 
 
 @tool
 def fetch_token(sku: str) -> dict:
     """Return the secret (to the model, and to the restart journal)."""
-    return {"sku": sku, "token": vault("LEAK_TOKEN")}
+    return {"sku": sku, "token": token()}
 
 
 @DBOS.step()
 async def fail_with(how):
     if how == "message":
-        raise ValueError("bad token " + vault("LEAK_TOKEN"))
+        raise ValueError("bad token " + token())
     if how == "attribute":
         raise Carrier("clean message")
     if how == "notes":
@@ -68,7 +77,7 @@ async def fail_with(how):
     if how == "cause":
         raise_caused()
     if how == "group":
-        raise ExceptionGroup("clean message", [KeyError(vault("LEAK_TOKEN"))])
+        raise ExceptionGroup("clean message", [KeyError(token())])
     return how
 
 
@@ -79,14 +88,14 @@ async def deep_result():
 
 @DBOS.step()
 def sync_step_object():
-    return {"token": Token(vault("LEAK_TOKEN"))}
+    return {"token": Token(token())}
 
 
 @DBOS.workflow()
 def sync_child(how):
     if how == "raise":
         raise Carrier("clean message")
-    return {"token": vault("LEAK_TOKEN")}
+    return {"token": token()}
 
 
 @DBOS.workflow()
@@ -102,6 +111,7 @@ async def child(token):
 @DBOS.workflow()
 async def run(INPUT):
     leak = INPUT["leak"]
+    SECRET[0] = INPUT.get("secret", "LEAK_TOKEN")
     if leak.startswith("step-"):
         return await fail_with(leak[len("step-") :])
     if leak == "workflow-attribute":
@@ -111,17 +121,17 @@ async def run(INPUT):
     if leak == "workflow-cause":
         raise_caused()
     if leak == "child-input":
-        return await child(vault("LEAK_TOKEN"))
+        return await child(token())
     if leak == "set-event":
-        await DBOS.set_event_async("token", {"value": vault("LEAK_TOKEN")})
+        await DBOS.set_event_async("token", {"value": token()})
     if leak == "write-stream":
-        await DBOS.write_stream_async("tokens", vault("LEAK_TOKEN"))
+        await DBOS.write_stream_async("tokens", token())
     if leak == "send":
-        await DBOS.send_async(DBOS.workflow_id, vault("LEAK_TOKEN"), topic="token")
+        await DBOS.send_async(DBOS.workflow_id, token(), topic="token")
     if leak == "set-event-portable":
         await DBOS.set_event_async(
             "token",
-            {"value": vault("LEAK_TOKEN")},
+            {"value": token()},
             serialization_type=WorkflowSerializationFormat.PORTABLE,
         )
     if leak.startswith("sync-child-"):
@@ -129,27 +139,27 @@ async def run(INPUT):
     if leak == "object-step":
         return await asyncio.to_thread(sync_step_object)
     if leak == "child-id":
-        with SetWorkflowID("child-" + vault("LEAK_TOKEN")):
+        with SetWorkflowID("child-" + token()):
             return await quiet_child()
     if leak == "event-key":
-        await DBOS.set_event_async("key-" + vault("LEAK_TOKEN"), 1)
+        await DBOS.set_event_async("key-" + token(), 1)
     if leak == "deep-step":
         return await deep_result()
     if leak == "deep-result":
         return nested(60)
     if leak == "print":
-        print("token", vault("LEAK_TOKEN"))
-        logging.getLogger("relay").warning("token %s", vault("LEAK_TOKEN"))
-        DBOS.logger.warning("token %s", vault("LEAK_TOKEN"))
+        print("token", token())
+        logging.getLogger("relay").warning("token %s", token())
+        DBOS.logger.warning("token %s", token())
     if leak == "fd-write":
-        os.write(1, ("token " + vault("LEAK_TOKEN") + "\n").encode())
-        os.write(2, ("token " + vault("LEAK_TOKEN") + "\n").encode())
+        os.write(1, ("token " + token() + "\n").encode())
+        os.write(2, ("token " + token() + "\n").encode())
     if leak == "fd-write-split":
-        token = vault("LEAK_TOKEN").encode()
-        os.write(2, b"token " + token[:5])
-        os.write(2, token[5:] + b"\n")
+        value = token().encode()
+        os.write(2, b"token " + value[:5])
+        os.write(2, value[5:] + b"\n")
     if leak == "crash":
-        os.write(2, ("fatal: token " + vault("LEAK_TOKEN") + "\n").encode())
+        os.write(2, ("fatal: token " + token() + "\n").encode())
         os._exit(7)
     if leak == "tool-error":
         return await agent(name="looker", user_message="look up A", tools=[lookup])
