@@ -358,7 +358,7 @@ def launch_attempt(
 
 
 def record_event(folder: RunFolder, attempt: int, kind: str, **fields: Any) -> dict[str, Any]:
-    """Append one supervisor event to the run's ledger (only while no child runs)."""
+    """Append one supervisor event to the run's ledger (safe while the child appends too)."""
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
     try:
         return writer.emit(kind, **fields)
