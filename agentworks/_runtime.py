@@ -43,11 +43,17 @@ class Runtime:
     durable: bool = True
     #: crash injection for platform calls: ("agent:NAME", occurrence, "during"|"after")
     crash_point: Callable[[str, int, str], None] = lambda name, n, when: None
+    #: the relay's module file in ``code_dir``, where call sites are looked for
+    entry: str = "relay.py"
     redactor: Redactor = field(init=False)
     _calls: itertools.count[int] = field(init=False, default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
         self.redactor = Redactor(self.secrets)
+
+    @property
+    def relay_file(self) -> str:
+        return str(self.code_dir / self.entry)
 
     @property
     def run_dir(self) -> Path:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentworks._runtime import Runtime, current
+from agentworks._sites import call_site
 from agentworks.errors import AgentworksError, NestedCallError, SecretLeakError
 from agentworks.journal import Journal
 
@@ -105,30 +106,36 @@ async def platform_call(
             f"import time."
         )
 
+    site = call_site(rt.relay_file)
+    ran = False
+
     async def own_step() -> Any:
+        nonlocal ran
+        ran = True
         begin_step_body()
-        rt.emit(
-            "step_start",
-            step=f"{kind}:{name}",
-            step_id=DBOS.step_id,
-            workflow_id=DBOS.workflow_id,
-            step_attempt=1,
-            occurrence=None,
-        )
+        info = {
+            "step": label,
+            "step_id": DBOS.step_id,
+            "workflow_id": DBOS.workflow_id,
+            "step_attempt": 1,
+            "occurrence": occurrence,
+            "site": site,
+        }
+        rt.emit("step_start", **info)
         started = time.perf_counter()
         result = await _guarded(rt, kind, name, call, perform, replay_safe, occurrence)
-        rt.emit(
-            "step_end",
-            step=f"{kind}:{name}",
-            step_id=DBOS.step_id,
-            workflow_id=DBOS.workflow_id,
-            step_attempt=1,
-            occurrence=None,
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
-        )
+        rt.emit("step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2))
         return result
 
     result = await DBOS.run_step_async({"name": label}, own_step)
+    if not ran:
+        rt.emit(
+            "step_reused",
+            step=label,
+            occurrence=occurrence,
+            site=site,
+            workflow_id=DBOS.workflow_id,
+        )
     rt.crash_point(label, occurrence, "after")  # the call's own step is checkpointed
     return result
 

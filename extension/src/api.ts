@@ -9,9 +9,18 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import type { RunRow } from './format.js';
 import type { GraphDocument } from './geometry.js';
-import type { StepRecord } from './overlay.js';
 
 export const API_PATH = 'relay/api';
+
+/** One step record of a run, as `relay logs RUN --json` lists it. */
+export interface StepRecord {
+  function_id?: number;
+  name: string;
+  status: string;
+  executed_in?: number[];
+  reused_in?: number[];
+  duration_ms?: number | null;
+}
 
 /** One relay of `GET relay/api/relays`. */
 export interface RelaySummary {

@@ -167,6 +167,23 @@ function drawShape(
   }
 }
 
+/** The caption over a node's label: its type and line (`STEP · L35`), as views/svg.py has it. */
+export function caption(node: GraphNode): string {
+  const kind = node.type.toUpperCase();
+  return node.line !== undefined && node.line !== null ? `${kind} · L${node.line}` : kind;
+}
+
+/** The reused badge's text: `reused`, or `2 of 3 reused` for a node of several calls. */
+export function reusedBadgeText(node: GraphNode): string {
+  const summary = node.details?.['summary'];
+  return typeof summary === 'string' && summary.endsWith('reused') ? summary : 'reused';
+}
+
+/** The badge's width for its text (views/svg.py badge_width). */
+export function badgeWidth(label: string): number {
+  return label === 'reused' ? 42 : Math.round((label.length * 5.6 + 10) * 10) / 10;
+}
+
 /** One node's `<g>`: shape, caption, label and reused badge. */
 export function drawNode(doc: Document, node: GraphNode): SVGGElement {
   const [w, h] = nodeSize(node.type, node.label);
@@ -207,7 +224,7 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
       'font-style': italic
     });
   } else {
-    text(doc, g, node.type.toUpperCase(), {
+    text(doc, g, caption(node), {
       x: cx,
       y: y0 + 13,
       'text-anchor': 'middle',
@@ -226,12 +243,14 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
     });
   }
   if (look.reused) {
-    const bx = x0 + w - 30;
+    const label = reusedBadgeText(node);
+    const bw = badgeWidth(label);
+    const bx = x0 + w - bw + 12;
     const by = y0 - 8;
     const badge = el(doc, 'g', { class: 'relay-badge relay-badge--reused' }, g);
-    el(doc, 'rect', { x: bx, y: by, width: 42, height: 16, rx: 8, fill: REUSED_COLOUR }, badge);
-    text(doc, badge, 'reused', {
-      x: bx + 21,
+    el(doc, 'rect', { x: bx, y: by, width: bw, height: 16, rx: 8, fill: REUSED_COLOUR }, badge);
+    text(doc, badge, label, {
+      x: bx + bw / 2,
       y: by + 11.5,
       'text-anchor': 'middle',
       'font-size': 9.5,

@@ -96,6 +96,38 @@ export function nodeFacts(node: GraphNode): { facts: [string, string][]; json: s
   if (Array.isArray(node.attempts) && node.attempts.length) {
     facts.push(['attempts', node.attempts.join(', ')]);
   }
+  const d = node.details ?? {};
+  const list = (key: string): number[] =>
+    Array.isArray(d[key]) ? (d[key] as unknown[]).filter((n): n is number => typeof n === 'number') : [];
+  if (list('executed_in').length) {
+    facts.push(['executed in', `attempt ${list('executed_in').join(', ')}`]);
+  }
+  if (list('reused_in').length) {
+    facts.push(['reused in', `attempt ${list('reused_in').join(', ')}`]);
+  }
+  if (typeof d['summary'] === 'string') {
+    facts.push(['calls', d['summary']]);
+  }
+  const error = d['error'] as { message?: string; line?: number } | undefined;
+  if (error && typeof error.message === 'string') {
+    facts.push(['error', error.line ? `${error.message} (relay.py line ${error.line})` : error.message]);
+  }
+  const calls = Array.isArray(d['calls']) ? (d['calls'] as Record<string, unknown>[]) : [];
+  calls.forEach((call, i) => {
+    if (typeof call['hidden'] === 'number') {
+      facts.push(['…', `${call['hidden']} more calls`]);
+      return;
+    }
+    const bits: string[] = [];
+    if (typeof call['status'] === 'string') bits.push(call['status']);
+    if (typeof call['duration_ms'] === 'number') bits.push(formatDuration(call['duration_ms']));
+    for (const key of ['input_preview', 'output_preview', 'error_preview']) {
+      if (typeof call[key] === 'string') {
+        bits.push(`${key.replace('_preview', '')} ${call[key]}`);
+      }
+    }
+    facts.push([`call ${typeof call['occurrence'] === 'number' ? `#${call['occurrence']}` : i + 1}`, bits.join(' · ')]);
+  });
   const json = JSON.stringify(node.details ?? {}, null, 2);
   return { facts, json };
 }

@@ -55,6 +55,23 @@ export interface GraphDocument {
   edges: GraphEdge[];
   notes?: string[];
   layout?: { width: number; height: number };
+  /** On a run graph: the run it shows (history/run_summary.py). */
+  run?: RunInfo;
+}
+
+/** The run a run graph shows, as its header says it. */
+export interface RunInfo {
+  run_id: string;
+  relay?: string | null;
+  status?: string | null;
+  attempt?: number | null;
+  attempts_max?: number;
+  executed?: number;
+  reused?: number;
+  reason?: string;
+  error?: { code?: string | null; message?: string | null; line?: number };
+  next?: string;
+  note?: string;
 }
 
 /** Python's round(): halves go to the even neighbour. */

@@ -2,10 +2,10 @@
  * An interactive graph view in plain DOM: the drawn graph with pan (drag), zoom (wheel and
  * buttons) and a details panel for the clicked node. Used by the MIME renderer and the panel.
  *
- * Design: a plain wheel over a notebook output normally scrolls the notebook, so the view only
- * takes the wheel for zooming once the user has clicked into it (it then has focus), or with
- * Ctrl/⌘ held (which is also what a trackpad pinch sends). Until the user pans or zooms, the
- * view refits itself when its width changes.
+ * Design: a plain wheel over a notebook output scrolls the notebook, always: the view takes the
+ * wheel for zooming only with Ctrl/⌘ held (which is also what a trackpad pinch sends). The first
+ * draw fits the whole drawing (edge labels included) into the output's width and the height
+ * cap, centred; until the user pans or zooms, the view refits itself when its width changes.
  */
 
 import type { GraphDocument, GraphNode } from './geometry.js';
@@ -64,12 +64,12 @@ export class GraphView {
     this.node = h('div', 'jp-RelayGraph');
     const toolbar = h('div', 'jp-RelayGraph-toolbar');
     this.caption = h('span', 'jp-RelayGraph-caption');
-    const hint = h('span', 'jp-RelayGraph-hint', 'drag to pan · click, then wheel to zoom');
+    const hint = h('span', 'jp-RelayGraph-hint', 'drag to pan · Ctrl/⌘ + wheel to zoom');
     toolbar.append(this.caption, hint);
     for (const [label, title, action] of [
       ['−', 'Zoom out', () => this.zoomBy(1 / 1.25)],
       ['+', 'Zoom in', () => this.zoomBy(1.25)],
-      ['fit', 'Fit the whole graph', () => this.fit(true)],
+      ['fit', 'Fit the whole graph, centred', () => this.fit(true)],
       ['1:1', 'Actual size', () => this.setTransform(1, 0, 0)]
     ] as [string, string, () => void][]) {
       const button = h('button', 'jp-RelayGraph-button', label);
@@ -168,24 +168,53 @@ export class GraphView {
     this.setTransform(next, x - (x - this.tx) * k, y - (y - this.ty) * k);
   }
 
-  /** Fit the drawing: its width on first show (`whole` = false), or all of it. */
+  /**
+   * Fit the drawing into the output's width and the height cap, centred. `whole` (the fit
+   * button) may shrink below the smallest initial scale to show everything at once.
+   */
   fit(whole: boolean): void {
     if (!this.drawn) {
       return;
     }
     const width = this.area.clientWidth;
     const maxHeight = this.options.maxHeight ?? 600;
-    const { width: gw, height: gh } = this.drawn;
+    const box = this.bounds();
+    const least = whole ? MIN_SCALE : this.options.minFitScale ?? 0.3;
     let scale = 1;
-    if (width > 0 && gw > width) {
-      scale = Math.max(width / gw, this.options.minFitScale ?? 0.3);
+    if (width > 0 && box.w > width) {
+      scale = width / box.w;
     }
-    const viewHeight = Math.max(Math.min(gh * scale, maxHeight), 96);
+    if (box.h * scale > maxHeight) {
+      scale = maxHeight / box.h;
+    }
+    scale = Math.min(1, Math.max(scale, least));
+    const viewHeight = Math.max(Math.min(box.h * scale, maxHeight), 96);
     this.drawn.svg.setAttribute('height', String(Math.ceil(viewHeight)));
-    if (whole && width > 0) {
-      scale = Math.min(1, width / gw, viewHeight / gh);
+    const tx = width > 0 ? (width - box.w * scale) / 2 - box.x * scale : -box.x * scale;
+    const spare = viewHeight - box.h * scale;
+    const ty = spare > 0 ? spare / 2 - box.y * scale : -box.y * scale;
+    this.setTransform(scale, Math.max(tx, -box.x * scale), ty);
+  }
+
+  /** The drawing's extent, edge labels included (the laid-out size until it is on screen). */
+  private bounds(): { x: number; y: number; w: number; h: number } {
+    const drawn = this.drawn!;
+    const fallback = { x: 0, y: 0, w: drawn.width, h: drawn.height };
+    try {
+      // in the group's own coordinates: its pan-and-zoom transform does not count
+      const b = drawn.viewport.getBBox();
+      if (!(b.width > 0 && b.height > 0)) {
+        return fallback;
+      }
+      const pad = 8;
+      const x = Math.min(0, b.x - pad);
+      const y = Math.min(0, b.y - pad);
+      const right = Math.max(drawn.width, b.x + b.width + pad);
+      const bottom = Math.max(drawn.height, b.y + b.height + pad);
+      return { x, y, w: right - x, h: bottom - y };
+    } catch {
+      return fallback; // not rendered yet (getBBox needs layout)
     }
-    this.setTransform(scale, 0, 0);
   }
 
   /** The current `[scale, tx, ty]` of the drawing. */
@@ -299,9 +328,8 @@ export class GraphView {
   };
 
   private onWheel = (event: WheelEvent): void => {
-    const focused = this.node.contains(document.activeElement);
-    if (!(event.ctrlKey || event.metaKey || focused) || !this.drawn) {
-      return;
+    if (!(event.ctrlKey || event.metaKey) || !this.drawn) {
+      return; // the page scrolls
     }
     event.preventDefault();
     this.touched = true;

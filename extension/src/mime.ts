@@ -12,11 +12,15 @@ import { Widget } from '@lumino/widgets';
 
 import type { GraphDocument } from './geometry.js';
 import { GraphView } from './graphview.js';
+import { RunHeader, ViewAction } from './header.js';
+import { CommLike, findKernel } from './kernel.js';
 import { readRuns } from './format.js';
 import { runTable } from './runtable.js';
 
 export const GRAPH_MIME_TYPE = 'application/vnd.relay.graph+json';
 export const RUNS_MIME_TYPE = 'application/vnd.relay.runs+json';
+/** The kernel's comm target for run views' buttons (relay_notebook/magics/runs.py). */
+export const COMM_TARGET = 'relay_notebook.view';
 
 function readGraph(data: unknown): GraphDocument | null {
   const doc = data as Partial<GraphDocument> | null;
@@ -33,10 +37,15 @@ function problem(node: HTMLElement, message: string): void {
   node.replaceChildren(box);
 }
 
-/** Renders a relay-graph/v1 document with pan, zoom and node details. */
+/** Renders a relay-graph/v1 document with pan, zoom and node details; a run graph also gets
+ * its run header, whose buttons ask the notebook's kernel to run or recover (see
+ * relay_notebook/magics/runs.py) and show that run live, storing its final state here. */
 export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer {
   private readonly mimeType: string;
   private view: GraphView | null = null;
+  private header: RunHeader | null = null;
+  private model: IRenderMime.IMimeModel | null = null;
+  private comm: CommLike | null = null;
 
   constructor(options: IRenderMime.IRendererOptions) {
     super();
@@ -45,6 +54,7 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.model = model;
     const graph = readGraph(model.data[this.mimeType]);
     if (graph === null) {
       problem(
@@ -56,10 +66,70 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
     }
     if (this.view === null) {
       this.view = new GraphView({ maxHeight: 600 });
-      this.node.replaceChildren(this.view.node);
+      this.header = new RunHeader(action => this.act(action));
+      this.node.replaceChildren(this.header.node, this.view.node);
     }
-    this.view.setGraph(graph);
+    this.showGraph(graph);
     return Promise.resolve();
+  }
+
+  private showGraph(graph: GraphDocument): void {
+    this.header?.update(graph);
+    this.view?.setGraph(graph);
+  }
+
+  /** Ask the kernel for `action` and show the run it starts as it goes. */
+  private act(action: ViewAction): void {
+    const header = this.header!;
+    const kernel = findKernel(this.node);
+    if (kernel === null) {
+      header.say(
+        'These buttons need this notebook\'s kernel: start it and run %load_ext relay_notebook.',
+        true
+      );
+      return;
+    }
+    this.comm?.close();
+    let heard = false;
+    const comm = kernel.createComm(COMM_TARGET);
+    this.comm = comm;
+    header.setBusy(true);
+    header.say(action.action === 'recover' ? `recovering ${action.run_id}…` : 'starting a run…');
+    comm.onMsg = msg => {
+      heard = true;
+      const data = msg.content.data as
+        | { type: 'view'; final: boolean; bundle: Record<string, unknown> }
+        | { type: 'error'; message: string };
+      if (data.type === 'error') {
+        header.setBusy(false);
+        header.say(data.message, true);
+        comm.close();
+        return;
+      }
+      const graph = readGraph(data.bundle[GRAPH_MIME_TYPE]);
+      if (graph !== null) {
+        this.showGraph(graph);
+        header.say(data.final ? '' : 'live: the kernel is sending this run as it goes');
+      }
+      if (data.final) {
+        header.setBusy(false);
+        comm.close();
+        this.comm = null;
+        // the output keeps the run this view shows now, so a saved notebook has it too
+        this.model?.setData({ data: data.bundle as IRenderMime.IMimeModel['data'] });
+      }
+    };
+    comm.onClose = () => {
+      if (!heard) {
+        header.setBusy(false);
+        header.say(
+          'The kernel did not answer: run %load_ext relay_notebook in this notebook, then ' +
+            'press the button again.',
+          true
+        );
+      }
+    };
+    comm.open(action);
   }
 
   protected override onAfterAttach(): void {

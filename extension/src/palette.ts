@@ -30,7 +30,7 @@ export const TYPE_COLOURS: Readonly<Record<string, Paint>> = {
   decision: paint('#fefce8', '#eab308', '#713f12'),
   loop: paint('#f0f9ff', '#38bdf8', '#0c4a6e'),
   parallel: paint('#fdf4ff', '#e879f9', '#701a75'),
-  try: paint('#fff1f2', '#fb7185', '#881337'),
+  try: paint('#f8fafc', '#64748b', '#334155'),
   unresolved: paint('#f8fafc', '#94a3b8', '#475569'),
   script: paint('#f9fafb', '#9ca3af', '#111827')
 };

@@ -20,7 +20,6 @@ import {
 import { crashText, formatDuration, RunRow, statusText } from './format.js';
 import { firstStep, stepName } from './geometry.js';
 import { GraphView } from './graphview.js';
-import { overlayRun } from './overlay.js';
 import { isActiveRunStatus } from './palette.js';
 import { reusedBadge, runList, statusBadge } from './runtable.js';
 
@@ -361,7 +360,8 @@ export class RelayPanel extends Widget {
     }
     box.appendChild(attempts);
     box.appendChild(this.stepsTable(run));
-    const graph = run.graph ?? (this.relay ? overlayRun(this.relay.graph, run.steps, run.status) : null);
+    // painted by the server with the notebook's own overlay: each call on its call site's node
+    const graph = run.graph ?? null;
     if (graph) {
       box.appendChild(this.graphView.node);
       this.graphView.setGraph(graph);

@@ -11,12 +11,12 @@ import {
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { RelayApi } from './api.js';
+import { KernelLike, setKernelFinder } from './kernel.js';
 import { RelayPanel } from './panel.js';
 
 export { drawGraph, drawEdge, drawNode } from './draw.js';
 export { GraphView } from './graphview.js';
 export { runList, runTable, statusBadge, reusedBadge } from './runtable.js';
-export { overlayRun } from './overlay.js';
 export { RelayApi, RelayApiError, RelayApiUnavailableError } from './api.js';
 export { RelayPanel } from './panel.js';
 export type { GraphDocument, GraphEdge, GraphNode } from './geometry.js';
@@ -36,6 +36,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   optional: [ILayoutRestorer],
   activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null) => {
+    // a run view's buttons talk to the kernel of the notebook the view is shown in
+    setKernelFinder(node => {
+      for (const widget of app.shell.widgets('main')) {
+        if (widget.node.contains(node)) {
+          const context = (widget as unknown as {
+            sessionContext?: { session?: { kernel?: KernelLike | null } | null };
+          }).sessionContext;
+          return context?.session?.kernel ?? null;
+        }
+      }
+      return null;
+    });
     const panel = new RelayPanel(new RelayApi(app.serviceManager.serverSettings));
     panel.title.icon = relayIcon;
     app.shell.add(panel, 'left', { rank: 650 });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 
 import { crashText, formatDuration, nodeFacts, readRuns, statusText } from '../lib/format.js';
-import { overlayRun, stepStatus } from '../lib/overlay.js';
+import { crashTargets, recoverRefusal, runFacts, runReason } from '../lib/header.js';
 import {
   isActiveRunStatus,
   nodeLook,
@@ -76,44 +76,36 @@ test('node details list type, label, line and the overlay', () => {
   assert.deepEqual(JSON.parse(json), { name: 'extract', status: 'reused' });
 });
 
-test('a run overlay marks reused, executed, failed and unreached steps', () => {
-  const graph = {
-    kind: 'flow',
-    nodes: [
-      { id: 'input', type: 'input', label: 'input', x: 0, y: 0 },
-      { id: 'step-a', type: 'step', label: 'a', details: { name: 'a' }, x: 0, y: 100 },
-      { id: 'step-b', type: 'step', label: 'b', details: { name: 'b' }, x: 0, y: 200 },
-      { id: 'step-c', type: 'step', label: 'c', details: { name: 'c' }, x: 0, y: 300 },
-      { id: 'output', type: 'output', label: 'output', x: 0, y: 400 }
-    ],
-    edges: []
-  };
-  const steps = [
-    { name: 'a', status: 'checkpointed', executed_in: [1], reused_in: [2] },
-    { name: 'b', status: 'checkpointed', executed_in: [2], reused_in: [] },
-    { name: 'b', status: 'checkpointed', executed_in: [2], reused_in: [] }
-  ];
-  const run = overlayRun(graph, steps, 'succeeded');
-  const by = Object.fromEntries(run.nodes.map(n => [n.id, n]));
-  assert.equal(run.kind, 'run');
-  assert.equal(by['step-a'].status, 'reused');
-  assert.equal(by['step-a'].reused, true);
-  assert.deepEqual(by['step-a'].attempts, [1, 2]);
-  assert.equal(by['step-b'].status, 'succeeded');
-  assert.equal(by['step-b'].count, 2);
-  assert.equal(by['step-c'].status, 'not_reached');
-  assert.equal(by.output.status, 'succeeded');
-  // the input graph is not changed
-  assert.equal(graph.nodes[1].status, undefined);
-  const live = overlayRun(graph, [], 'running');
-  assert.equal(live.nodes[3].status, 'pending');
+test('the run header says the attempt of the budget, the counts and why the run stopped', () => {
+  const run = { run_id: 'order-3', status: 'failed', attempt: 1, attempts_max: 3, executed: 2,
+    error: { code: 'relay-raised', message: 'ValueError: order has no items', line: 29 } };
+  assert.equal(runFacts(run), 'attempt 1 of 3 · 2 executed');
+  assert.equal(runReason(run), 'ValueError: order has no items (relay.py line 29)');
+  assert.equal(runFacts({ run_id: 'x', attempt: 2, attempts_max: 3, executed: 2, reused: 3 }),
+    'attempt 2 of 3 · 2 executed · 3 reused');
+  assert.equal(runReason({ run_id: 'x', reason: 'crashed on purpose after pack#2 (--crash)' }),
+    'crashed on purpose after pack#2 (--crash)');
 });
 
-test('a step interrupted by a crash is running while the run goes, failed after', () => {
-  const records = [{ name: 'a', status: 'interrupted', executed_in: [1] }];
-  assert.equal(stepStatus(records, true), 'running');
-  assert.equal(stepStatus(records, false), 'failed');
-  assert.equal(stepStatus([{ name: 'a', status: 'error' }], false), 'failed');
+test('recover applies only to an interrupted run with attempts left, and says why not', () => {
+  assert.equal(recoverRefusal({ run_id: 'a', status: 'interrupted', attempt: 1, attempts_max: 3 }), '');
+  assert.match(recoverRefusal({ run_id: 'a', status: 'interrupted', attempt: 3, attempts_max: 3 }),
+    /All 3 attempts/);
+  assert.match(recoverRefusal({ run_id: 'a', status: 'failed' }), /relay error is final/);
+  assert.match(recoverRefusal({ run_id: 'a', status: 'succeeded' }), /nothing to recover/);
+  assert.match(recoverRefusal({ run_id: 'a', status: 'running' }), /still going/);
+  assert.match(recoverRefusal({ run_id: 'a', status: 'needs_reconciliation' }), /reconcile/);
+});
+
+test('crash targets are the step names of the flow, once each, not the calls inside steps', () => {
+  const graph = { nodes: [
+    { id: 'input', type: 'input', label: 'input' },
+    { id: 'step-ship', type: 'step', label: 'ship', details: { name: 'ship' } },
+    { id: 'step-ship-2', type: 'step', label: 'ship', details: { name: 'ship' } },
+    { id: 'agent-x', type: 'agent', label: 'x', details: { in_step: 'step-ship' } },
+    { id: 'step-pack', type: 'step', label: 'pack' }
+  ], edges: [] };
+  assert.deepEqual(crashTargets(graph), ['ship', 'pack']);
 });
 
 test('crash points read as when:step, with the occurrence past the first', () => {

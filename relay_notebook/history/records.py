@@ -239,6 +239,18 @@ class RunLog:
         """The root workflow's step calls, then each child workflow's, in call order."""
         return [*self.steps, *(s for child in self.children for s in child["steps"])]
 
+    def call_facts(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """What the child recorded as each call's body started, by (workflow id, function id):
+        its ``site`` in the relay's source and its ``input_preview`` (the latest attempt's)."""
+        facts: dict[tuple[str, int], dict[str, Any]] = {}
+        for e in self.events_of("step_start"):
+            wf, fid = e.get("workflow_id"), e.get("step_id")
+            if isinstance(wf, str) and isinstance(fid, int):
+                facts[(wf, fid)] = {
+                    k: e[k] for k in ("site", "input_preview") if e.get(k) is not None
+                }
+        return facts
+
     def receipts_of(self, step: dict[str, Any]) -> list[dict[str, Any]]:
         """The platform calls a step call made (linked by workflow and step id)."""
         keys = set(step.get("receipts", []))
@@ -399,6 +411,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         "app_version": meta.get("app_version"),
         "created_at": meta.get("created_at"),
         "deadline_ms": meta.get("deadline_ms"),
+        "max_attempts": meta.get("max_attempts"),
         "input": meta.get("input"),
         "error": meta.get("error"),
         "folder": str(folder.path),

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from relay_notebook.history.records import RunLog
 from relay_notebook.history.run_path import PathWalk, call_key, walk_calls
+from relay_notebook.history.run_summary import run_header
 from relay_notebook.source.graph import Edge, FlowGraph, Node
 
 __all__ = ["RunEdge", "RunNode", "build_run_graph", "call_key", "overlay_run"]
@@ -24,6 +25,19 @@ _CALL_TYPES: Final = {"step": "step", "workflow": "workflow", "agent": "agent", 
 MAX_CALL_NODES: Final = 400
 _TAIL: Final = 50
 _TERMINAL: Final = frozenset({"succeeded", "failed"})
+#: calls listed in a node's details (a loop's node keeps its first and last ones)
+MAX_NODE_CALLS: Final = 12
+_CALL_FACTS: Final = (
+    "function_id",
+    "occurrence",
+    "status",
+    "executed_in",
+    "reused_in",
+    "duration_ms",
+    "input_preview",
+    "output_preview",
+    "error_preview",
+)
 
 
 @dataclass
@@ -180,16 +194,57 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
     graph = copy.deepcopy(flow)
     graph.kind = "run"
     graph.relay = graph.relay or str(log.run["relay"])
+    facts = log.call_facts()
+    sites = {key: f["site"] for key, f in facts.items() if "site" in f}
     walk, calls, unseen = walk_calls(
-        graph, log.steps, finished=log.run.get("status") == "succeeded"
+        graph, log.steps, finished=log.run.get("status") == "succeeded", sites=sites
     )
     _paint(graph, walk, calls, log, ended=log.run.get("status") in _TERMINAL)
+    _describe_calls(graph, calls, facts)
+    graph.run = run_header(log)
+    error = graph.run.get("error")
+    if log.run.get("status") == "failed" and error:
+        for node in graph.nodes:
+            if node.id == "output" or node.details.get("status") == "failed":
+                node.details["error"] = error
     if unseen:
         graph.notes.append(
             f"{unseen} step call{'s' if unseen != 1 else ''} of the run could not be placed on "
             f"the flow graph (made through code the graph cannot follow); see the run graph."
         )
     return graph
+
+
+def _describe_calls(
+    graph: FlowGraph,
+    calls: dict[str, list[dict[str, Any]]],
+    facts: dict[tuple[str, int], dict[str, Any]],
+) -> None:
+    """Per-call facts on each node that made calls: attempts that ran and reused them, counts,
+    and each call's input, output and error previews (already redacted) and duration."""
+    for node in graph.nodes:
+        made = calls.get(node.id)
+        if not made:
+            continue
+        rows = []
+        for step in made:
+            row = {k: step.get(k) for k in _CALL_FACTS if step.get(k) is not None}
+            extra = facts.get((step["workflow_id"], step["function_id"]), {})
+            if "input_preview" in extra:
+                row["input_preview"] = extra["input_preview"]
+            rows.append(row)
+        if len(rows) > MAX_NODE_CALLS:
+            half = MAX_NODE_CALLS // 2
+            rows = [*rows[:half], {"hidden": len(rows) - 2 * half}, *rows[-half:]]
+        reused = sum(1 for s in made if s["reused_in"])
+        node.details["calls"] = rows
+        node.details["executed_in"] = sorted({a for s in made for a in s["executed_in"]})
+        node.details["reused_in"] = sorted({a for s in made for a in s["reused_in"]})
+        node.details["reused_calls"] = reused
+        if len(made) > 1 and reused:
+            node.details["summary"] = f"{reused} of {len(made)} reused"
+        elif reused:
+            node.details["summary"] = "reused"
 
 
 def _paint(

@@ -9,6 +9,13 @@ branches are siblings, not a sequence. After a call that raised, the run went on
 per call the walk goes back to start from an earlier one, plus a penalty for an ``except``
 edge when nothing raised. Calls the graph cannot see (dynamic dispatch) are counted, not
 guessed. Paths are cached, so a loop of thousands of iterations walks quickly.
+
+A call whose call site the child recorded (``site``: the lines from ``run`` through inlined
+helpers to the call) goes to the node drawn for that site, never to another node of the same
+step: the walk then only finds the edges that led there. Calls of one step made on one line
+(``asyncio.gather(fetch(1), fetch(2))``) share a site, and go to that line's nodes in source
+order, as gather starts them. Calls recorded before sites existed
+(or made where the graph draws no node) are placed by name as above.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any, Final
 
 from relay_notebook.source.graph import Edge, FlowGraph, Node
 
-__all__ = ["PathWalk", "call_key", "walk_calls"]
+__all__ = ["PathWalk", "call_key", "node_site", "walk_calls"]
 
 #: node types that make no DBOS step call of their own: a walk may pass through them
 PASSABLE: Final = frozenset(
@@ -44,6 +51,14 @@ def call_key(node: Node) -> str | None:
     if node.type == "mcp" and "server" in details and "tool" in details:
         return f"mcp:{details['server']}.{details['tool']}"
     return None
+
+
+def node_site(node: Node) -> tuple[int, ...] | None:
+    """The call site a flow-graph node stands for (its line, or the chain through helpers)."""
+    site = node.details.get("site")
+    if isinstance(site, list) and site:
+        return tuple(int(n) for n in site)
+    return (node.line,) if node.line is not None else None
 
 
 @dataclass
@@ -143,25 +158,47 @@ class PathWalk:
 
 
 def walk_calls(
-    graph: FlowGraph, steps: list[dict[str, Any]], *, finished: bool
+    graph: FlowGraph,
+    steps: list[dict[str, Any]],
+    *,
+    finished: bool,
+    sites: dict[tuple[str, int], list[int]] | None = None,
 ) -> tuple[PathWalk, dict[str, list[dict[str, Any]]], int]:
     """Walk ``graph`` along the root workflow's calls ``steps``: the walk, the calls placed on
-    each node, and how many calls could not be placed. ``finished`` runs go on to the output."""
+    each node, and how many calls could not be placed. ``finished`` runs go on to the output;
+    ``sites`` are the recorded call sites by (workflow id, function id)."""
     by_key: dict[str, list[str]] = {}
+    by_site: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     for node in graph.nodes:
         key = call_key(node)
         if key is not None:
             by_key.setdefault(key, []).append(node.id)
+            where = node_site(node)
+            if where is not None:
+                by_site.setdefault((key, where), []).append(node.id)
     walk = PathWalk(graph)
     calls: dict[str, list[dict[str, Any]]] = {}
     trail = ["input"] if any(n.id == "input" for n in graph.nodes) else []
     dangling: list[tuple[int, str]] = []
     unseen = 0
     raised = False
+    last_site: tuple[int, ...] | None = None
+    on_line: dict[str, int] = {}
     for step in steps:
         if step["kind"] == "dbos":
             continue
         targets = by_key.get(step["name"])
+        site = sites.get((step["workflow_id"], step["function_id"])) if sites else None
+        if site and targets:
+            exact = by_site.get((step["name"], tuple(site)))
+            if exact and len(exact) > 1:
+                # calls of one step on one line (asyncio.gather(f(1), f(2))) run in source order
+                if tuple(site) != last_site:
+                    on_line.clear()
+                n = on_line[step["name"]] = on_line.get(step["name"], -1) + 1
+                exact = [exact[n % len(exact)]]
+            targets = exact or targets
+            last_site = tuple(site)
         if not targets:
             unseen += 1
             continue

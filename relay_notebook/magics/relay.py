@@ -19,7 +19,7 @@ from IPython.display import display
 from relay_notebook import commands
 from relay_notebook.cli import CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
-from relay_notebook.magics.runs import RunView
+from relay_notebook.magics.runs import RunView, register_view_channel
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
 from relay_notebook.runner.run_input import MAX_INPUT_BYTES, parse_json_text, read_input_file
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
@@ -52,6 +52,8 @@ class RelayMagics(Magics):
         super().__init__(shell)
         self.workspace = Workspace(home)
         self.views: list[RunView] = []
+        # the buttons of run views reach the kernel through a comm (the workspace as it is then)
+        register_view_channel(shell, lambda: self.workspace)
 
     # -- %%relay ------------------------------------------------------------------------------
 

@@ -1,13 +1,21 @@
-"""The notebook's run view: a live, in-place display of one run, plus its control buttons."""
+"""The notebook's run view: a live, in-place display of one run, and the buttons its header has.
+
+Design note: the view is one display output (the relay graph MIME bundle, with SVG and text
+fallbacks), updated in place through its display id, so a saved notebook keeps the last state
+and renders it without a kernel. Its buttons (run again, crash after or during a step,
+recover) are drawn by the JupyterLab renderer in the view's header, not by ipywidgets: a
+widget's output saved without its state reads "model not found" when the notebook is opened
+again. A button opens a comm (``relay_notebook.view``) to the kernel; the kernel starts the
+run and streams the new run's view back on that comm while it goes, and its final state is
+stored in the output, so a view started from a button is live too and survives a save.
+"""
 
 from __future__ import annotations
 
-import html
-import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
-import ipywidgets as widgets
 from IPython.display import DisplayHandle, display
 
 from relay_notebook import commands
@@ -16,28 +24,38 @@ from relay_notebook.source.graph import FlowGraph
 from relay_notebook.views.live import RunMonitor, Throttle
 from relay_notebook.workspace import Workspace
 
-__all__ = ["RunControls", "RunView"]
+__all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
+
+COMM_TARGET = "relay_notebook.view"
+_FINISHED = frozenset({"succeeded", "failed", "denied", "rejected"})
+
+Sink = Callable[[dict[str, Any], bool], None]
 
 
 class RunView:
-    """One run as it happens: the flow graph coloured by its events, updated in place."""
+    """One run as it happens: the flow graph painted from its history, updated in place."""
 
     def __init__(
         self, workspace: Workspace, relay: str, flow: FlowGraph, shell: Any, output: str | None
     ) -> None:
         self.workspace = workspace
         self.relay = relay
-        self.flow = flow
         self.shell = shell
         self.output = output
-        self.monitor = RunMonitor("…", flow)
+        self.monitor = RunMonitor(flow, lambda run_id: commands.logs(workspace, run_id))
         self.handle: RunHandle | None = None
         self._display: DisplayHandle | None = None
+        #: also told of every push (the comm of a view started from a button); True when final
+        self.sinks: list[Sink] = []
         self._lock = threading.Lock()
         self.throttle = Throttle(self._push)
 
     def __repr__(self) -> str:
         return self.monitor.summary()
+
+    @property
+    def flow(self) -> FlowGraph:
+        return self.monitor.flow
 
     # -- starting -----------------------------------------------------------------------------
 
@@ -49,12 +67,14 @@ class RunView:
         *,
         run_input: Any,
         release: str | None,
-        crash: str | None,
+        crash: str | None = None,
         shell: Any,
         output: str | None = None,
+        sinks: list[Sink] | None = None,
     ) -> RunView:
         draft = workspace.resolve_target(target)
         view = cls(workspace, draft.name, commands.graph_of_draft(draft), shell, output)
+        view.sinks.extend(sinks or [])
         handle = commands.run(
             workspace,
             target,
@@ -68,12 +88,22 @@ class RunView:
 
     @classmethod
     def recover(
-        cls, workspace: Workspace, run_id: str, *, shell: Any, output: str | None = None
+        cls,
+        workspace: Workspace,
+        run_id: str,
+        *,
+        shell: Any,
+        output: str | None = None,
+        sinks: list[Sink] | None = None,
     ) -> RunView:
         log = commands.logs(workspace, run_id)
         relay = str(log.run["relay"])
         view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
+        view.sinks.extend(sinks or [])
         view.monitor.run_id = run_id
+        before = str(log.run.get("status"))
+        if before in _FINISHED:
+            view.monitor.note = f"the run had already {_ended(before)}: nothing was left to recover"
         handle = commands.recover(workspace, run_id, on_event=view._on_event)
         view._attach(handle)
         return view
@@ -81,36 +111,36 @@ class RunView:
     def _attach(self, handle: RunHandle) -> None:
         self.handle = handle
         self.monitor.run_id = handle.run_id
-        self.monitor.attempt = handle.attempt
+        self.monitor.refresh()
         handle.add_done_callback(self._on_done)
 
     # -- updates (called from the supervisor's reader thread) ---------------------------------
 
     def _on_event(self, event: dict[str, Any]) -> None:
-        self.monitor.apply(event)
         self.throttle.request()
 
     def _on_done(self, outcome: RunOutcome) -> None:
-        self.monitor.status = outcome.status
-        self.monitor.attempt = outcome.attempt
-        if outcome.reused and not self.monitor.reused:
-            self.monitor.reused = len(outcome.reused)
-        if self.output and outcome.status == "succeeded":
+        if self.output and outcome.status == "succeeded" and self.shell is not None:
             self.shell.user_ns[self.output] = outcome.result
         self.throttle.flush()
 
     def _push(self) -> None:
+        self.monitor.refresh()
+        bundle = self.monitor.bundle()
+        done = self.handle is not None and self.handle.outcome is not None
         with self._lock:
             if self._display is not None:
-                self._display.update(self.monitor.bundle(), raw=True)
+                self._display.update(bundle, raw=True)
+            sinks = list(self.sinks)
+        for sink in sinks:
+            sink(bundle, done)
 
     # -- showing ------------------------------------------------------------------------------
 
     def show(self) -> None:
-        """Display the live view (once) and the run's control buttons."""
+        """Display the live view (once); it updates in place until the attempt ends."""
         with self._lock:
             self._display = display(self.monitor.bundle(), raw=True, display_id=True)
-        display(RunControls(self))
 
     def wait(self, timeout: float | None = None) -> RunOutcome:
         """Block until the attempt ends; the view shows the final state."""
@@ -124,78 +154,68 @@ class RunView:
         return self.handle.outcome if self.handle else None
 
 
-class RunControls(widgets.VBox):  # type: ignore[misc]
-    """Run again, crash on purpose after or during a step, recover: each opens a new view."""
+def _ended(status: str) -> str:
+    return {"denied": "been denied", "rejected": "been rejected"}.get(status, status)
 
-    def __init__(self, view: RunView) -> None:
-        steps = sorted({n.label for n in view.flow.nodes if n.type == "step"})
-        self.view = view
-        self.step = widgets.Dropdown(options=steps, description="step", layout={"width": "220px"})
-        buttons = [
-            self._button("run again", lambda: self._start(None)),
-            self._button("crash after", lambda: self._start(f"after:{self.step.value}")),
-            self._button("crash during", lambda: self._start(f"during:{self.step.value}")),
-            self._button("recover", self._recover),
-        ]
-        self.node = widgets.Dropdown(
-            options=[("node details…", "")]
-            + [(f"{n.type}: {n.label}", n.id) for n in view.flow.nodes],
-            layout={"width": "260px"},
-        )
-        self.details = widgets.HTML()
-        self.node.observe(lambda _c: self._show_node(), names="value")
-        self.out = widgets.Output()
-        super().__init__([widgets.HBox([*buttons, self.step, self.node]), self.details, self.out])
 
-    def _show_node(self) -> None:
-        """The selected node's details: source line, prompt, model, tools, as the graph has them."""
-        if not self.node.value:
-            self.details.value = ""
+class ViewChannel:
+    """The kernel's end of one view's comm: runs what the view's buttons ask for, and sends
+    the resulting run's view back as it goes (``{"type": "view", "bundle", "final"}``)."""
+
+    def __init__(self, comm: Any, workspace: Callable[[], Workspace], shell: Any) -> None:
+        self.comm = comm
+        self.workspace = workspace
+        self.shell = shell
+        self.views: list[RunView] = []
+        comm.on_msg(self.handle)
+
+    def _send(self, bundle: dict[str, Any], final: bool) -> None:
+        try:
+            self.comm.send({"type": "view", "final": final, "bundle": bundle})
+        except Exception:  # the page went away: the run goes on, its record keeps it
             return
-        node = self.view.flow.node(str(self.node.value))
-        rows = [("type", node.type), ("label", node.label)]
-        if node.line is not None:
-            rows.append(("line", str(node.line)))
-        rows += [(k, json.dumps(v, ensure_ascii=False)) for k, v in sorted(node.details.items())]
-        self.details.value = (
-            "<table class='relay-node-details'>"
-            + "".join(
-                f"<tr><th>{html.escape(k)}</th><td><code>{html.escape(v)}</code></td></tr>"
-                for k, v in rows
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        """Act on one message from the view (the comm's open carries the first action)."""
+        data = msg.get("content", {}).get("data", {}) or {}
+        try:
+            view = self.act(data)
+        except Exception as exc:  # shown in the view's header, never a traceback
+            self.comm.send({"type": "error", "message": str(exc)})
+            return
+        self.views.append(view)
+
+    def act(self, data: dict[str, Any]) -> RunView:
+        """Start what ``data`` asks: ``{"action": "run" | "recover", "run_id", "crash"}``."""
+        action = data.get("action")
+        run_id = str(data.get("run_id") or "")
+        workspace = self.workspace()
+        if action == "recover":
+            return RunView.recover(workspace, run_id, shell=self.shell, sinks=[self._send])
+        if action == "run":
+            log = commands.logs(workspace, run_id)
+            crash = data.get("crash")
+            return RunView.start(
+                workspace,
+                str(log.run["relay"]),
+                run_input=log.run.get("input") or {},
+                release=None,
+                crash=str(crash) if crash else None,
+                shell=self.shell,
+                sinks=[self._send],
             )
-            + "</table>"
-        )
+        raise ValueError(f"unknown view action {action!r}; expected 'run' or 'recover'")
 
-    def __repr__(self) -> str:
-        return f"relay controls for {self.view.relay}"
 
-    def _button(self, label: str, action: Any) -> widgets.Button:
-        button = widgets.Button(description=label, layout={"width": "auto"})
-        button.on_click(lambda _b: self._safely(action))
-        return button
+def register_view_channel(shell: Any, workspace: Callable[[], Workspace]) -> bool:
+    """Let views' buttons reach this kernel (False outside a kernel, e.g. a plain shell)."""
+    kernel = getattr(shell, "kernel", None)
+    manager = getattr(kernel, "comm_manager", None)
+    if manager is None:
+        return False
 
-    def _safely(self, action: Any) -> None:
-        with self.out:
-            try:
-                action()
-            except Exception as exc:
-                print(f"relay: {exc}")
+    def opened(comm: Any, msg: dict[str, Any]) -> None:
+        ViewChannel(comm, workspace, shell).handle(msg)  # the action comes with the open
 
-    def _start(self, crash: str | None) -> None:
-        run_input: Any = {}
-        if self.view.handle is not None:
-            log = commands.logs(self.view.workspace, self.view.handle.run_id)
-            run_input = log.run.get("input") or {}
-        RunView.start(
-            self.view.workspace,
-            self.view.relay,
-            run_input=run_input,
-            release=None,
-            crash=crash if crash and not crash.endswith(":None") else None,
-            shell=self.view.shell,
-        ).show()
-
-    def _recover(self) -> None:
-        if self.view.handle is None:
-            return
-        RunView.recover(self.view.workspace, self.view.handle.run_id, shell=self.view.shell).show()
+    manager.register_target(COMM_TARGET, opened)
+    return True

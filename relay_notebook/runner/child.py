@@ -290,7 +290,7 @@ def main(spec_path: str) -> None:
         # first, before the relay's imports: from here on this process is the run's executor
         _hold_child_lock(spec, database_url, events, outcome_path, runtime)
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
-    Instrumentation(events, crash, code_dir, runtime.redactor).install()
+    Instrumentation(events, crash, code_dir, runtime.redactor, spec["entry"]).install()
     try:
         module = _load_relay(code_dir, spec["entry"])
         entry = getattr(module, "run", None)
@@ -438,10 +438,12 @@ def _legacy_entry(run_fn: Any, *, durable: bool) -> Any:
 
 async def _run_without_dbos(spec: dict[str, Any], entry: Any) -> dict[str, Any]:
     """``relay_durability: none``: the program runs once, with no checkpoints."""
+    from relay_notebook.runner.guards import refuse_secret_result
     from relay_notebook.runner.instrument import user_traceback
 
     try:
         result = await entry(spec["input"])
+        refuse_secret_result(result)  # no DBOS serializer guards this run's result
     except Exception as exc:
         tb = user_traceback(exc, Path(spec["code_dir"]))
         return {

@@ -4,7 +4,8 @@ Design note: some outcomes are not errors of the relay and must not be recorded 
 one (that would make the run terminal): a revoked relay (``denied``) and an uncertain call
 (``needs_reconciliation``). For those the child writes its outcome and leaves the process at
 once, so the workflow stays ``PENDING`` and a later attempt continues it. Everything the
-child writes to stdout or stderr passes through the run's redactor first.
+child writes to stdout or stderr passes through the run's redactor first, and every value DBOS
+saves through the guards of ``runner.guards``.
 """
 
 from __future__ import annotations
@@ -130,9 +131,13 @@ def install_runtime(
         stop=stop,
         crash_point=crash_point,
         durable=bool(spec.get("durable", True)),
+        entry=str(spec.get("entry") or "relay.py"),
     )
     _runtime.install(runtime)
     if runtime.redactor:
+        from relay_notebook.runner.guards import install_guards
+
+        install_guards(runtime.redactor)  # before the relay is imported: see runner.guards
         events.scrub = runtime.redactor.scrub
         sys.stdout = _RedactingStream(sys.stdout, runtime.redactor)
         sys.stderr = _RedactingStream(sys.stderr, runtime.redactor)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import json
 import os
 import time
 import traceback
@@ -24,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
+from dbos._error import DBOSException
 
+from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
+from relay_notebook.runner.guards import withheld
 from relay_notebook.runner.ledger import EventWriter
 
 __all__ = ["Instrumentation", "user_traceback"]
@@ -39,7 +43,24 @@ class _Call:
     name: str
     function: str
     occurrence: int
+    site: list[int] | None = None
     executed: bool = False
+
+
+#: characters of a step's arguments kept in its ``step_start`` event (the node details show it)
+PREVIEW_CHARS = 240
+
+
+def _preview(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """A short JSON-ish text of a call's arguments (the ledger scrubs vault values)."""
+    shown: list[Any] = list(args)
+    if kwargs:
+        shown.append(kwargs)
+    try:
+        text = json.dumps(shown[0] if len(shown) == 1 else shown, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(shown)
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("relay_call", default=None)
@@ -72,16 +93,20 @@ class Instrumentation:
         crash: CrashSpec | None,
         code_dir: Path,
         redactor: Redactor | None = None,
+        entry: str = "relay.py",
     ) -> None:
         self.events = events
         self.redactor = redactor or Redactor({})
         self.crash = crash
         self.code_dir = code_dir
+        #: the relay's module file as its frames name it (see ``agentworks._sites``)
+        self.relay_file = str(code_dir / entry)
         self._calls: dict[str, int] = {}
         self._original_step = DBOS.step
         self._original_workflow = DBOS.workflow
 
     def install(self) -> None:
+        track_origins()
         setattr(DBOS, "step", staticmethod(self._step_decorator))  # noqa: B010
         setattr(DBOS, "workflow", staticmethod(self._workflow_decorator))  # noqa: B010
 
@@ -119,16 +144,12 @@ class Instrumentation:
             )
 
     def _scrubbed(self, exc: BaseException) -> BaseException:
-        """An exception safe to checkpoint: one that mentions a secret is replaced."""
-        leaked = self.redactor.find(str(exc))
-        if not leaked:
-            return exc
-        return SecretLeakError(
-            f"{type(exc).__name__} raised with a message containing the value of vault secret "
-            f"{leaked}; the message was withheld from the run's history."
-        )
+        """An exception safe to checkpoint: one carrying a secret anywhere in it is replaced."""
+        return withheld(exc, self.redactor)
 
-    def _body_started(self, name: str) -> tuple[_Call | None, dict[str, Any]]:
+    def _body_started(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[_Call | None, dict[str, Any]]:
         begin_step_body()
         call = _CALL.get()
         if call is not None and call.name == name:
@@ -137,12 +158,13 @@ class Instrumentation:
         info = {
             "step": name,
             "occurrence": call.occurrence if call else None,
+            "site": call.site if call else None,
             "step_id": DBOS.step_id,
             "workflow_id": DBOS.workflow_id,
             "step_attempt": (status.current_attempt or 0) + 1 if status else 1,
             "max_attempts": status.max_attempts if status else None,
         }
-        self.events.emit("step_start", **info)
+        self.events.emit("step_start", **info, input_preview=_preview(args, kwargs))
         return call, info
 
     def _body_failed(self, info: dict[str, Any], started: float, exc: BaseException) -> None:
@@ -164,7 +186,7 @@ class Instrumentation:
 
             @functools.wraps(func)
             async def async_body(*args: Any, **kwargs: Any) -> Any:
-                call, info = self._body_started(name)
+                call, info = self._body_started(name, args, kwargs)
                 started = time.perf_counter()
                 try:
                     self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
@@ -189,7 +211,7 @@ class Instrumentation:
 
         @functools.wraps(func)
         def sync_body(*args: Any, **kwargs: Any) -> Any:
-            call, info = self._body_started(name)
+            call, info = self._body_started(name, args, kwargs)
             started = time.perf_counter()
             try:
                 self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
@@ -215,13 +237,28 @@ class Instrumentation:
     def _next_call(self, name: str, function: str) -> _Call:
         n = self._calls.get(name, 0) + 1
         self._calls[name] = n
-        return _Call(name, function, n)
+        return _Call(name, function, n, call_site(self.relay_file, skip=2))
 
     def _after_call(self, call: _Call) -> None:
         if not call.executed:
-            self.events.emit("step_reused", step=call.name, occurrence=call.occurrence)
+            self._reused(call)
         else:
             self._crash_now(call, "after")
+
+    def _reused(self, call: _Call, **extra: Any) -> None:
+        self.events.emit(
+            "step_reused",
+            step=call.name,
+            occurrence=call.occurrence,
+            site=call.site,
+            workflow_id=DBOS.workflow_id,
+            **extra,
+        )
+
+    def _after_raise(self, call: _Call, exc: BaseException) -> None:
+        """A call that raised without running its body replayed its checkpointed error."""
+        if not call.executed and not isinstance(exc, DBOSException):
+            self._reused(call, raised=type(exc).__name__)
 
     def _wrap_calls(self, wrapped: Any, name: str, func: Callable[..., Any]) -> Any:
         if inspect.iscoroutinefunction(func):
@@ -232,6 +269,9 @@ class Instrumentation:
                 token = _CALL.set(call)
                 try:
                     result = await wrapped(*args, **kwargs)
+                except BaseException as exc:
+                    self._after_raise(call, exc)
+                    raise
                 finally:
                     _CALL.reset(token)
                 self._after_call(call)
@@ -245,6 +285,9 @@ class Instrumentation:
             token = _CALL.set(call)
             try:
                 result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                self._after_raise(call, exc)
+                raise
             finally:
                 _CALL.reset(token)
             self._after_call(call)

@@ -9,7 +9,10 @@ Steps and child workflows are drawn as single nodes because each runs as one che
 adapter calls inside a step body hang off the step so the reader sees what it asks for.
 Helpers are inlined at each call site, returns gathered into the frontier after the call; a
 helper that draws nothing is remembered and skipped afterwards; a helper already being drawn
-becomes an unresolved "recursive call" node.
+becomes an unresolved "recursive call" node. A call drawn inside an inlined helper records its
+``site``: the lines of the helper calls that led there, then its own, which is what the child
+records for the call at run time (``agentworks._sites``), so a run maps each call to exactly
+one node even when one helper is inlined twice.
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ class _FlowBuilder(ControlFlow):
         super().__init__(index, text)
         self._attached_cache: dict[int, list[_Attached]] = {}
         self._inert: set[int] = set()
+        #: lines of the helper calls being inlined, outermost first
+        self._sites: list[int] = []
         self.recursions = 0
         names = [n for n, q in index.imports.items() if q.split(".")[0] == "agentworks"]
         names += [n for n, f in index.named.items() if index.role(f)[0] in ("tool", "helper")]
@@ -148,6 +153,12 @@ class _FlowBuilder(ControlFlow):
         elif target.kind == "unresolved":
             self._unresolved(call, call.func, target.reason)
 
+    def _sited(self, call: ast.Call, details: dict[str, Any]) -> dict[str, Any]:
+        """``details`` with the call's ``site`` when it is drawn inside an inlined helper."""
+        if self._sites:
+            details["site"] = [*self._sites, call.lineno]
+        return details
+
     def _unresolved(self, call: ast.Call, func: ast.expr, reason: str) -> None:
         label = short(self.text.of(func), 40)
         self.emit(
@@ -156,7 +167,7 @@ class _FlowBuilder(ControlFlow):
 
     def _adapter(self, kind: str, call: ast.Call) -> None:
         label, base, details = adapter_spec(kind, call, self.index, self.text)
-        self.emit(base, kind, label, call.lineno, details)
+        self.emit(base, kind, label, call.lineno, self._sited(call, details))
 
     def _function(self, function: Function, call: ast.Call, via: str | None) -> None:
         if any(frame.function is function.node for frame in self.frames):
@@ -178,7 +189,7 @@ class _FlowBuilder(ControlFlow):
             function.role,
             function.label,
             call.lineno,
-            details,
+            self._sited(call, details),
         )
         if function.role == "step":
             self._attach(node_id, function)
@@ -206,7 +217,9 @@ class _FlowBuilder(ControlFlow):
         mark, recursions = self.mark(), self.recursions
         frame = Frame(function.node, scope, [])
         self.frames.append(frame)
+        self._sites.append(call.lineno)
         self.block(function.node.body)
+        self._sites.pop()
         self.frames.pop()
         self.frontier = merge(frame.returns or [], self.frontier)
         # a helper whose only calls are back into itself (a recursive data walk) draws nothing
@@ -240,7 +253,9 @@ class _FlowBuilder(ControlFlow):
         replay_safe = literal(kw["replay_safe"]) if "replay_safe" in kw else MISSING
         if replay_safe is not MISSING:
             details["replay_safe"] = replay_safe
-        node_id = self.emit(id_base("step", label), "step", label, call.lineno, details)
+        node_id = self.emit(
+            id_base("step", label), "step", label, call.lineno, self._sited(call, details)
+        )
         if function is not None:
             self._attach(node_id, function)
 

@@ -96,6 +96,8 @@ class FlowGraph:
     notes: list[str] = field(default_factory=list)
     width: float | None = None
     height: float | None = None
+    #: the run a run graph shows: id, status, attempt, counts, error (see history.run_summary)
+    run: dict[str, Any] | None = None
 
     def node(self, node_id: str) -> Node:
         """The node with ``node_id``; ``KeyError`` if absent."""
@@ -114,6 +116,8 @@ class FlowGraph:
             out["notes"] = list(self.notes)
         if self.width is not None and self.height is not None:
             out["layout"] = {"width": self.width, "height": self.height}
+        if self.run is not None:
+            out["run"] = dict(self.run)
         return out
 
     @classmethod
@@ -147,4 +151,5 @@ class FlowGraph:
             notes=list(doc.get("notes") or []),
             width=layout.get("width"),
             height=layout.get("height"),
+            run=dict(doc["run"]) if isinstance(doc.get("run"), dict) else None,
         )

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from relay_notebook.source import awaits
 from relay_notebook.source.diagnostics import Diagnostic
 
 __all__ = ["CODES", "lint_source"]
@@ -30,6 +31,7 @@ CODES: Final[dict[str, str]] = {
     "sleep-in-workflow": "A workflow body sleeps without DBOS; use DBOS.sleep_async.",
     "introspection-in-workflow": "A workflow body reads DBOS history, which is checkpointed whole.",
     "toplevel-side-effect": "Module-level code has an effect that runs on every import.",
+    awaits.CODE: awaits.DESCRIPTION,
 }
 
 _DBOS: Final = "dbos.DBOS"
@@ -402,6 +404,14 @@ def lint_source(source: str | ast.Module, *, file: str = "relay.py") -> list[Dia
         tree = parse(source) if isinstance(source, str) else source
         names = Names(tree)
         found = _lint_workflows(tree, names, file) + _lint_toplevel(tree, names, file)
+        roles = {n: set(names.decorator_names(f)) for n, f in module_functions(tree).items()}
+        found += awaits.missing_awaits(
+            tree,
+            steps={n for n, r in roles.items() if r & STEP_DECORATORS},
+            workflows={n for n, r in roles.items() if n == "run" or r & WORKFLOW_DECORATORS},
+            exempt={n for n, r in roles.items() if r & _EXEMPT_DECORATORS},
+            file=file,
+        )
     except (SyntaxError, RecursionError):
         return []
     unique = {(d.line, d.col, d.code): d for d in found}

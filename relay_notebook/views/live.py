@@ -1,10 +1,12 @@
-"""The live run view: the flow graph coloured by the run's events, and the run's status.
+"""The live run view: the flow graph painted with the run's history as it goes, and its header.
 
 Design note: the view is a display (not widget state) updated in place through its display id,
 so a saved notebook keeps the last state and renders it with the labextension (or the SVG
-fallback) without a kernel. Events arrive on the supervisor's reader thread; updates are
-coalesced to at most 20 per second, because the Jupyter server silently drops iopub floods,
-and the final state is always sent.
+fallback) without a kernel. Events arrive on the supervisor's reader thread and only say "look
+again": each push reads the run's history (a few milliseconds for a small run) and paints it
+with the same overlay as ``%relay logs``, so the view shows what the record says, never a
+guess of its own. Pushes are coalesced (at most ``MAX_RATE_HZ`` a second), because the
+Jupyter server silently drops iopub floods, and the final state is always sent.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from relay_notebook.history.run_path import call_key
-from relay_notebook.source.graph import FlowGraph, Node
+from relay_notebook.errors import RelayError
+from relay_notebook.history import RunLog, overlay_run
+from relay_notebook.source.graph import FlowGraph
+from relay_notebook.source.layout import layout_graph
+from relay_notebook.views.header import Surface, header_line, with_next
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.views.svg import render_svg
 from relay_notebook.views.text import graph_text
 
 __all__ = ["RunMonitor", "Throttle"]
 
-MAX_RATE_HZ = 20
+MAX_RATE_HZ = 8
 
 
 class Throttle:
@@ -66,72 +71,73 @@ class Throttle:
         self._fire()
 
 
-def _step_nodes(graph: FlowGraph) -> dict[str, list[Node]]:
-    """Flow-graph nodes by the step name their calls are recorded under in events."""
-    index: dict[str, list[Node]] = {}
-    for node in graph.nodes:
-        key = call_key(node)
-        if key is not None:
-            index.setdefault(key, []).append(node)
-    return index
-
-
 class RunMonitor:
-    """Folds run events into per-node statuses over a copy of the static flow graph."""
+    """The live state of one run: its flow graph painted from the run's history, and its header.
 
-    def __init__(self, run_id: str, graph: FlowGraph) -> None:
+    ``read`` returns the run's current ``RunLog`` (history reads are read-only and safe while
+    the run goes). Each refresh paints the flow graph with ``history.overlay_run`` — the same
+    mapping of calls to nodes as every other run graph, so the live view's last state and the
+    logs' overlay cannot disagree.
+    """
+
+    def __init__(
+        self,
+        flow: FlowGraph,
+        read: Callable[[str], RunLog],
+        *,
+        run_id: str | None = None,
+        surface: Surface = "notebook",
+    ) -> None:
+        if any(n.x is None for n in flow.nodes):
+            layout_graph(flow)
+        self.flow = flow
+        self.read = read
         self.run_id = run_id
-        self.graph = copy.deepcopy(graph)
-        self._index = _step_nodes(self.graph)
-        self.status = "running"
-        self.attempt = 1
-        self.executed = 0
-        self.reused = 0
-        self.error: str | None = None
+        self.surface: Surface = surface
+        #: a sentence about this view, e.g. that a recovery found nothing left to do
+        self.note: str | None = None
+        self.graph = copy.deepcopy(flow)
+        self.graph.kind = "run"
+        self.run: dict[str, Any] | None = None
+        self.refreshes = 0
         self._lock = threading.Lock()
 
-    def _mark(self, step: str, status: str, *, reused: bool = False) -> None:
-        for node in self._index.get(step, []):
-            node.details["status"] = status
-            if reused:
-                node.details["reused"] = True
-            if status in {"succeeded", "reused"}:
-                node.details["count"] = int(node.details.get("count", 0)) + 1
+    @property
+    def status(self) -> str:
+        return str((self.run or {}).get("status") or "starting")
 
-    def apply(self, event: dict[str, Any]) -> None:
-        """Fold one ledger event into the view's state."""
-        kind = event.get("kind")
-        step = str(event.get("step", ""))
+    def refresh(self) -> None:
+        """Read the run again and repaint (a run not started yet keeps the last state)."""
+        run_id = self.run_id
+        if run_id is None:
+            return
+        try:
+            log = self.read(run_id)
+        except RelayError:
+            return  # its folder or record is not there yet
+        graph = overlay_run(self.flow, log)
+        run = with_next(graph.run or {"run_id": run_id, "status": "starting"}, self.surface)
+        if self.note:
+            run["note"] = self.note
+        graph.run = run
         with self._lock:
-            self.attempt = int(event.get("attempt", self.attempt))
-            if kind == "attempt_start":
-                self.status = "running"
-            elif kind == "step_start":
-                self._mark(step, "running")
-            elif kind == "step_end":
-                self.executed += 1
-                self._mark(step, "succeeded")
-            elif kind == "step_reused":
-                self.reused += 1
-                self._mark(step, "reused", reused=True)
-            elif kind == "step_error":
-                self._mark(step, "failed")
-            elif kind == "attempt_end":
-                self.status = str(event.get("status", self.status))
-                self.error = event.get("error_code")
-                for node in self.graph.nodes:
-                    if node.details.get("status") == "running":
-                        node.details["status"] = "pending"
+            self.graph, self.run = graph, run
+            self.refreshes += 1
 
     def summary(self) -> str:
-        """One stable line: no times, no paths (nbval compares it)."""
-        extra = f", {self.reused} checkpoints reused" if self.reused else ""
-        return f"run {self.run_id}: {self.status} (attempt {self.attempt}){extra}"
+        """The header as one stable line (no times, no paths: nbval compares it)."""
+        with self._lock:
+            run = self.run
+        if run is None:
+            return f"run {self.run_id or '…'}: starting"
+        return header_line(run)
 
     def bundle(self) -> dict[str, Any]:
         """The current state as a MIME bundle for display/update_display."""
+        title = self.summary()
         with self._lock:
-            doc = self.graph.to_dict()
-            svg = render_svg(self.graph, title=self.summary())
-            text = self.summary() + "\n" + graph_text(self.graph)
+            graph = self.graph
+        doc = graph.to_dict()
+        svg = render_svg(graph, title=title)
+        text = title + "\n" + graph_text(graph)
         return {GRAPH_MIME: doc, "image/svg+xml": svg, "text/plain": text}

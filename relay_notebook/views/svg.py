@@ -28,7 +28,7 @@ TYPE_COLOURS: Final[Mapping[str, tuple[str, str, str]]] = {
     "decision": ("#fefce8", "#eab308", "#713f12"),
     "loop": ("#f0f9ff", "#38bdf8", "#0c4a6e"),
     "parallel": ("#fdf4ff", "#e879f9", "#701a75"),
-    "try": ("#fff1f2", "#fb7185", "#881337"),
+    "try": ("#f8fafc", "#64748b", "#334155"),
     "unresolved": ("#f8fafc", "#94a3b8", "#475569"),
     "script": ("#f9fafb", "#9ca3af", "#111827"),
 }
@@ -115,6 +115,24 @@ def _describe(graph: FlowGraph) -> str:
     return f"{kind}{name}: {len(graph.nodes)} nodes, {len(graph.edges)} edges"
 
 
+def caption(node: Node) -> str:
+    """The small caption over a node's label: its type, and its line (``STEP · L35``), so two
+    calls of one step are told apart."""
+    kind = node.type.upper()
+    return f"{kind} · L{node.line}" if node.line is not None else kind
+
+
+def reused_badge(node: Node) -> str:
+    """The reused badge's text: ``reused``, or ``2 of 3 reused`` for a node of several calls."""
+    summary = node.details.get("summary")
+    return summary if isinstance(summary, str) and summary.endswith("reused") else "reused"
+
+
+def badge_width(text: str) -> float:
+    """The badge's width for its text (9.5 px semibold: about 5.6 px a character)."""
+    return 42.0 if text == "reused" else round(len(text) * 5.6 + 10, 1)
+
+
 def _node(node: Node) -> list[str]:
     w, h = node_size(node.type, node.label)
     cx, cy = node.x or 0.0, node.y or 0.0
@@ -151,19 +169,21 @@ def _node(node: Node) -> list[str]:
         out.append(
             f'<text x="{_num(cx)}" y="{_num(y0 + 13)}" text-anchor="middle" font-size="8.5" '
             f'letter-spacing="0.6" fill="{stroke}" font-weight="600">'
-            f"{_esc(node.type.upper())}</text>"
+            f"{_esc(caption(node))}</text>"
         )
         out.append(
             f'<text x="{_num(cx)}" y="{_num(y0 + 29)}" text-anchor="middle" font-size="13" '
             f'fill="{ink}"{style}>{label}</text>'
         )
     if node.details.get("reused"):
-        bx, by = x0 + w - 30, y0 - 8
+        badge = reused_badge(node)
+        bw = badge_width(badge)
+        bx, by = x0 + w - bw + 12, y0 - 8
         out.append(
             f'<g class="relay-badge relay-badge--reused"><rect x="{_num(bx)}" y="{_num(by)}" '
-            'width="42" height="16" rx="8" fill="#7c3aed"/>'
-            f'<text x="{_num(bx + 21)}" y="{_num(by + 11.5)}" text-anchor="middle" '
-            'font-size="9.5" font-weight="600" fill="#ffffff">reused</text></g>'
+            f'width="{_num(bw)}" height="16" rx="8" fill="#7c3aed"/>'
+            f'<text x="{_num(bx + bw / 2)}" y="{_num(by + 11.5)}" text-anchor="middle" '
+            f'font-size="9.5" font-weight="600" fill="#ffffff">{_esc(badge)}</text></g>'
         )
     out.append("</g>")
     return out

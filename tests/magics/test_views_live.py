@@ -1,43 +1,139 @@
-"""The live run view's state (statuses, reused badges, throttling) and the recovery lab widget."""
+"""The live run view (painted from the run's record), its buttons' kernel channel, throttling,
+and the recovery lab widget."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from relay_notebook import commands
+from relay_notebook.history import overlay_run
 from relay_notebook.magics.lab import RecoveryLab
-from relay_notebook.views.live import RunMonitor, Throttle
+from relay_notebook.magics.runs import RunView, ViewChannel
+from relay_notebook.views.live import Throttle
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
 
 RELAYS = Path(__file__).parents[1] / "relays"
+SERVERS = Path(__file__).parents[1] / "servers"
 
 
-def invoice_graph(workspace: Workspace):  # type: ignore[no-untyped-def]
-    workspace.resolve_target(str(RELAYS / "invoice.py"))
-    return commands.graph(workspace, "invoice")
+@pytest.fixture
+def with_orders_server(workspace: Workspace) -> Workspace:
+    """A workspace declaring the test suite's MCP order server."""
+    workspace.home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SERVERS / "mcp_orders.py", workspace.home / "mcp_orders.py")
+    (workspace.home / "mcp_servers.yaml").write_text(
+        "servers:\n  orders:\n    command: python\n    args: [mcp_orders.py]\n"
+        "    env: {ORDERS_DB: orders.json}\n"
+    )
+    return workspace
 
 
-def test_events_colour_the_flow_graph(workspace: Workspace) -> None:
-    """Step events mark nodes running, succeeded or reused, and the summary follows the run."""
-    monitor = RunMonitor("invoice-1", invoice_graph(workspace))
-    monitor.apply({"kind": "attempt_start", "attempt": 2})
-    monitor.apply({"kind": "step_reused", "step": "extract_invoice", "attempt": 2})
-    monitor.apply({"kind": "step_start", "step": "review", "attempt": 2})
-    doc = monitor.bundle()[GRAPH_MIME]
-    by_id = {n["id"]: n for n in doc["nodes"]}
-    assert by_id["step-extract_invoice"]["details"]["status"] == "reused"
-    assert by_id["step-extract_invoice"]["details"]["reused"] is True
-    assert by_id["step-review"]["details"]["status"] == "running"
-    assert "status" not in by_id["agent-review"]["details"]
-    monitor.apply({"kind": "step_end", "step": "review", "attempt": 2})
-    monitor.apply({"kind": "attempt_end", "attempt": 2, "status": "succeeded"})
-    assert monitor.summary() == "run invoice-1: succeeded (attempt 2), 1 checkpoints reused"
-    text = monitor.bundle()["text/plain"]
-    assert text.startswith("run invoice-1: succeeded") and "review" in text
-    assert "reused" in monitor.bundle()["image/svg+xml"]
+ORDER = (RELAYS / "order.py").read_text(encoding="utf-8")
+BIG = {"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "unit": 70}]}
+
+
+def order_view(workspace: Workspace, **kwargs: Any) -> RunView:
+    workspace.save_draft("order", ORDER)
+    view = RunView.start(workspace, "order", shell=None, release=None, **kwargs)
+    view.wait(120)
+    return view
+
+
+def statuses(view: RunView) -> dict[str, str]:
+    return {n["id"]: n["details"].get("status") for n in view.monitor.bundle()[GRAPH_MIME]["nodes"]}
+
+
+def test_the_live_view_paints_what_the_record_says(workspace: Workspace) -> None:
+    """A run crashed after pack#2 and recovered: the view's header and nodes are the run's
+    record (attempt, counts, the untaken branch), and equal the logs' overlay of it."""
+    crashed = order_view(workspace, run_input=BIG, crash="after:pack#2")
+    header = crashed.monitor.bundle()[GRAPH_MIME]["run"]
+    assert header["run_id"] == "order-1" and header["status"] == "interrupted"
+    assert header["next"] == "recover it with %relay recover order-1"
+    assert header["reason"] == "crashed on purpose after pack#2 (--crash)"
+    recovered = RunView.recover(workspace, "order-1", shell=None)
+    recovered.wait(120)
+    doc = recovered.monitor.bundle()[GRAPH_MIME]
+    assert doc["run"]["status"] == "succeeded" and doc["run"]["attempt"] == 2
+    assert (doc["run"]["executed"], doc["run"]["reused"]) == (2, 3)
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    assert nodes["step-pack"]["details"]["summary"] == "2 of 2 reused"
+    assert nodes["step-ship"]["details"]["status"] == "succeeded"  # total 120: express
+    assert nodes["step-ship-2"]["details"]["status"] == "not_reached"
+    assert nodes["step-notify-2"]["details"]["status"] == "not_reached"  # nothing raised
+    log = commands.logs(workspace, "order-1")
+    overlay = {
+        n.id: n.details.get("status")
+        for n in overlay_run(commands.graph(workspace, "order"), log).nodes
+    }
+    assert statuses(recovered) == overlay
+    text = recovered.monitor.bundle()["text/plain"]
+    assert text.startswith("run order-1: succeeded · attempt 2 of 3 · 2 executed, 3 reused")
+
+
+def test_a_failed_run_names_the_exception_and_its_line(workspace: Workspace) -> None:
+    """The header of a failed run carries the relay's exception, its code and relay.py line."""
+    view = order_view(workspace, run_input={"items": []})
+    run = view.monitor.bundle()[GRAPH_MIME]["run"]
+    line = ORDER.splitlines().index('        raise ValueError("order has no items")') + 1
+    assert run["error"] == {
+        "code": "relay-raised",
+        "message": "ValueError: order has no items",
+        "line": line,
+    }
+    assert run["next"] == "see its logs with %relay logs order-1"
+    assert statuses(view)["output"] == "failed"
+
+
+def test_recovering_a_finished_run_says_so(workspace: Workspace) -> None:
+    """Recovering a succeeded run redraws it as it was, with a note, not an empty graph."""
+    order_view(workspace, run_input=BIG)
+    again = RunView.recover(workspace, "order-1", shell=None)
+    again.wait(120)
+    run = again.monitor.bundle()[GRAPH_MIME]["run"]
+    assert run["status"] == "succeeded"
+    assert run["note"] == "the run had already succeeded: nothing was left to recover"
+    assert statuses(again)["step-ship"] == "succeeded"
+
+
+def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace) -> None:
+    """A view's "crash during" and "recover" (comm messages) start runs and stream their
+    views back, the last one marked final."""
+    order_view(workspace, run_input=BIG)
+    sent: list[dict[str, Any]] = []
+
+    class Comm:
+        def on_msg(self, handler: Any) -> None:
+            self.handler = handler
+
+        def send(self, data: dict[str, Any]) -> None:
+            sent.append(data)
+
+    channel = ViewChannel(Comm(), lambda: workspace, None)
+    channel.handle(
+        {"content": {"data": {"action": "run", "run_id": "order-1", "crash": "during:ship"}}}
+    )
+    channel.views[-1].wait(120)
+    final = [m for m in sent if m.get("final")]
+    assert final and final[-1]["bundle"][GRAPH_MIME]["run"]["run_id"] == "order-2"
+    assert final[-1]["bundle"][GRAPH_MIME]["run"]["status"] == "interrupted"
+    sent.clear()
+    channel.handle({"content": {"data": {"action": "recover", "run_id": "order-2"}}})
+    channel.views[-1].wait(120)
+    last = [m for m in sent if m.get("final")][-1]["bundle"][GRAPH_MIME]["run"]
+    assert (last["status"], last["attempt"], last["reused"]) == ("succeeded", 2, 3)
+    channel.handle({"content": {"data": {"action": "fork"}}})
+    assert sent[-1] == {
+        "type": "error",
+        "message": "unknown view action 'fork'; expected 'run' or 'recover'",
+    }
 
 
 def test_throttle_coalesces_a_flood_and_keeps_the_final_state() -> None:
@@ -86,29 +182,17 @@ def test_the_recovery_lab_widget_runs_a_scenario(workspace: Workspace) -> None:
         lab.lab.service.stop()
 
 
-def test_run_controls_show_a_selected_nodes_details(workspace: Workspace) -> None:
-    """Picking a node in the run view's controls shows its prompt, model and line."""
-    from relay_notebook.magics.runs import RunControls, RunView
-
-    view = RunView(workspace, "invoice", invoice_graph(workspace), shell=None, output=None)
-    controls = RunControls(view)
-    assert repr(controls) == "relay controls for invoice"
-    controls.node.value = "agent-extract"
-    assert "Extract invoice fields as JSON." in controls.details.value
-    assert "<th>line</th><td><code>8</code>" in controls.details.value
-    controls.node.value = ""
-    assert controls.details.value == ""
-
-
-def test_mcp_calls_colour_their_node(workspace: Workspace) -> None:
-    """An mcp:SERVER.TOOL step event marks the flow graph's MCP node."""
-    workspace.save_draft(
+def test_mcp_calls_colour_their_node(with_orders_server: Workspace) -> None:
+    """An MCP call made in the workflow body lands on the flow graph's MCP node."""
+    ws = with_orders_server
+    ws.save_draft(
         "m",
         "from dbos import DBOS\nfrom agentworks import mcp\n\n@DBOS.workflow()\n"
         "async def run(INPUT):\n"
-        "    return await mcp(server='inventory', tool='stock', arguments={})\n",
+        "    return await mcp(server='orders', tool='list_orders', arguments={})\n",
     )
-    monitor = RunMonitor("m-1", commands.graph(workspace, "m"))
-    monitor.apply({"kind": "step_end", "step": "mcp:inventory.stock", "attempt": 1})
-    (node,) = [n for n in monitor.bundle()[GRAPH_MIME]["nodes"] if n["type"] == "mcp"]
+    view = RunView.start(ws, "m", run_input={}, release=None, crash=None, shell=None)
+    assert view.wait(120).status == "succeeded"
+    (node,) = [n for n in view.monitor.bundle()[GRAPH_MIME]["nodes"] if n["type"] == "mcp"]
     assert node["details"]["status"] == "succeeded"
+    assert node["details"]["executed_in"] == [1]

@@ -370,3 +370,64 @@ def test_output_is_sorted_and_identical_across_calls() -> None:
     assert lint_source(ast.parse(source)) == first
     assert [d.to_dict() for d in lint_source(source)] == [d.to_dict() for d in first]
     assert [d.line for d in first] == [RUN_LINE, RUN_LINE + 1, RUN_LINE + 2]
+
+
+AWAITS = """\
+import asyncio
+from dbos import DBOS
+
+
+@DBOS.step()
+async def fetch(x):
+    return x
+
+
+async def helper(x):
+    return fetch(x)
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    value = fetch(1)
+    fetch(2)
+    ok = await fetch(3)
+    both = await asyncio.gather(fetch(4), *[fetch(i) for i in range(3)])
+    also = await helper(5)
+    pending = [fetch(i) for i in range(2)]
+    return fetch(6)
+"""
+
+
+def test_an_async_step_called_without_await_is_a_warning_with_its_line_and_fix() -> None:
+    """`value = fetch(x)`, a bare `fetch(x)`, a list of unawaited calls and a returned call are
+    flagged at their lines; awaited, gathered and helper-returned calls are not."""
+    found = [d for d in lint_source(AWAITS) if d.code == "missing-await"]
+    lines = AWAITS.splitlines()
+    expected = [
+        i + 1
+        for i, text in enumerate(lines)
+        if text.strip()
+        in (
+            "value = fetch(1)",
+            "fetch(2)",
+            "pending = [fetch(i) for i in range(2)]",
+            "return fetch(6)",
+        )
+    ]
+    assert [d.line for d in found] == expected
+    assert found[0].severity == "warning"
+    assert "calls the async step `fetch` without `await`" in found[0].message
+    assert "write `await fetch(...)`" in found[0].message
+    assert "cannot pickle 'coroutine' object" in found[0].message
+
+
+def test_admission_reports_the_missing_await_as_a_warning(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A draft with a missing await is admitted, with the warning in its check report."""
+    from relay_notebook import commands
+    from relay_notebook.workspace import Workspace
+
+    ws = Workspace(tmp_path / "relays")
+    ws.save_draft("late", AWAITS)
+    report = commands.check(ws, "late")
+    assert report.ok
+    assert "missing-await" in {d.code for d in report.diagnostics}

@@ -1,0 +1,225 @@
+/**
+ * The header of a run view: which run, its status, the attempt of the budget, what ran and was
+ * reused, why it stopped, what to type next, and the buttons that act on it (run again, crash
+ * after or during a chosen step, recover). Buttons that cannot apply are disabled and say why.
+ */
+
+import type { GraphDocument, RunInfo } from './geometry.js';
+import { statusText } from './format.js';
+import { statusBadge } from './runtable.js';
+
+/** What a button asks the kernel for. */
+export interface ViewAction {
+  action: 'run' | 'recover';
+  run_id: string;
+  crash?: string;
+}
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  textContent?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (textContent !== undefined) {
+    node.textContent = textContent;
+  }
+  return node;
+}
+
+/** The step names a crash can be aimed at, in graph order (each name once). */
+export function crashTargets(graph: GraphDocument): string[] {
+  const names: string[] = [];
+  for (const node of graph.nodes) {
+    if (node.type !== 'step' || node.details?.['in_step']) {
+      continue;
+    }
+    const name = String(node.details?.['name'] ?? node.label);
+    if (!names.includes(name)) {
+      names.push(name);
+    }
+  }
+  return names;
+}
+
+/** The counts part of the header: `attempt 2 of 3 · 2 executed · 3 reused`. */
+export function runFacts(run: RunInfo): string {
+  const parts: string[] = [];
+  if (run.attempt) {
+    parts.push(`attempt ${run.attempt} of ${run.attempts_max ?? 3}`);
+  }
+  parts.push(`${run.executed ?? 0} executed`);
+  if (run.reused) {
+    parts.push(`${run.reused} reused`);
+  }
+  return parts.join(' · ');
+}
+
+/** Why the run stopped, in words, or '' when it did not. */
+export function runReason(run: RunInfo): string {
+  if (run.reason) {
+    return run.reason;
+  }
+  const error = run.error;
+  if (error?.message) {
+    return error.line ? `${error.message} (relay.py line ${error.line})` : error.message;
+  }
+  return '';
+}
+
+/** Whether a status may still change by itself (a view keeps listening). */
+export function isGoing(status: string | null | undefined): boolean {
+  return status === 'running' || status === 'queued' || status === 'starting' || !status;
+}
+
+/** The header element with its buttons; `act` is called when one is pressed. */
+export class RunHeader {
+  readonly node: HTMLDivElement;
+  private readonly message: HTMLDivElement;
+  private busy = false;
+  private buttons: HTMLButtonElement[] = [];
+  private run: RunInfo | null = null;
+  private steps: string[] = [];
+
+  constructor(private readonly act: (action: ViewAction) => void) {
+    this.node = h('div', 'jp-RelayRunHeader');
+    this.message = h('div', 'jp-RelayRunHeader-message');
+  }
+
+  /** Show `graph`'s run (nothing when the graph is not a run graph). */
+  update(graph: GraphDocument): void {
+    const run = graph.run ?? null;
+    this.run = run;
+    this.node.replaceChildren();
+    this.node.hidden = run === null;
+    if (run === null) {
+      return;
+    }
+    const status = run.status ?? 'starting';
+    this.node.dataset['status'] = status;
+    this.node.dataset['runId'] = run.run_id;
+    const top = h('div', 'jp-RelayRunHeader-top');
+    const id = h('code', 'jp-RelayRunHeader-id', run.run_id);
+    const badge = statusBadge(status);
+    badge.classList.add('jp-RelayRunHeader-status');
+    badge.textContent = statusText(status);
+    top.append(h('span', 'jp-RelayRunHeader-label', 'run'), id, badge);
+    top.append(h('span', 'jp-RelayRunHeader-facts', runFacts(run)));
+    this.node.appendChild(top);
+    const reason = runReason(run);
+    if (reason) {
+      const kind = run.error ? 'error' : 'reason';
+      this.node.appendChild(h('div', `jp-RelayRunHeader-${kind}`, reason));
+    }
+    if (run.note) {
+      this.node.appendChild(h('div', 'jp-RelayRunHeader-note', run.note));
+    }
+    if (run.next) {
+      const next = h('div', 'jp-RelayRunHeader-next');
+      next.append('Next: ', h('code', '', run.next));
+      this.node.appendChild(next);
+    }
+    this.node.appendChild(this.controls(graph, run));
+    this.node.appendChild(this.message);
+  }
+
+  /** A line under the buttons (an error, or a note about the kernel); '' clears it. */
+  say(text: string, isError = false): void {
+    this.message.textContent = text;
+    this.message.classList.toggle('jp-mod-error', isError);
+  }
+
+  /** While a button's run goes, the buttons wait. */
+  setBusy(busy: boolean): void {
+    this.busy = busy;
+    this.refreshButtons();
+  }
+
+  private controls(graph: GraphDocument, run: RunInfo): HTMLDivElement {
+    const bar = h('div', 'jp-RelayRunHeader-actions');
+    const steps = crashTargets(graph);
+    this.steps = steps;
+    const select = h('select', 'jp-RelayRunHeader-step');
+    select.title = 'The step a crash test stops at';
+    for (const name of steps) {
+      const option = h('option', '', name);
+      option.value = name;
+      select.appendChild(option);
+    }
+    const again = this.button('run again', 'Run the relay again with this run\'s input', () =>
+      this.act({ action: 'run', run_id: run.run_id })
+    );
+    const after = this.button('crash after', 'Run again, crashing right after the step\'s checkpoint', () =>
+      this.act({ action: 'run', run_id: run.run_id, crash: `after:${select.value}` })
+    );
+    const during = this.button('crash during', 'Run again, crashing inside the step, before its checkpoint', () =>
+      this.act({ action: 'run', run_id: run.run_id, crash: `during:${select.value}` })
+    );
+    const recover = this.button('recover', '', () =>
+      this.act({ action: 'recover', run_id: run.run_id })
+    );
+    recover.dataset['action'] = 'recover';
+    after.dataset['needsStep'] = during.dataset['needsStep'] = '1';
+    bar.append(again, select, after, during, recover);
+    this.buttons = [again, after, during, recover];
+    if (!steps.length) {
+      select.disabled = true;
+      select.title = 'This relay has no steps to crash at';
+    }
+    this.refreshButtons();
+    return bar;
+  }
+
+  private button(label: string, title: string, onClick: () => void): HTMLButtonElement {
+    const button = h('button', 'jp-RelayGraph-button jp-RelayRunHeader-button', label);
+    button.type = 'button';
+    button.title = title;
+    button.dataset['label'] = label;
+    button.addEventListener('click', () => {
+      if (!button.disabled) {
+        onClick();
+      }
+    });
+    return button;
+  }
+
+  private refreshButtons(): void {
+    const run = this.run;
+    for (const button of this.buttons) {
+      let why = '';
+      if (this.busy) {
+        why = 'Wait for the run this view started to finish';
+      } else if (button.dataset['action'] === 'recover') {
+        why = recoverRefusal(run);
+      } else if (button.dataset['needsStep'] && !this.steps.length) {
+        why = 'This relay has no steps to crash at';
+      }
+      button.disabled = why !== '';
+      if (button.dataset['action'] === 'recover') {
+        button.title = why || `Recover run ${run?.run_id}: the next attempt reuses its checkpoints`;
+      } else if (why) {
+        button.title = why;
+      }
+    }
+  }
+}
+
+/** Why recovery cannot apply to `run` now ('' when it can). */
+export function recoverRefusal(run: RunInfo | null): string {
+  const status = run?.status ?? 'starting';
+  if (status === 'interrupted') {
+    const spent = run?.attempt && run.attempts_max && run.attempt >= run.attempts_max;
+    return spent ? `All ${run?.attempts_max} attempts of this run are used` : '';
+  }
+  if (status === 'succeeded' || status === 'failed') {
+    return `The run ${status === 'failed' ? 'failed (a relay error is final)' : 'succeeded'}; there is nothing to recover`;
+  }
+  if (status === 'needs_reconciliation') {
+    return 'Settle the uncertain call with %relay reconcile first';
+  }
+  if (isGoing(status)) {
+    return 'The run is still going';
+  }
+  return `A ${statusText(status)} run cannot be recovered from here`;
+}

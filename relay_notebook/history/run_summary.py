@@ -1,0 +1,96 @@
+"""The ``run`` object of a run graph: which run, its status, the attempt, counts and the error.
+
+Design note: this is what a person reads first on a run view (the header), so it comes from
+the same record as everything else (run.json's attempts and status, the step table) and says
+why a run stopped in the run's own terms: the relay's exception and line for a failed run,
+the crash or lost process for an interrupted one, the uncertain call for one that needs
+reconciliation. What to type next depends on where the user is (a notebook or a terminal), so
+it is added by the view (``relay_notebook.views.header``), not here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from relay_notebook.history.records import RunLog
+
+__all__ = ["ATTEMPTS_MAX", "relay_line", "run_header"]
+
+#: the attempt budget when run.json does not say (runner.runs.MAX_ATTEMPTS)
+ATTEMPTS_MAX: Final = 3
+_FRAME: Final = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def relay_line(traceback: str | None, entry: str = "relay.py") -> int | None:
+    """The line of the innermost frame in the relay's module, from a trimmed traceback."""
+    if not traceback:
+        return None
+    lines = [int(n) for file, n in _FRAME.findall(traceback) if file == entry]
+    return lines[-1] if lines else None
+
+
+def _counts(log: RunLog, attempt: int | None) -> tuple[int, int]:
+    """Bodies executed and checkpoints reused by ``attempt`` (root workflow and children)."""
+    if attempt is None:
+        return 0, 0
+    record = log.attempts[-1]
+    if record.get("ended_at") and not log.run.get("live"):
+        return len(record.get("executed") or []), len(record.get("reused") or [])
+    steps = log.steps
+    executed = sum(1 for s in steps if attempt in s["executed_in"])
+    reused = sum(1 for s in steps if attempt in s["reused_in"])
+    return executed, reused
+
+
+def _stopped(log: RunLog) -> str | None:
+    """Why the last attempt of an interrupted run ended, in words."""
+    if not log.attempts:
+        return None
+    last = log.attempts[-1]
+    crash = last.get("crash")
+    if isinstance(crash, dict) and crash.get("step"):
+        nth = f"#{crash['occurrence']}" if int(crash.get("occurrence") or 1) > 1 else ""
+        return f"crashed on purpose {crash.get('when')} {crash['step']}{nth} (--crash)"
+    if last.get("lost"):
+        return "its supervisor was lost before the attempt ended"
+    code = last.get("returncode")
+    if isinstance(code, int) and code < 0:
+        return f"its process was killed by signal {-code}"
+    if isinstance(code, int):
+        return f"its process exited with code {code} before the run finished"
+    return None
+
+
+def run_header(log: RunLog) -> dict[str, Any]:
+    """The ``run`` object of ``relay-graph/v1`` for ``log``: see the module's design note."""
+    run = log.run
+    attempt = int(log.attempts[-1]["attempt"]) if log.attempts else None
+    executed, reused = _counts(log, attempt)
+    header: dict[str, Any] = {
+        "run_id": log.run_id,
+        "relay": run.get("relay"),
+        "status": run.get("status"),
+        "attempt": attempt,
+        "attempts_max": int(run.get("max_attempts") or ATTEMPTS_MAX),
+        "executed": executed,
+        "reused": reused,
+    }
+    if run.get("release"):
+        header["release"] = run["release"]
+    error = run.get("error")
+    status = run.get("status")
+    if status == "interrupted":
+        reason = _stopped(log)
+        if reason:
+            header["reason"] = reason
+    elif isinstance(error, dict) and status != "succeeded":
+        shown: dict[str, Any] = {"code": error.get("code"), "message": error.get("message")}
+        line = relay_line(error.get("traceback"))
+        if line is not None:
+            shown["line"] = line
+        call = error.get("call")
+        if isinstance(call, dict):
+            shown["call"] = {k: call[k] for k in ("kind", "name", "key") if k in call}
+        header["error"] = shown
+    return header

@@ -1,0 +1,84 @@
+"""The run header of a run view: the run named on screen, and what to type next.
+
+The header's facts come from ``history.run_summary``; this module words them for the surface
+the user is on (``%relay …`` in a notebook, ``relay …`` in a terminal) and draws them for the
+fallbacks (text and SVG title) that show where the JupyterLab renderer does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = ["Surface", "header_line", "next_command", "with_next"]
+
+Surface = Literal["notebook", "terminal"]
+
+
+def _command(surface: Surface, words: str) -> str:
+    return f"%relay {words}" if surface == "notebook" else f"relay {words}"
+
+
+def next_command(run: dict[str, Any], surface: Surface = "notebook") -> str | None:
+    """What the user types next for a run in this state, worded for ``surface``; None if
+    nothing is needed (a run that succeeded, or one still going)."""
+    run_id = run.get("run_id")
+    status = run.get("status")
+    if status == "interrupted":
+        attempt, most = run.get("attempt"), run.get("attempts_max")
+        if isinstance(attempt, int) and isinstance(most, int) and attempt >= most:
+            return None  # the budget is spent: recovery would be refused
+        return f"recover it with {_command(surface, f'recover {run_id}')}"
+    if status == "needs_reconciliation":
+        see = _command(surface, f"reconcile {run_id}")
+        return (
+            f"see the uncertain call with {see}, settle it with "
+            f"{_command(surface, f'reconcile {run_id} --result JSON')} or "
+            f"{_command(surface, f'reconcile {run_id} --retry')}, then "
+            f"{_command(surface, f'recover {run_id}')}"
+        )
+    if status == "denied":
+        relay = run.get("relay")
+        return (
+            f"restore access with {_command(surface, f'grant {relay}')}, then "
+            f"{_command(surface, f'recover {run_id}')}"
+        )
+    if status == "failed":
+        return f"see its logs with {_command(surface, f'logs {run_id}')}"
+    return None
+
+
+def with_next(run: dict[str, Any], surface: Surface = "notebook") -> dict[str, Any]:
+    """``run`` with its ``next`` for ``surface`` (a copy; none added when nothing is needed)."""
+    out = dict(run)
+    hint = next_command(run, surface)
+    if hint is not None:
+        out["next"] = hint
+    else:
+        out.pop("next", None)
+    return out
+
+
+def header_line(run: dict[str, Any]) -> str:
+    """The header as one line: run, status, attempt of the budget, counts, why, what next."""
+    parts = [f"run {run.get('run_id')}: {run.get('status')}"]
+    if run.get("attempt"):
+        parts.append(f"attempt {run['attempt']} of {run.get('attempts_max', 3)}")
+    counts = []
+    if run.get("executed"):
+        counts.append(f"{run['executed']} executed")
+    if run.get("reused"):
+        counts.append(f"{run['reused']} reused")
+    if counts:
+        parts.append(", ".join(counts))
+    line = " · ".join(parts)
+    error = run.get("error")
+    if run.get("reason"):
+        line += f" — {run['reason']}"
+    elif isinstance(error, dict) and error.get("message"):
+        where = f" (relay.py line {error['line']})" if error.get("line") else ""
+        line += f" — {error['message']}{where}"
+    if run.get("note"):
+        line += f" — {run['note']}"
+    if run.get("next"):
+        line += f"; {run['next']}"
+    return line
