@@ -1,9 +1,9 @@
 """Keeping vault values out of everything that is persisted: find them, or scrub them.
 
-Design note: a secret is looked for as it is and as JSON and ``repr`` escape it, so a value with
-quotes, backslashes or non-ASCII characters is found in a ledger line or a printed dict too.
-``find`` walks a value with an explicit stack, not recursion, so no nesting depth
-hides a secret and a cycle is visited once. It looks where a value's contents can be saved:
+Design note: a secret is looked for as it is and as JSON and ``repr`` escape it, so a value
+with quotes, backslashes or non-ASCII letters is found in a ledger line or a printed dict too.
+``find`` walks a value with an explicit stack, not recursion, so no nesting depth hides a
+secret and a cycle is visited once. It looks wherever a value's contents can be saved:
 container items and keys, an exception's message, arguments, attributes, ``__notes__``,
 cause, context and sub-exceptions, an object's ``__dict__`` and slots, and its ``repr``.
 """

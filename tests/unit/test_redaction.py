@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,20 @@ def test_a_suppressed_context_is_not_looked_at() -> None:
             raise RuntimeError("clean") from None
     except RuntimeError as exc:
         assert REDACTOR.find(exc) is None
+
+
+def test_escaped_forms_of_a_secret_are_scrubbed() -> None:
+    """A secret with a quote, a backslash and non-ASCII letters is replaced in JSON text (both
+    ASCII-escaped and not) and in a printed dict."""
+    quoted = 'Pä"ss\\wörd-1'
+    redactor = Redactor({"PW": quoted})
+    for text in (
+        json.dumps({"k": quoted}),
+        json.dumps([quoted], ensure_ascii=False),
+        str([quoted]),
+    ):
+        assert redactor.scrub(text).count("[vault:PW]") == 1, text
+        assert redactor.find_text(text) == "PW"
 
 
 def test_a_secret_split_across_writes_is_scrubbed_at_every_cut() -> None:
