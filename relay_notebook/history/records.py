@@ -151,7 +151,7 @@ def _release_matches(release: dict[str, Any] | None, wanted: str) -> bool:
         return release is None
     if release is None:
         return False
-    if ref.removeprefix("v").isdigit():
+    if ref.removeprefix("v").isascii() and ref.removeprefix("v").isdigit():
         return int(ref.removeprefix("v")) == int(release["version"])
     return len(ref) >= 4 and str(release.get("hash", "")).startswith(ref)
 

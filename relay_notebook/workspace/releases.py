@@ -183,6 +183,10 @@ def _make_read_only(folder: Path) -> None:
     os.chmod(folder, _READ_ONLY_DIR)
 
 
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def resolve_release(workspace: Workspace, name: str, ref: str | None = None) -> Release:
     """Find a release by ``vN``/``N``, ``latest`` (default) or a hash prefix of 4+ hex digits."""
     releases = list_releases(workspace, name)
@@ -192,8 +196,9 @@ def resolve_release(workspace: Workspace, name: str, ref: str | None = None) -> 
         )
     if ref is None or ref == "latest":
         return releases[-1]
-    wanted = ref[1:] if ref[:1] in {"v", "V"} and ref[1:].isdigit() else ref
-    if wanted.isdigit() and len(wanted) < 4:
+    # ASCII digits only: "v١" is not v1 (str.isdigit accepts every script's digits)
+    wanted = ref[1:] if ref[:1] in {"v", "V"} and _number(ref[1:]) else ref
+    if _number(wanted) and len(wanted) < 4:
         for r in releases:
             if r.version == int(wanted):
                 return r

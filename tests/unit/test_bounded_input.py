@@ -169,8 +169,11 @@ def test_run_ids_and_crash_counts_are_bounded_ascii_numbers(home: Path) -> None:
 
 
 def test_empty_release_and_crash_are_refused_not_ignored(home: Path) -> None:
-    """``--release ""`` and ``--crash ""`` are errors; no run starts."""
+    """``--release ""``, ``--crash ""`` and ``--release v١`` are errors; no run starts."""
+    assert relay(home, "publish", "five")[0] == 0
     relay(home, "revoke", "five")
+    assert error_line(home, "run", "five", "--release", "v\u0661").endswith("[release-not-found]")
+    assert error_line(home, "verify", "five", "\u0661").endswith("[release-not-found]")
     assert error_line(home, "run", "five", "--release", "").endswith("[release-not-found]")
     assert error_line(home, "run", "five", "--crash", "").endswith("[invalid-crash-spec]")
     assert list_run_folders(Workspace(home), "five") == []
