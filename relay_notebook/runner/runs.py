@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from agentworks.journal import Journal
+from agentworks.redact import Redactor
 from relay_notebook.errors import (
     AccessRevokedError,
     AttemptBudgetError,
     BindingChangedError,
     DeadlinePassedError,
+    InvalidInputError,
     NotDurableError,
     ReleaseTamperedError,
     RunRejectedError,
@@ -120,6 +122,17 @@ def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> dict[str, 
     }
 
 
+def _refuse_vault_values(workspace: Workspace, relay: str, run_input: Any) -> None:
+    """A run input must not carry a vault value: run.json, the spec and DBOS would keep it."""
+    leaked = Redactor(Vault(workspace.home).values()).find(run_input)
+    if leaked:
+        raise InvalidInputError(
+            f"The input of a run of {relay} carries the value of vault secret {leaked}, which "
+            f"the run would save; pass the name instead and read the value in the relay with "
+            f"vault({leaked!r})."
+        )
+
+
 def create_run(
     workspace: Workspace,
     draft: Draft,
@@ -137,6 +150,7 @@ def create_run(
     """
     run_input = {} if run_input is None else run_input
     check_run_input(run_input)
+    _refuse_vault_values(workspace, draft.name, run_input)
     code = _draft_code(draft) if release is None else _release_code(workspace, draft.name, release)
     if not AccessPolicy(workspace.home).is_granted(draft.name):
         raise AccessRevokedError(

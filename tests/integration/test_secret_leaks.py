@@ -361,6 +361,19 @@ def test_a_run_without_dbos_refuses_a_result_carrying_the_secret(
     refused_with(attempt(capsys, home, "result", name="plain"), "The result of run()")
 
 
+def test_a_run_input_carrying_the_secret_is_refused_before_anything_is_saved(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """``relay run --input`` holding the secret exits 2 with one invalid-input line naming the
+    secret, and creates no run: no file and no output holds the value."""
+    run_input = json.dumps({"leak": "none", "x": [{"deep": SECRET}]})
+    status, printed = relay(capsys, home, "run", "leaky", "--input", run_input)
+    assert status == 2 and printed.strip().endswith("[invalid-input]"), printed
+    assert f"vault secret {NAME}" in printed
+    assert scan_workspace(home) + hits_in(printed.encode(), "relay run") == []
+    assert commands.list_runs(Workspace(home)) == []
+
+
 def test_the_rest_api_shows_no_form_of_the_secret(
     capsys: pytest.CaptureFixture[str], home: Path
 ) -> None:
@@ -375,7 +388,11 @@ def test_the_rest_api_shows_no_form_of_the_secret(
         started = server.call(
             "POST", "/relays/{name}/runs", {"name": "leaky"}, body={"input": {"leak": "fd-write"}}
         )
-        bodies = {"POST /relays/leaky/runs": started.body}
+        refused = server.call(
+            "POST", "/relays/{name}/runs", {"name": "leaky"}, body={"input": {"x": [SECRET]}}
+        )
+        assert refused.status == 400 and NAME in json.dumps(refused.body), refused.body
+        bodies = {"POST /relays/leaky/runs": started.body, "POST refused": refused.body}
         bodies["GET /runs/{new}"] = server.finish(started.body["run_id"])
         for run_id in run_ids:
             bodies[f"GET /runs/{run_id}"] = server.call(
