@@ -145,7 +145,7 @@ class RunNotFoundError(RelayError):
 
 
 class InvalidInputError(RelayError):
-    """The run input is not valid JSON (or not readable)."""
+    """The run input is not strict JSON (at most 1 MiB, nested 100 deep) or cannot be read."""
 
     code = "invalid-input"
     exit_code = 2
