@@ -246,7 +246,7 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
     const label = reusedBadgeText(node);
     const bw = badgeWidth(label);
     const bx = x0 + w - bw + 12;
-    const by = y0 - 8;
+    const by = y0 - 12;
     const badge = el(doc, 'g', { class: 'relay-badge relay-badge--reused' }, g);
     el(doc, 'rect', { x: bx, y: by, width: bw, height: 16, rx: 8, fill: REUSED_COLOUR }, badge);
     text(doc, badge, label, {

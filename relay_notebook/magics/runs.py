@@ -191,11 +191,13 @@ class ViewChannel:
         run_id = str(data.get("run_id") or "")
         workspace = self.workspace()
         if action == "recover":
-            return RunView.recover(workspace, run_id, shell=self.shell, sinks=[self._send])
+            view = RunView.recover(workspace, run_id, shell=self.shell, sinks=[self._send])
+            view.monitor.note = view.monitor.note or "recovered with this view's button"
+            return view
         if action == "run":
             log = commands.logs(workspace, run_id)
             crash = data.get("crash")
-            return RunView.start(
+            view = RunView.start(
                 workspace,
                 str(log.run["relay"]),
                 run_input=log.run.get("input") or {},
@@ -204,6 +206,9 @@ class ViewChannel:
                 shell=self.shell,
                 sinks=[self._send],
             )
+            how = f"--crash {crash}" if crash else "run again"
+            view.monitor.note = f"started with this view's button ({how}, {run_id}'s input)"
+            return view
         raise ValueError(f"unknown view action {action!r}; expected 'run' or 'recover'")
 
 

@@ -178,7 +178,7 @@ def _node(node: Node) -> list[str]:
     if node.details.get("reused"):
         badge = reused_badge(node)
         bw = badge_width(badge)
-        bx, by = x0 + w - bw + 12, y0 - 8
+        bx, by = x0 + w - bw + 12, y0 - 12
         out.append(
             f'<g class="relay-badge relay-badge--reused"><rect x="{_num(bx)}" y="{_num(by)}" '
             f'width="{_num(bw)}" height="16" rx="8" fill="#7c3aed"/>'

@@ -53,12 +53,14 @@ def _write_notebook(path: Path, cells: list[str]) -> None:
     nbformat.write(nb, path)
 
 
-def _shot(page: Any, name: str, *, docs: bool = False, full: bool = False) -> Path:
+def _shot(page: Any, name: str, *, view: Any = None, full: bool = False) -> Path:
+    """A screenshot of the page; with ``view``, also that view alone for docs/images/."""
     path = ARTIFACTS / name
     page.screenshot(path=str(path), full_page=full)
-    if docs:
+    if view is not None:
         DOCS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOCS / name)
+        view.screenshot(path=str(ARTIFACTS / f"view_{name}"))
+        shutil.copyfile(ARTIFACTS / f"view_{name}", DOCS / name)
     return path
 
 
@@ -111,7 +113,7 @@ def test_a_crashed_run_says_interrupted_and_what_to_type(order_page: Any, lab: L
     assert _node_status(view, "step-pack") == "succeeded"
     assert _node_status(view, "step-ship") == "pending"  # the run can still go on
     view.scroll_into_view_if_needed()
-    _shot(order_page, "run_view_interrupted.png", docs=True)
+    _shot(order_page, "run_view_interrupted.png", view=view)
 
 
 def test_a_recovered_run_greys_the_untaken_branch_and_counts_reuse_per_call(
@@ -143,7 +145,7 @@ def test_a_recovered_run_greys_the_untaken_branch_and_counts_reuse_per_call(
     assert "STEP · L35" in ship and "STEP · L37" in other
     assert not view.get_by_role("button", name="recover").is_enabled()
     view.scroll_into_view_if_needed()
-    _shot(order_page, "run_view_recovered.png", docs=True)
+    _shot(order_page, "run_view_recovered.png", view=view)
 
 
 def test_a_failed_run_shows_the_relays_exception_and_line(order_page: Any) -> None:
@@ -163,7 +165,7 @@ def test_a_failed_run_shows_the_relays_exception_and_line(order_page: Any) -> No
     details.wait_for(state="visible")
     assert "order has no items" in details.inner_text()
     view.scroll_into_view_if_needed()
-    _shot(order_page, "run_view_failed.png", docs=True)
+    _shot(order_page, "run_view_failed.png", view=view)
 
 
 def test_a_live_run_view_reaches_its_final_state(order_page: Any, lab: LabServer) -> None:
@@ -243,4 +245,25 @@ def test_the_saved_notebook_reopens_without_a_kernel(
     assert _view(page, 3).locator(".jp-RelayRunHeader").get_attribute("data-run-id") == "order-4"
     assert _node_status(_view(page, 3), "step-ship-2") == "not_reached"
     _shot(page, "run_view_reopened.png")
+    page.close()
+
+
+def test_the_side_panels_run_graph_uses_the_same_call_sites(
+    order_page: Any, browser_context: Any, lab: LabServer
+) -> None:
+    """The Relays panel's graph of the recovered run greys the untaken ship and the unused
+    except path exactly as the notebook's view does (the server paints it with overlay_run)."""
+    page = browser_context.new_page()
+    page.goto(f"{lab.url}lab?token={lab.token}&reset")
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
+    panel = page.locator("#relay-panel")
+    panel.locator('li[data-relay="order"]').click()
+    panel.locator('.jp-RelayRunList-item[data-run-id="order-1"]').click()
+    graph = panel.locator(".jp-RelayPanel-run .jp-RelayGraph")
+    graph.locator('g.relay-node[data-node-id="step-ship-2"]').wait_for()
+    assert _node_status(graph, "step-ship") == "succeeded"
+    assert _node_status(graph, "step-ship-2") == "not_reached"
+    assert _node_status(graph, "step-notify-2") == "not_reached"
+    assert _node_status(graph, "step-pack") == "reused"
+    _shot(page, "side_panel_run_graph.png")
     page.close()

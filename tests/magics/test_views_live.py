@@ -124,6 +124,9 @@ def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace)
     final = [m for m in sent if m.get("final")]
     assert final and final[-1]["bundle"][GRAPH_MIME]["run"]["run_id"] == "order-2"
     assert final[-1]["bundle"][GRAPH_MIME]["run"]["status"] == "interrupted"
+    assert final[-1]["bundle"][GRAPH_MIME]["run"]["note"] == (
+        "started with this view's button (--crash during:ship, order-1's input)"
+    )
     sent.clear()
     channel.handle({"content": {"data": {"action": "recover", "run_id": "order-2"}}})
     channel.views[-1].wait(120)

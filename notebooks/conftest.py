@@ -1,0 +1,32 @@
+"""nbval for the tutorials: the sanitize rules reach into JSON outputs too.
+
+nbval compares a custom MIME type's JSON as it is, and applies ``nbval_sanitize.cfg`` to
+strings only, so a run graph's per-call timings (``duration_ms`` in node details) would make
+every run view differ from its stored output. This extends the comparison the way the
+sanitize file means it: timings are compared as a placeholder, and the regexes apply to the
+strings inside JSON outputs as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbval.plugin import IPyNbCell
+
+TIMING_KEYS = frozenset({"duration_ms", "started_at_ms", "completed_at_ms", "ts"})
+
+_sanitize_text = IPyNbCell.sanitize
+
+
+def _sanitize(self: IPyNbCell, value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: "TIMING" if k in TIMING_KEYS and isinstance(v, int | float) else _sanitize(self, v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_sanitize(self, v) for v in value]
+    return _sanitize_text(self, value)
+
+
+IPyNbCell.sanitize = _sanitize  # type: ignore[method-assign]
