@@ -18,8 +18,9 @@ import {
   RunDetail
 } from './api.js';
 import { crashText, formatDuration, RunRow, statusText } from './format.js';
-import { firstStep, stepName } from './geometry.js';
+import type { RunInfo } from './geometry.js';
 import { GraphView } from './graphview.js';
+import { crashTargets, recoverRefusal, runReason } from './header.js';
 import { isActiveRunStatus } from './palette.js';
 import { reusedBadge, runList, statusBadge } from './runtable.js';
 
@@ -149,8 +150,8 @@ export class RelayPanel extends Widget {
     await this.refresh();
   }
 
-  /** Start a run of the open relay; `crashAfter` crashes it after that step's checkpoint. */
-  async startRun(crashAfter: string | null = null): Promise<void> {
+  /** Start a run of the open relay; `crash` (`after:STEP`, `during:STEP#2`) crashes it there. */
+  async startRun(crash: string | null = null): Promise<void> {
     if (this.relayName === null) {
       return;
     }
@@ -162,11 +163,7 @@ export class RelayPanel extends Widget {
       return;
     }
     try {
-      const started = await this.api.startRun(
-        this.relayName,
-        input,
-        crashAfter ? `after:${crashAfter}` : null
-      );
+      const started = await this.api.startRun(this.relayName, input, crash);
       this.runId = started.run_id;
     } catch (error) {
       this.handleError(error);
@@ -304,16 +301,30 @@ export class RelayPanel extends Widget {
     actions.appendChild(
       button('▶ Run', `Start a run of the ${relay.name} draft`, () => void this.startRun())
     );
-    const first = relay.graph ? firstStep(relay.graph) : null;
+    const steps = relay.graph ? crashTargets(relay.graph) : [];
+    const when = h('select', 'jp-RelayPanel-when');
+    when.title = 'Crash right after the step\'s checkpoint, or inside its body before it';
+    for (const value of ['after', 'during']) {
+      const option = h('option', '', value);
+      option.value = value;
+      when.appendChild(option);
+    }
+    const step = h('select', 'jp-RelayPanel-step');
+    step.title = 'The step the crash test stops at';
+    for (const name of steps) {
+      const option = h('option', '', name);
+      option.value = name;
+      step.appendChild(option);
+    }
     const crash = button(
       '⚡ Crash test',
-      first
-        ? `Start a run that crashes right after step ${stepName(first)} is checkpointed`
-        : 'This relay has no step to crash after',
-      () => void this.startRun(first ? stepName(first) : null)
+      steps.length
+        ? 'Start a run that crashes at the chosen step (after its checkpoint, or during its body)'
+        : 'This relay has no step to crash at',
+      () => void this.startRun(`${when.value}:${step.value}`)
     );
-    crash.disabled = first === null;
-    actions.appendChild(crash);
+    crash.disabled = when.disabled = step.disabled = steps.length === 0;
+    actions.append(crash, when, step);
     box.appendChild(actions);
     box.appendChild(
       runList(this.runs, {
@@ -321,6 +332,11 @@ export class RelayPanel extends Widget {
         onOpen: run => void this.openRun(run.run_id === this.runId ? null : run.run_id)
       })
     );
+    if (this.runId === null && relay.graph) {
+      // the flow graph before any run is chosen: what the relay will do
+      box.appendChild(this.graphView.node);
+      this.graphView.setGraph(relay.graph);
+    }
   }
 
   private renderRun(): void {
@@ -335,16 +351,27 @@ export class RelayPanel extends Widget {
     heading.appendChild(statusBadge(run.status));
     box.appendChild(heading);
     const actions = h('div', 'jp-RelayPanel-actions');
+    const info: RunInfo = run.graph?.run ?? {
+      run_id: run.run_id,
+      status: run.status,
+      attempt: run.attempt,
+      attempts_max: 3
+    };
+    const refusal = recoverRefusal(info);
     const recover = button(
       '↻ Recover',
-      'Recover this run: completed steps are reused from their checkpoints',
+      refusal || 'Recover this run: completed steps are reused from their checkpoints',
       () => void this.recoverRun()
     );
-    recover.disabled = isActiveRunStatus(run.status) || run.status === 'succeeded';
+    recover.disabled = refusal !== '';
     actions.appendChild(recover);
     box.appendChild(actions);
-    if (run.error?.message) {
-      box.appendChild(h('div', 'jp-RelayPanel-error', run.error.message));
+    const reason = runReason(info) || run.error?.message || '';
+    if (reason && run.status === 'interrupted') {
+      // a crash test ends here on purpose: the expected state, not an error
+      box.appendChild(h('div', 'jp-RelayPanel-note', `${reason}; recover it with ↻ Recover`));
+    } else if (reason && run.status !== 'succeeded') {
+      box.appendChild(h('div', 'jp-RelayPanel-error', reason));
     }
     const attempts = h('ol', 'jp-RelayPanel-attempts');
     for (const a of run.attempts ?? []) {

@@ -1,0 +1,139 @@
+"""The Relays side panel as a user works it: the flow graph before any run, a crash test at a
+chosen step and moment, actions that cannot apply disabled with the reason, a deliberate crash
+shown as the expected state, and a selection that stays readable in the dark theme."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_notebook import commands
+from relay_notebook.workspace import Workspace
+
+REPO = Path(__file__).parents[2]
+ARTIFACTS = Path(__file__).parent / "artifacts"
+ORDER = (REPO / "tests" / "relays" / "order.py").read_text(encoding="utf-8")
+BIG = '{"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "unit": 70}]}'
+LabServer = Any
+
+CONTRAST = """el => {
+  const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = c => {
+    const [r, g, b] = c.map(v => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const style = getComputedStyle(el);
+  const fg = lum(rgb(style.color)), bg = lum(rgb(style.backgroundColor));
+  return (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+}"""
+
+
+@pytest.fixture(scope="module")
+def panel_page(browser_context: Any, lab: LabServer) -> Any:
+    """Lab with the Relays panel open on the order relay (saved, no runs yet)."""
+    ws = Workspace(lab.home)
+    ws.save_draft("order", ORDER)
+    page = browser_context.new_page()
+    page.goto(f"{lab.url}lab?token={lab.token}&reset")
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
+    panel = page.locator("#relay-panel")
+    panel.locator('li[data-relay="order"]').click()
+    panel.locator(".jp-RelayPanel-relay .jp-RelayGraph g.relay-node").first.wait_for()
+    yield page
+    page.close()
+
+
+def _status(graph: Any, node_id: str) -> str | None:
+    classes = graph.locator(f'g.relay-node[data-node-id="{node_id}"]').get_attribute("class") or ""
+    found = re.search(r"relay-node--status-(\w+)", classes)
+    return found.group(1) if found else None
+
+
+def test_the_flow_graph_shows_before_any_run(panel_page: Any, lab: LabServer) -> None:
+    """Selecting a relay with no runs shows its flow graph, node for node."""
+    graph = panel_page.locator("#relay-panel .jp-RelayPanel-relay .jp-RelayGraph")
+    expected = len(commands.graph(Workspace(lab.home), "order").nodes)
+    assert graph.locator("g.relay-node").count() == expected
+    assert graph.get_attribute("data-kind") == "flow"
+
+
+def test_a_crash_test_at_a_chosen_step_ends_interrupted_not_in_error(
+    panel_page: Any, lab: LabServer
+) -> None:
+    """A crash test during ship#1 stops there: the run reads interrupted with the crash as the
+    reason (no error box), Recover is enabled, and recovering it reuses the earlier steps."""
+    panel = panel_page.locator("#relay-panel")
+    panel.locator(".jp-RelayPanel-input").fill(BIG)
+    panel.locator(".jp-RelayPanel-when").select_option("during")
+    panel.locator(".jp-RelayPanel-step").select_option("ship")
+    panel.get_by_role("button", name="Crash test").click()
+    panel_page.wait_for_selector(
+        '#relay-panel .jp-RelayPanel-run[data-run-id="order-1"] .jp-RelayBadge--interrupted',
+        timeout=120_000,
+    )
+    run = panel.locator(".jp-RelayPanel-run")
+    note = run.locator(".jp-RelayPanel-note")
+    assert note.inner_text().startswith("crashed on purpose during ship (--crash)")
+    assert run.locator(".jp-RelayPanel-error").count() == 0
+    log = commands.logs(Workspace(lab.home), "order-1")
+    assert log.attempts[0]["crash"] == {"when": "during", "step": "ship", "occurrence": 1}
+    recover = panel.get_by_role("button", name="Recover")
+    assert recover.is_enabled()
+    panel_page.screenshot(path=str(ARTIFACTS / "panel_crash_test.png"))
+    recover.click()
+    panel_page.wait_for_selector(
+        '#relay-panel .jp-RelayPanel-run[data-run-id="order-1"] .jp-RelayBadge--succeeded',
+        timeout=120_000,
+    )
+    graph = run.locator(".jp-RelayGraph")
+    graph.locator('g.relay-node[data-node-id="step-ship"]').wait_for()
+    assert _status(graph, "step-ship") == "succeeded"
+    assert _status(graph, "step-ship-2") == "not_reached"
+
+
+def test_actions_that_cannot_apply_are_disabled_with_the_reason(
+    panel_page: Any, lab: LabServer
+) -> None:
+    """Recover is disabled on a succeeded and on a failed run, and its tooltip says why."""
+    panel = panel_page.locator("#relay-panel")
+    recover = panel.get_by_role("button", name="Recover")
+    assert not recover.is_enabled()
+    assert "nothing to recover" in (recover.get_attribute("title") or "")
+    panel.locator(".jp-RelayPanel-input").fill('{"items": []}')
+    panel.get_by_role("button", name="Run", exact=False).first.click()
+    panel_page.wait_for_selector(
+        '#relay-panel .jp-RelayPanel-run[data-run-id="order-2"] .jp-RelayBadge--failed',
+        timeout=120_000,
+    )
+    recover = panel.get_by_role("button", name="Recover")
+    assert not recover.is_enabled()
+    assert "a relay error is final" in (recover.get_attribute("title") or "")
+    error = panel.locator(".jp-RelayPanel-run .jp-RelayPanel-error").inner_text()
+    assert error.startswith("ValueError: order has no items (relay.py line")
+
+
+def test_the_selection_is_readable_in_the_dark_theme(panel_page: Any) -> None:
+    """In JupyterLab Dark the selected relay and run rows keep a text contrast of at least 4.5."""
+    panel_page.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+        " {theme: 'JupyterLab Dark'})"
+    )
+    panel_page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    panel = panel_page.locator("#relay-panel")
+    for selector in (
+        ".jp-RelayPanel-item.jp-mod-selected",
+        ".jp-RelayRunList-item.jp-mod-selected",
+    ):
+        element = panel.locator(selector).first
+        assert element.evaluate(CONTRAST) >= 4.5, selector
+    panel_page.screenshot(path=str(ARTIFACTS / "panel_dark.png"))
+    panel_page.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+        " {theme: 'JupyterLab Light'})"
+    )
