@@ -11,12 +11,15 @@ input, versions) is only found by the recovery itself.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentworks.journal import Journal
+from relay_notebook.history.database import open_database
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
+from relay_notebook.runner.checkpoints import LostCheckpoints, find_lost_checkpoints
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.runs import MAX_ATTEMPTS
 from relay_notebook.workspace import Workspace
@@ -80,7 +83,11 @@ def _where(log: RunLog, key: str) -> dict[str, Any]:
 
 
 def _refusal(
-    log: RunLog, meta: dict[str, Any], revoked: bool, blocking: list[dict[str, Any]]
+    log: RunLog,
+    meta: dict[str, Any],
+    revoked: bool,
+    blocking: list[dict[str, Any]],
+    lost: Callable[[], LostCheckpoints | None] = lambda: None,
 ) -> tuple[str, dict[str, str]] | None:
     """The first check recovery would fail, in the runner's order (``None``: it runs)."""
     run_id, relay, status = log.run_id, str(log.run["relay"]), str(log.run["status"])
@@ -128,6 +135,9 @@ def _refusal(
             "code": "deadline-passed",
             "message": f"Run {run_id} passed its deadline. Start a new run with: relay run {relay}",
         }
+    missing = lost() if log.attempts else None
+    if missing is not None:
+        return "stops", {"code": "checkpoints-lost", "message": missing.message(run_id)}
     return None
 
 
@@ -154,7 +164,11 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
         for c in journal.pending()
         if not c.blocking
     ]
-    refusal = _refusal(log, meta, revoked, blocking)
+
+    def lost() -> LostCheckpoints | None:
+        return find_lost_checkpoints(folder, meta, opener=lambda db: open_database(db, live=False))
+
+    refusal = _refusal(log, meta, revoked, blocking, lost)
     outcome, reason = refusal if refusal is not None else ("recover", None)
     pending = outcome == "recover" or (reason or {}).get("code") not in ("finished", "run-locked")
     return RecoveryPreview(

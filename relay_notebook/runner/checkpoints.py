@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay_notebook.runner.backend import Backend, backend_for_run, open_postgres_run
@@ -21,6 +22,10 @@ __all__ = [
     "read_checkpoints",
     "read_workflow_status",
 ]
+
+
+#: opens a run's SQLite file read-only, as a context manager yielding a connection
+SQLiteOpener = Callable[[Path], contextlib.AbstractContextManager[Any]]
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,15 @@ class LostCheckpoints:
         """``load (function id 1), square #2 (function id 3)``."""
         return ", ".join(f"{name} (function id {fid})" for fid, name in self.missing)
 
+    def message(self, run_id: str) -> str:
+        """Why recovery of ``run_id`` is refused, and the two ways on."""
+        return (
+            f"Cannot recover run {run_id}: {self.where} {self.problem}, but the run's records "
+            f"show these steps checkpointed: {self.describe()}. Recovering now would run them "
+            f"again. Restore the database from a backup, or run them again on purpose with: "
+            f"relay recover {run_id} --accept-lost-checkpoints"
+        )
+
 
 def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[int, str]]:
     """Function ids the supervisor saw checkpointed (run.json), and step names the ledger gives.
@@ -133,7 +147,13 @@ def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[i
     return saved, names
 
 
-def _store(folder: RunFolder, backend: Backend | None) -> tuple[str, set[int] | None, str | None]:
+def _open_sqlite(database: Path) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5))
+
+
+def _store(
+    folder: RunFolder, backend: Backend | None, opener: SQLiteOpener
+) -> tuple[str, set[int] | None, str | None]:
     """Where the run's checkpoints live, the function ids saved there, and what is wrong."""
     backend = backend_for_run(folder.read_meta(), backend)
     if backend.is_postgres:
@@ -146,11 +166,8 @@ def _store(folder: RunFolder, backend: Backend | None) -> tuple[str, set[int] | 
     if not folder.database.is_file():
         return where, None, "is missing"
     try:
-        conn = sqlite3.connect(f"file:{folder.database}?mode=ro", uri=True, timeout=5)
-        try:
+        with opener(folder.database) as conn:
             return where, _saved_ids(conn, folder.run_id), None
-        finally:
-            conn.close()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return where, None, "holds no DBOS tables (it was emptied or replaced)"
@@ -173,18 +190,23 @@ def _saved_ids(conn: Any, run_id: str) -> set[int] | None:
 
 
 def find_lost_checkpoints(
-    folder: RunFolder, meta: dict[str, Any], backend: Backend | None = None
+    folder: RunFolder,
+    meta: dict[str, Any],
+    backend: Backend | None = None,
+    *,
+    opener: SQLiteOpener = _open_sqlite,
 ) -> LostCheckpoints | None:
     """Compare DBOS's checkpoints with the run's own records before an attempt; ``None`` if
     every checkpoint they name is there (or nothing was ever checkpointed).
 
     A missing or unreadable database, one without the workflow although steps of it ended, or
     one without a checkpoint the supervisor saw: DBOS would run those steps again silently.
+    ``opener`` opens the SQLite file (history passes its opener, which changes no byte).
     """
     saved, names = _recorded(folder, meta)
     if not saved and not names:
         return None
-    where, present, problem = _store(folder, backend)
+    where, present, problem = _store(folder, backend, opener)
     if problem is None and present is None:
         problem = f"has no record of workflow {folder.run_id}"
     expected = saved | set(names) if present is None else saved - present
@@ -213,12 +235,7 @@ def guard_checkpoints(
         return
     attempts = len(meta.get("attempts", []))
     if not accept:
-        raise CheckpointsLostError(
-            f"Cannot recover run {folder.run_id}: {lost.where} {lost.problem}, but the run's "
-            f"records show these steps checkpointed: {lost.describe()}. Recovering now would "
-            f"run them again. Restore the database from a backup, or run them again on purpose "
-            f"with: relay recover {folder.run_id} --accept-lost-checkpoints"
-        )
+        raise CheckpointsLostError(lost.message(folder.run_id))
     kept = None
     if lost.unreadable:
         kept = folder.dbos_dir / f"lost-{int(now_ms())}"

@@ -139,6 +139,18 @@ def _classify(
     return sorted(executed), sorted(reused)
 
 
+def _started_ms(folder: RunFolder, attempt: int, start: dict[str, Any] | None) -> float | None:
+    """When the attempt began, as the supervisor recorded it before starting the child.
+
+    Not the child's ``attempt_start`` event: the relay can rewrite the ledger, and which
+    checkpoints count as saved (what ``checkpoints-lost`` later relies on) must not depend on it.
+    """
+    for a in folder.read_meta().get("attempts", []):
+        if a.get("attempt") == attempt and isinstance(a.get("started_at"), int | float):
+            return float(a["started_at"])
+    return float(start["t0"]) if start else None
+
+
 def settle_attempt(
     folder: RunFolder,
     *,
@@ -157,7 +169,7 @@ def settle_attempt(
     events = read_events(folder.events)
     mine = [e for e in events if e.get("attempt") == attempt]
     start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
-    t0 = float(start["t0"]) if start else None
+    t0 = _started_ms(folder, attempt, start)
     executed, reused = _classify(folder, attempt, t0, events)
     outcome_file = _child_file(attempt_dir, "outcome.json")
     stderr_tail = _tail(attempt_dir / "stderr.log")
@@ -256,7 +268,7 @@ def _settle_lost(folder: RunFolder, a: dict[str, Any]) -> None:
         (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
         None,
     )
-    executed, reused = _classify(folder, attempt, float(start["t0"]) if start else None, events)
+    executed, reused = _classify(folder, attempt, _started_ms(folder, attempt, start), events)
     where = a.get("executor_id") or "its supervisor"
     error = {
         "code": "interrupted",

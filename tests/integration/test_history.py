@@ -145,7 +145,7 @@ WAITS = textwrap.dedent(
 
     @DBOS.step()
     async def wait_for_go():
-        for _ in range(6000):  # a minute at most: the test writes "go" into the run folder
+        for _ in range(6000):  # a minute at most: the test writes "go" into execution/
             if os.path.exists("go"):
                 return True
             await asyncio.sleep(0.01)
@@ -484,7 +484,7 @@ def test_a_running_run_can_be_read(workspace: Workspace) -> None:
     nodes = {n["id"]: n for n in overlay_run(flow, log).to_dict()["nodes"]}
     assert nodes["step-wait_for_go"]["status"] == "running"
     assert nodes["output"]["status"] == "pending"
-    (handle.folder.path / "go").write_text("")
+    (handle.folder.execution / "go").write_text("")
     out = handle.wait(120)
     assert out.status == "succeeded" and out.result == {"first": "ready", "go": True}
     done = read_run_log(workspace, handle.run_id)

@@ -16,12 +16,14 @@ import pytest
 from test_runner import CALLS, FIVE_STEPS, go, side_effects
 
 from relay_notebook.errors import CheckpointsLostError
+from relay_notebook.history.preview import preview_recovery
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.folders import RunFolder, find_run
 from relay_notebook.workspace import Workspace
 
 ONCE = Counter(["load", "square 0", "square 1", "square 2", "total"])
 RESULT = {"squares": [0, 1, 4], "total": 5}
+INPUT = {"ledger": "effects.log", "n": 3}
 
 
 def _wal(folder: RunFolder) -> Path:
@@ -95,9 +97,7 @@ def test_a_damaged_database_is_refused_and_rerun_only_when_accepted(
     name = CALLS[k - 1]
     crash = parse_crash_spec(f"after:{name}#{CALLS[:k].count(name)}")
     draft = workspace.save_draft("five", FIVE_STEPS)
-    first = go(
-        start_run(workspace, draft, run_input={"ledger": "effects.log", "n": 3}, crash=crash)
-    )
+    first = go(start_run(workspace, draft, run_input=INPUT, crash=crash))
     assert first.status == "interrupted" and first.executed == list(range(1, k + 1))
     folder = find_run(workspace, first.run_id)
     corrupt(folder, rng)
@@ -128,10 +128,10 @@ def test_relay_recover_refuses_then_accepts_on_the_command_line(workspace: Works
     """`relay recover` exits 1 with [checkpoints-lost]; --accept-lost-checkpoints re-runs."""
     draft = workspace.save_draft("five", FIVE_STEPS)
     crash = parse_crash_spec("after:total")
-    first = go(
-        start_run(workspace, draft, run_input={"ledger": "effects.log", "n": 3}, crash=crash)
-    )
+    first = go(start_run(workspace, draft, run_input=INPUT, crash=crash))
     delete_database(find_run(workspace, first.run_id), random.Random(0))
+    preview = preview_recovery(workspace, first.run_id)  # what recover would do, said before
+    assert preview.outcome == "stops" and preview.reason["code"] == "checkpoints-lost"
     cli = [sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home), "recover"]
     refused = subprocess.run([*cli, first.run_id], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and refused.stderr.strip().endswith("[checkpoints-lost]")
@@ -144,3 +144,29 @@ def test_relay_recover_refuses_then_accepts_on_the_command_line(workspace: Works
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(accepted.stdout)["result"] == RESULT
     assert side_effects(workspace, first.run_id) == ONCE + ONCE
+
+
+def test_checkpoints_deleted_from_postgresql_are_refused(
+    workspace: Workspace, database_url: str
+) -> None:
+    """On PostgreSQL, checkpoint rows deleted after a crash refuse recovery the same way."""
+    import psycopg
+
+    from relay_notebook.runner.backend import resolve_backend
+
+    backend = resolve_backend(database_url)
+    draft = workspace.save_draft("five", FIVE_STEPS)
+    crash = parse_crash_spec("after:square#2")
+    first = go(start_run(workspace, draft, run_input=INPUT, crash=crash, backend=backend))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM dbos.operation_outputs WHERE workflow_uuid = %s AND function_id = 2",
+            (first.run_id,),
+        )
+    with pytest.raises(CheckpointsLostError, match=r"square \(function id 2\)"):
+        start_recovery(workspace, first.run_id, backend=backend)
+    second = go(
+        start_recovery(workspace, first.run_id, backend=backend, accept_lost_checkpoints=True)
+    )
+    assert second.status == "succeeded" and second.result == RESULT
+    assert side_effects(workspace, first.run_id)["square 0"] == 2
