@@ -599,13 +599,22 @@ NOTEBOOKS["09-workers.ipynb"] = [
 ]
 
 
+CLEANUP = code(
+    "# Remove this tutorial's temporary workspace (your own relays live in ./relays)\n"
+    "import shutil\n"
+    'shutil.rmtree(os.environ["RELAY_HOME"], ignore_errors=True)'
+)
+
+
 def main() -> None:
     for name, cells in NOTEBOOKS.items():
         nb = nbf.v4.new_notebook()
-        nb["cells"] = cells
+        temporary = any("relay-tutorial-" in str(c.get("source", "")) for c in cells)
+        nb["cells"] = [*cells, CLEANUP] if temporary else cells
+        # the kernelspec Jupyter writes itself, so a tutorial opens unmodified
         nb["metadata"]["kernelspec"] = {
             "name": "python3",
-            "display_name": "Python 3",
+            "display_name": "Python 3 (ipykernel)",
             "language": "python",
         }
         nbf.write(nb, ROOT / name)

@@ -43,6 +43,12 @@ NODE_TYPES: Final = (
 GraphKind = Literal["flow", "annotations", "run"]
 
 
+def plain_number(value: float) -> float | int:
+    """A whole number as an int: JSON readers write ``68.0`` back as ``68`` (a saved notebook
+    would otherwise differ from its outputs on every save)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 @dataclass
 class Node:
     """One node: ``id`` is unique in its graph and starts with a letter."""
@@ -62,8 +68,8 @@ class Node:
         if self.details:
             out["details"] = self.details
         if self.x is not None and self.y is not None:
-            out["x"] = self.x
-            out["y"] = self.y
+            out["x"] = plain_number(self.x)
+            out["y"] = plain_number(self.y)
         return out
 
 
@@ -81,7 +87,7 @@ class Edge:
         if self.label is not None:
             out["label"] = self.label
         if self.points:
-            out["points"] = [[x, y] for x, y in self.points]
+            out["points"] = [[plain_number(x), plain_number(y)] for x, y in self.points]
         return out
 
 
@@ -115,7 +121,7 @@ class FlowGraph:
         if self.notes:
             out["notes"] = list(self.notes)
         if self.width is not None and self.height is not None:
-            out["layout"] = {"width": self.width, "height": self.height}
+            out["layout"] = {"width": plain_number(self.width), "height": plain_number(self.height)}
         if self.run is not None:
             out["run"] = dict(self.run)
         return out

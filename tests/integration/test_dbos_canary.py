@@ -1,0 +1,104 @@
+"""Canaries: the private parts of DBOS the kit relies on, checked by name against the installed
+DBOS, so an upgrade that changes one fails here with the name, not somewhere in a run.
+
+The kit pins ``dbos>=3.4,<3.5`` (what is tested). Each entry says where the kit uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sqlite3
+from pathlib import Path
+
+import dbos
+import pytest
+from dbos import DBOS, DBOSConfig
+
+from relay_notebook.history.steps import SQL_COLUMNS
+
+
+def test_the_installed_dbos_is_the_tested_minor_version() -> None:
+    """pyproject pins dbos to 3.4.x; a different minor version is untested."""
+    from importlib.metadata import version
+
+    assert version("dbos").startswith("3.4."), version("dbos")
+
+
+def test_private_callables_the_runner_uses_exist_with_their_shape() -> None:
+    """The registry's internal queue (fast recovery poll, runner/child.py), pending-workflow
+    recovery (runner/child.py, runner/worker.py), the error classes matched on
+    (runner/child.py, runner/instrument.py) and the client's migrations (runner/pool.py)."""
+    from dbos._client import DBOSClient
+    from dbos._dbos import _get_or_create_dbos_registry
+    from dbos._error import (
+        DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
+        DBOSException,
+        DBOSUnexpectedStepError,
+    )
+
+    registry = _get_or_create_dbos_registry()
+    queue = registry.get_internal_queue()
+    assert isinstance(queue._polling_interval_sec, int | float)
+    assert callable(DBOS._recover_pending_workflows)
+    params = inspect.signature(DBOS._recover_pending_workflows).parameters
+    assert list(params)[:1] == ["executor_ids"]
+    assert issubclass(DBOSUnexpectedStepError, DBOSException)
+    assert issubclass(DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded, DBOSException)
+    assert "system_database_url" in inspect.signature(DBOSClient).parameters
+    assert dbos.SetWorkflowID is not None
+
+
+def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
+    """DBOS's SQLite schema has the tables and columns the kit reads by SQL
+    (history/steps.py SQL_COLUMNS, runner/checkpoints.py, history/records.py)."""
+    url = f"sqlite:///{tmp_path / 'canary.sqlite'}"
+    config: DBOSConfig = {"name": "relay-canary", "system_database_url": url}
+
+    @DBOS.step()
+    async def one() -> int:
+        return 1
+
+    @DBOS.workflow()
+    async def flow() -> int:
+        return await one()
+
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        assert asyncio.run(flow()) == 1
+    finally:
+        DBOS.destroy(destroy_registry=True)
+    with sqlite3.connect(tmp_path / "canary.sqlite") as conn:
+        conn.execute(f"SELECT {SQL_COLUMNS} FROM operation_outputs").fetchall()
+        conn.execute(
+            "SELECT workflow_uuid, function_id, output, error, serialization FROM operation_outputs"
+        ).fetchall()
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(workflow_status)")}
+    needed = {
+        "workflow_uuid",
+        "status",
+        "name",
+        "recovery_attempts",
+        "application_version",
+        "executor_id",
+        "created_at",
+        "updated_at",
+        "parent_workflow_id",
+        "application_name",
+    }
+    missing = needed - columns
+    assert not missing, f"workflow_status lost columns the kit reads: {sorted(missing)}"
+    from dbos._client import DBOSClient
+
+    client = DBOSClient(system_database_url=url)
+    try:
+        assert callable(client._sys_db.run_migrations)  # runner/pool.py
+    finally:
+        client.destroy()
+
+
+@pytest.mark.parametrize("name", ["fork_workflow", "patch", "recv", "send", "set_event"])
+def test_the_public_apis_the_next_issues_build_on_are_there(name: str) -> None:
+    """Fork, patch, messages and events (dbos-3.4-apis.md) exist on DBOS."""
+    assert callable(getattr(DBOS, name))
