@@ -267,3 +267,28 @@ def test_the_side_panels_run_graph_uses_the_same_call_sites(
     assert _node_status(graph, "step-pack") == "reused"
     _shot(page, "side_panel_run_graph.png")
     page.close()
+
+
+def test_the_first_draw_fits_the_whole_graph_centred(order_page: Any) -> None:
+    """On first draw every node and edge label lies inside the view (none cut off at the
+    bottom or the left edge), and the drawing is centred in the output's width."""
+    view = _view(order_page, 2)
+    view.scroll_into_view_if_needed()
+    box = view.locator(".jp-RelayGraph-viewport").evaluate(
+        """area => {
+          const a = area.getBoundingClientRect();
+          const parts = [...area.querySelectorAll('g.relay-node, text.relay-edge-label')]
+            .map(e => e.getBoundingClientRect());
+          const left = Math.min(...parts.map(r => r.left));
+          const right = Math.max(...parts.map(r => r.right));
+          return {
+            inside: parts.every(r => r.left >= a.left - 1 && r.right <= a.right + 1
+                                  && r.top >= a.top - 1 && r.bottom <= a.bottom + 1),
+            offCentre: Math.abs((left + right) / 2 - (a.left + a.right) / 2),
+            labels: area.querySelectorAll('text.relay-edge-label').length,
+          };
+        }"""
+    )
+    assert box["labels"] >= 4
+    assert box["inside"]
+    assert box["offCentre"] < 40
