@@ -197,3 +197,15 @@ def test_the_self_check_reports_an_unconfined_process_as_unconfined(workspace: W
     if os.geteuid() == 0:
         assert "holds capabilities" in report["reason"]
     assert list(folder.path.glob(".relay-confinement-probe-*")) == []
+
+
+def test_no_control_file_lies_beneath_a_writable_path(workspace: Workspace) -> None:
+    """The write rules fit Landlock: nothing the supervisor trusts is under a writable path."""
+    workspace.save_draft("r", "x = 1\n")
+    folder = allocate_run(workspace, "r")
+    attempt_dir = folder.ipc / "attempt-test"
+    attempt_dir.mkdir()
+    rules = attempt_write_rules(folder, attempt_dir)
+    trusted = [*rules.protected, *rules.sealed, folder.meta, folder.lock, folder.result]
+    assert [(t, w) for t in trusted for w in rules.writable if t.is_relative_to(w)] == []
+    assert all(w.is_relative_to(folder.path) for w in rules.writable)
