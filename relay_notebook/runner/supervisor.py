@@ -2,12 +2,15 @@
 
 Design note: the supervisor runs in the kernel (or the ``relay`` CLI) and never imports DBOS or
 the relay. Before each attempt it takes the run's file lock, checks the attempt budget, the
-deadline, the release checksum and the bindings, then starts the child with the locked file
-descriptor and a pipe for live events. The lock is shared with the child, so a second executor
-is refused while either is alive, and the kernel releases it when both are gone, even after
-SIGKILL. A reader thread forwards events as they arrive and, at end of file, settles the
-attempt: it reads the child's outcome file, or, if there is none, records the attempt as
-``interrupted`` with its exit code or signal. Nothing here blocks the caller's thread.
+deadline, the release checksum, the bindings and that no checkpoint was lost, then starts the
+child (confined: see ``runner.confine``) with the locked file descriptor, a pipe for live
+events and a one-shot pipe for the child's confinement report. The lock is shared with the
+child, so a second executor is refused while either is alive, and the kernel releases it when
+both are gone, even after SIGKILL. A reader thread forwards events as they arrive and, at end
+of file, settles the attempt: it reads the child's outcome file, or, if there is none, records
+the attempt as ``interrupted`` with its exit code or signal. What the supervisor trusts
+(run.json, the spec, the lock) lies outside everything the child may write. Nothing here
+blocks the caller's thread.
 """
 
 from __future__ import annotations
