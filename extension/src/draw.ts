@@ -176,7 +176,15 @@ export function caption(node: GraphNode): string {
 /** The reused badge's text: `reused`, or `2 of 3 reused` for a node of several calls. */
 export function reusedBadgeText(node: GraphNode): string {
   const summary = node.details?.['summary'];
-  return typeof summary === 'string' && summary.endsWith('reused') ? summary : 'reused';
+  if (typeof summary === 'string' && (summary.endsWith('reused') || summary.includes('copied from'))) {
+    return summary;
+  }
+  return 'reused';
+}
+
+/** Purple for reused checkpoints, teal for a fork's copied ones (views/svg.py badge_colour). */
+export function badgeColour(node: GraphNode): string {
+  return node.details?.['copied_from'] ? '#0e7490' : REUSED_COLOUR;
 }
 
 /** The badge's width for its text (views/svg.py badge_width). */
@@ -248,7 +256,7 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
     const bx = x0 + w - bw + 12;
     const by = y0 - 12;
     const badge = el(doc, 'g', { class: 'relay-badge relay-badge--reused' }, g);
-    el(doc, 'rect', { x: bx, y: by, width: bw, height: 16, rx: 8, fill: REUSED_COLOUR }, badge);
+    el(doc, 'rect', { x: bx, y: by, width: bw, height: 16, rx: 8, fill: badgeColour(node) }, badge);
     text(doc, badge, label, {
       x: bx + bw / 2,
       y: by + 11.5,

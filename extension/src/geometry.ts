@@ -72,6 +72,7 @@ export interface RunInfo {
   error?: { code?: string | null; message?: string | null; line?: number };
   next?: string;
   note?: string;
+  fork?: { parent?: string; from?: string; copied?: number; edited?: string[]; input_edited?: boolean; code?: string };
 }
 
 /** Python's round(): halves go to the even neighbour. */

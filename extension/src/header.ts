@@ -112,6 +112,19 @@ export class RunHeader {
       const kind = run.error ? 'error' : 'reason';
       this.node.appendChild(h('div', `jp-RelayRunHeader-${kind}`, reason));
     }
+    if (run.fork) {
+      const f = run.fork;
+      const edits = [...(f.input_edited ? ['input'] : []), ...(f.edited ?? [])];
+      this.node.appendChild(
+        h(
+          'div',
+          'jp-RelayRunHeader-fork',
+          `forked from ${f.parent} at ${f.from} · ${f.copied ?? 0} copied` +
+            (edits.length ? ` · edited: ${edits.join(', ')}` : '') +
+            (f.code ? ` · on ${f.code} code` : '')
+        )
+      );
+    }
     if (run.note) {
       this.node.appendChild(h('div', 'jp-RelayRunHeader-note', run.note));
     }

@@ -42,6 +42,7 @@ export const STATUS_COLOURS: Readonly<Record<string, Paint>> = {
   succeeded: paint('#f0fdf4', '#16a34a', '#14532d'),
   failed: paint('#fef2f2', '#dc2626', '#7f1d1d'),
   reused: paint('#f5f3ff', '#7c3aed', '#4c1d95'),
+  copied: paint('#ecfeff', '#0e7490', '#164e63'),
   skipped: paint('#f9fafb', '#d1d5db', '#6b7280'),
   not_reached: paint('#ffffff', '#e5e7eb', '#9ca3af')
 };
@@ -69,7 +70,11 @@ export function nodeStatus(node: GraphNode): string | null {
 
 /** Whether the node's result came from a checkpoint (`reused`, top-level or in details). */
 export function isReused(node: GraphNode): boolean {
-  return Boolean(node.reused ?? node.details?.['reused']) || nodeStatus(node) === 'reused';
+  return (
+    Boolean(node.reused ?? node.details?.['reused']) ||
+    nodeStatus(node) === 'reused' ||
+    Boolean(node.details?.['copied_from'])
+  );
 }
 
 /** How many times the node ran, when the overlay says so. */

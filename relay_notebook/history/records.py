@@ -375,6 +375,14 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         redactor,
         lambda: _saved_outputs(folder),
     )
+    fork = meta.get("fork")
+    if isinstance(fork, dict):
+        table.mark_copied(
+            folder.run_id,
+            str(fork.get("parent")),
+            set(fork.get("copied") or ()),
+            set(fork.get("edited_ids") or ()),
+        )
     receipts = read_receipts(
         folder.ipc / "journal.jsonl", scan, redactor, durable=meta.get("durable", True)
     )
@@ -412,6 +420,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         "created_at": meta.get("created_at"),
         "deadline_ms": meta.get("deadline_ms"),
         "max_attempts": meta.get("max_attempts"),
+        "fork": meta.get("fork"),
         "input": meta.get("input"),
         "error": meta.get("error"),
         "folder": str(folder.path),

@@ -29,6 +29,8 @@ _TERMINAL: Final = frozenset({"succeeded", "failed"})
 MAX_NODE_CALLS: Final = 12
 _CALL_FACTS: Final = (
     "function_id",
+    "copied_from",
+    "edited",
     "occurrence",
     "status",
     "executed_in",
@@ -86,6 +88,8 @@ def _call_status(step: dict[str, Any]) -> str:
         return "failed"
     if step["status"] == "interrupted":
         return "pending"  # its body runs again on recovery
+    if step.get("copied_from") and not step["executed_in"]:
+        return "copied"  # a fork's checkpoint, copied from its parent run
     return "reused" if step["reused_in"] else "succeeded"
 
 
@@ -236,12 +240,18 @@ def _describe_calls(
         if len(rows) > MAX_NODE_CALLS:
             half = MAX_NODE_CALLS // 2
             rows = [*rows[:half], {"hidden": len(rows) - 2 * half}, *rows[-half:]]
-        reused = sum(1 for s in made if s["reused_in"])
+        reused = sum(1 for s in made if s["reused_in"] and not s.get("copied_from"))
+        copied = [s for s in made if s.get("copied_from")]
         node.details["calls"] = rows
         node.details["executed_in"] = sorted({a for s in made for a in s["executed_in"]})
         node.details["reused_in"] = sorted({a for s in made for a in s["reused_in"]})
         node.details["reused_calls"] = reused
-        if len(made) > 1 and reused:
+        if copied:
+            node.details["copied_from"] = copied[0]["copied_from"]
+            edited = "edited · " if any(s.get("edited") for s in copied) else ""
+            many = f"{len(copied)} of {len(made)} " if len(made) > 1 else ""
+            node.details["summary"] = f"{edited}{many}copied from {copied[0]['copied_from']}"
+        elif len(made) > 1 and reused:
             node.details["summary"] = f"{reused} of {len(made)} reused"
         elif reused:
             node.details["summary"] = "reused"
@@ -269,7 +279,10 @@ def _paint(
             statuses = [_call_status(s) for s in made]
             status = next(
                 (s for s in ("running", "failed", "pending") if s in statuses),
-                "reused" if all(s == "reused" for s in statuses) else "succeeded",
+                next(
+                    (k for k in ("reused", "copied") if all(s == k for s in statuses)),
+                    "succeeded",
+                ),
             )
             executed = sorted({a for s in made for a in s["executed_in"]})
             _mark(

@@ -25,7 +25,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from relay_notebook.source.graph import Edge, FlowGraph, Node
+from relay_notebook.source.graph import Edge, FlowGraph, Node, call_key
 
 __all__ = ["PathWalk", "call_key", "node_site", "walk_calls"]
 
@@ -36,21 +36,6 @@ PASSABLE: Final = frozenset(
 _EXCEPT_COST: Final = 5  # an except edge when nothing raised
 _MISSED_EXCEPT: Final = 3  # a path that handles no exception after a call raised
 _MAX_BACK: Final = 32
-
-
-def call_key(node: Node) -> str | None:
-    """The DBOS step name a flow-graph node's call is recorded under, if it makes one."""
-    details = node.details
-    if node.type in ("step", "workflow"):
-        name = str(details.get("name") or node.label)
-        return f"step:{name}" if details.get("legacy") and node.type == "step" else name
-    if "in_step" in details:
-        return None  # made inside a step's body: part of that step's checkpoint
-    if node.type == "agent":
-        return f"agent:{details.get('name', node.label)}"
-    if node.type == "mcp" and "server" in details and "tool" in details:
-        return f"mcp:{details['server']}.{details['tool']}"
-    return None
 
 
 def node_site(node: Node) -> tuple[int, ...] | None:

@@ -35,11 +35,14 @@ def _counts(log: RunLog, attempt: int | None) -> tuple[int, int]:
     if attempt is None:
         return 0, 0
     record = log.attempts[-1]
+    fork = log.run.get("fork")
+    copied = set(fork.get("copied") or ()) if isinstance(fork, dict) else set()
     if record.get("ended_at") and not log.run.get("live"):
-        return len(record.get("executed") or []), len(record.get("reused") or [])
+        reused_ids = set(record.get("reused") or []) - copied
+        return len(record.get("executed") or []), len(reused_ids)
     steps = log.steps
     executed = sum(1 for s in steps if attempt in s["executed_in"])
-    reused = sum(1 for s in steps if attempt in s["reused_in"])
+    reused = sum(1 for s in steps if attempt in s["reused_in"] and not s.get("copied_from"))
     return executed, reused
 
 
@@ -78,6 +81,16 @@ def run_header(log: RunLog) -> dict[str, Any]:
     }
     if run.get("release"):
         header["release"] = run["release"]
+    fork = run.get("fork")
+    if isinstance(fork, dict):
+        header["fork"] = {
+            "parent": fork.get("parent"),
+            "from": fork.get("from"),
+            "copied": len(fork.get("copied") or ()),
+            "edited": list((fork.get("edits") or {}).get("outputs") or ()),
+            "input_edited": bool((fork.get("edits") or {}).get("input")),
+            "code": fork.get("code"),
+        }
     error = run.get("error")
     status = run.get("status")
     if status == "interrupted":

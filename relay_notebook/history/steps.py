@@ -93,6 +93,8 @@ class StepTable:
         "output_preview",
         "error_preview",
         "receipts",
+        "copied_from",
+        "edited",
     )
 
     def __init__(
@@ -136,6 +138,17 @@ class StepTable:
         i = len(self) - 1
         self.index[(values["workflow_id"], values["function_id"])] = i
         return i
+
+    def mark_copied(self, run_id: str, parent: str, copied: set[int], edited: set[int]) -> None:
+        """A fork's calls copied from ``parent``: no attempt of this run ran their bodies."""
+        cols = self.columns
+        for i, (wf, fid) in enumerate(zip(cols["workflow_id"], cols["function_id"], strict=True)):
+            if wf == run_id and fid in copied:
+                cols["attempt"][i] = None
+                cols["copied_from"][i] = parent
+                cols["edited"][i] = fid in edited
+                self.earlier.pop(i, None)
+        self._rows = None
 
     def reorder(self) -> None:
         """Back to call order per workflow after ``append``."""
@@ -269,6 +282,8 @@ def assemble_steps(
             "kind": kind,
             "occurrence": occurrence,
             "attempt": attempt_of,
+            "copied_from": [None] * n,
+            "edited": [False] * n,
         },
         redactor,
         outputs,

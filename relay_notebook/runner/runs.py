@@ -212,6 +212,24 @@ def start_run(
     return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
 
 
+def draft_hash(draft: Draft) -> str:
+    """The content hash a run of ``draft`` is bound to (its DBOS application version)."""
+    return _draft_code(draft).source_hash
+
+
+def launch_first_attempt(
+    workspace: Workspace,
+    folder: RunFolder,
+    *,
+    crash: CrashSpec | None = None,
+    on_event: EventCallback | None = None,
+) -> RunHandle:
+    """Attempt 1 of a run already created (a fork, whose workflow waits in its database)."""
+    meta = folder.read_meta()
+    backend = backend_for_run(meta)
+    return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
+
+
 def _launch(
     workspace: Workspace,
     folder: RunFolder,

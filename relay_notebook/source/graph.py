@@ -17,6 +17,7 @@ __all__ = [
     "FlowGraph",
     "GraphKind",
     "Node",
+    "call_key",
 ]
 
 GRAPH_SCHEMA: Final = "relay-graph/v1"
@@ -159,3 +160,18 @@ class FlowGraph:
             height=layout.get("height"),
             run=dict(doc["run"]) if isinstance(doc.get("run"), dict) else None,
         )
+
+
+def call_key(node: Node) -> str | None:
+    """The DBOS step name a flow-graph node's call is recorded under, if it makes one."""
+    details = node.details
+    if node.type in ("step", "workflow"):
+        name = str(details.get("name") or node.label)
+        return f"step:{name}" if details.get("legacy") and node.type == "step" else name
+    if "in_step" in details:
+        return None  # made inside a step's body: part of that step's checkpoint
+    if node.type == "agent":
+        return f"agent:{details.get('name', node.label)}"
+    if node.type == "mcp" and "server" in details and "tool" in details:
+        return f"mcp:{details['server']}.{details['tool']}"
+    return None

@@ -70,6 +70,12 @@ def header_line(run: dict[str, Any]) -> str:
         counts.append(f"{run['reused']} reused")
     if counts:
         parts.append(", ".join(counts))
+    fork = run.get("fork")
+    if isinstance(fork, dict):
+        parts.append(
+            f"forked from {fork.get('parent')} at {fork.get('from')} "
+            f"({fork.get('copied', 0)} copied)"
+        )
     line = " · ".join(parts)
     error = run.get("error")
     if run.get("reason"):

@@ -40,6 +40,7 @@ STATUS_COLOURS: Final[Mapping[str, tuple[str, str, str]]] = {
     "succeeded": ("#f0fdf4", "#16a34a", "#14532d"),
     "failed": ("#fef2f2", "#dc2626", "#7f1d1d"),
     "reused": ("#f5f3ff", "#7c3aed", "#4c1d95"),
+    "copied": ("#ecfeff", "#0e7490", "#164e63"),
     "skipped": ("#f9fafb", "#d1d5db", "#6b7280"),
     "not_reached": ("#ffffff", "#e5e7eb", "#9ca3af"),
 }
@@ -123,9 +124,17 @@ def caption(node: Node) -> str:
 
 
 def reused_badge(node: Node) -> str:
-    """The reused badge's text: ``reused``, or ``2 of 3 reused`` for a node of several calls."""
+    """The badge's text: ``reused``, ``2 of 3 reused`` for a node of several calls, or
+    ``copied from RUN`` (``edited · …``) for a fork's copied checkpoints."""
     summary = node.details.get("summary")
-    return summary if isinstance(summary, str) and summary.endswith("reused") else "reused"
+    if isinstance(summary, str) and (summary.endswith("reused") or "copied from" in summary):
+        return summary
+    return "reused"
+
+
+def badge_colour(node: Node) -> str:
+    """Purple for reused checkpoints, teal for a fork's copied ones."""
+    return "#0e7490" if node.details.get("copied_from") else "#7c3aed"
 
 
 def badge_width(text: str) -> float:
@@ -175,13 +184,13 @@ def _node(node: Node) -> list[str]:
             f'<text x="{_num(cx)}" y="{_num(y0 + 29)}" text-anchor="middle" font-size="13" '
             f'fill="{ink}"{style}>{label}</text>'
         )
-    if node.details.get("reused"):
+    if node.details.get("reused") or node.details.get("copied_from"):
         badge = reused_badge(node)
         bw = badge_width(badge)
         bx, by = x0 + w - bw + 12, y0 - 12
         out.append(
             f'<g class="relay-badge relay-badge--reused"><rect x="{_num(bx)}" y="{_num(by)}" '
-            f'width="{_num(bw)}" height="16" rx="8" fill="#7c3aed"/>'
+            f'width="{_num(bw)}" height="16" rx="8" fill="{badge_colour(node)}"/>'
             f'<text x="{_num(bx + bw / 2)}" y="{_num(by + 11.5)}" text-anchor="middle" '
             f'font-size="9.5" font-weight="600" fill="#ffffff">{_esc(badge)}</text></g>'
         )

@@ -1,0 +1,351 @@
+"""Forking a run: a new run whose calls before a chosen one are copied checkpoints of its parent.
+
+Design note: DBOS's own ``fork_workflow`` does the copying (the workflow's inputs, every step
+output before ``start_step``, events and streams) with the fork's run id as its workflow id
+and an explicit ``application_version`` (a NULL version would only be dequeued by the latest
+version). On the per-run SQLite default the fork's database starts as a consistent copy of
+the parent's (SQLite's backup API, WAL included) and the parent's own row is removed from the
+copy, so the fork's child can never recover the parent. The fork is made onto a queue nobody
+serves (``relay-hold``), edited (the input, copied step outputs: DBOS has no API for that, so
+its ``workflow_input`` and ``operation_outputs`` rows are rewritten with its own serializer),
+and only then resumed onto the internal queue, where the fork's first attempt picks it up
+exactly as a recovery would: copied calls replay from their checkpoints, the chosen call and
+everything after it run fresh. The parent is held under its run lock while it is copied.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from agentworks.redact import Redactor
+from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
+from relay_notebook.runner.backend import Backend, backend_for_run
+from relay_notebook.runner.folders import RunFolder, find_run
+from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.workspace import Workspace
+from relay_notebook.workspace.vault import Vault
+
+__all__ = ["HOLD_QUEUE", "ForkError", "ForkPlan", "copy_database", "plan_fork", "prepare_fork"]
+
+#: the queue a fork waits on while it is edited; no process of the kit listens to it
+HOLD_QUEUE: Final = "relay-hold"
+
+
+class ForkError(RelayError):
+    """A fork cannot be made as asked (the call is not in the parent, a database it needs)."""
+
+    code = "fork-refused"
+
+
+@dataclass
+class ForkPlan:
+    """What a fork copies and changes: resolved from the parent before anything is written."""
+
+    parent: str
+    call: str  # STEP#N as the user named it
+    function_id: int  # the first function id that runs fresh
+    copied: list[tuple[int, str]]  # (function id, step name) of the copied calls
+    outputs: dict[int, Any] = field(default_factory=dict)  # edited outputs by function id
+    edited: list[str] = field(default_factory=list)  # STEP#N of the edited outputs
+    input_edited: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """The fork's origin as run.json keeps it."""
+        return {
+            "parent": self.parent,
+            "from": self.call,
+            "function_id": self.function_id,
+            "copied": [fid for fid, _ in self.copied],
+            "edits": {"input": self.input_edited, "outputs": list(self.edited)},
+            "edited_ids": sorted(self.outputs),
+        }
+
+
+def parse_call(text: str, what: str) -> tuple[str, int]:
+    """``STEP`` or ``STEP#N`` (N from 1, ASCII digits) as ``(name, N)``."""
+    name, _, nth = text.strip().partition("#")
+    if not name or (nth and not (nth.isascii() and nth.isdigit() and 0 < int(nth) < 10**9)):
+        raise InvalidInputError(
+            f"{what} {text!r} is not a step call; write STEP or STEP#N (the N-th call of STEP, "
+            f"from 1), e.g. price#2."
+        )
+    return name, int(nth) if nth else 1
+
+
+def _root_calls(db: Path, run_id: str) -> list[tuple[int, str]]:
+    """The parent's root-workflow calls in order, DBOS's own operations left out."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT function_id, function_name FROM operation_outputs WHERE workflow_uuid = ? "
+            "ORDER BY function_id",
+            (run_id,),
+        ).fetchall()
+    return [(int(fid), str(name)) for fid, name in rows]
+
+
+def _nth(calls: list[tuple[int, str]], name: str, n: int) -> int | None:
+    seen = 0
+    for fid, called in calls:
+        if called == name:
+            seen += 1
+            if seen == n:
+                return fid
+    return None
+
+
+def _describe(calls: list[tuple[int, str]]) -> str:
+    counts: dict[str, int] = {}
+    names = []
+    for _, name in calls:
+        if name.startswith("DBOS."):
+            continue
+        counts[name] = counts.get(name, 0) + 1
+        names.append(f"{name}#{counts[name]}")
+    return ", ".join(names[:20]) + (" …" if len(names) > 20 else "") if names else "none"
+
+
+def plan_fork(
+    workspace: Workspace,
+    parent: RunFolder,
+    db: Path,
+    call: str,
+    *,
+    sets: dict[str, Any],
+    input_edited: bool,
+) -> ForkPlan:
+    """Resolve ``call`` and the ``sets`` (``STEP#N`` → new output) against ``db`` (a copy of
+    the parent's database); refuse what cannot be forked, naming the calls there are."""
+    calls = _root_calls(db, parent.run_id)
+    name, n = parse_call(call, "--from")
+    start = _nth(calls, name, n)
+    if start is None:
+        if calls and name == calls[-1][1] and n == 1 + sum(1 for _, c in calls if c == name):
+            start = calls[-1][0] + 1  # the next call of the last step: fork after everything
+        else:
+            raise ForkError(
+                f"Cannot fork run {parent.run_id} from {call}: the run recorded no such call "
+                f"(its calls: {_describe(calls)}). Name one of them, e.g. --from "
+                f"{calls[0][1] if calls else 'STEP'}#1."
+            )
+    copied = [(fid, c) for fid, c in calls if fid < start]
+    plan = ForkPlan(parent.run_id, call, start, copied, input_edited=input_edited)
+    secrets = Redactor(Vault(workspace.home).values())
+    for target, value in sets.items():
+        step, k = parse_call(target, "--set")
+        fid = _nth(copied, step, k)
+        if fid is None:
+            raise ForkError(
+                f"Cannot set the output of {target}: only calls before {call} are copied into "
+                f"the fork (copied: {_describe(copied)}); the others run fresh."
+            )
+        leaked = secrets.find(value)
+        if leaked:
+            raise InvalidInputError(
+                f"The output given for {target} carries the value of vault secret {leaked}, "
+                f"which DBOS would save; read the secret inside the step instead."
+            )
+        plan.outputs[fid] = value
+        plan.edited.append(f"{step}#{k}")
+    return plan
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of a run's SQLite database (its WAL included), as SQLite's backup."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src,
+        sqlite3.connect(target) as dst,
+    ):
+        src.backup(dst)
+        dst.execute("PRAGMA journal_mode=WAL")
+
+
+def hold_parent(parent: RunFolder) -> Any:
+    """The parent's run lock, held while it is copied (a live parent is refused)."""
+    meta = parent.read_meta()
+    try:
+        return take_run_lock(parent, backend_for_run(meta))
+    except RunLockedError as exc:
+        raise ForkError(
+            f"Cannot fork run {parent.run_id} while an attempt of it runs; wait for it to end "
+            f"(relay runs {parent.relay}), then fork."
+        ) from exc
+
+
+def _serialize(value: Any, serialization: str | None) -> str:
+    from dbos._serialization import DefaultSerializer, serialize_value_as
+
+    text, _ = serialize_value_as(value, serialization, DefaultSerializer())
+    assert text is not None
+    return text
+
+
+def _serialize_input(run_input: Any, serialization: str | None) -> str:
+    from dbos._serialization import DefaultSerializer, serialize_args
+
+    del serialization  # a fork keeps the format DBOS writes for a run's workflow
+    text, _ = serialize_args((run_input,), {}, None, DefaultSerializer())
+    return text
+
+
+def prepare_fork(
+    plan: ForkPlan,
+    fork: RunFolder,
+    *,
+    app_version: str,
+    run_input: Any,
+    backend: Backend,
+) -> None:
+    """Make the fork's workflow in its database (a copy of the parent's), apply the edits,
+    record its origin as DBOS attributes, and put it on DBOS's internal queue."""
+    from dbos import SetWorkflowID
+    from dbos._client import DBOSClient
+
+    del backend  # SQLite only for now (see the module note)
+    url = f"sqlite:///{fork.database.resolve()}"
+    client = DBOSClient(system_database_url=url)
+    try:
+        with SetWorkflowID(fork.run_id):
+            client.fork_workflow(
+                plan.parent, plan.function_id, application_version=app_version,
+                queue_name=HOLD_QUEUE,
+            )  # fmt: skip
+    finally:
+        client.destroy()
+    with sqlite3.connect(fork.database) as conn:
+        # the parent's row goes: the fork's child must never recover the parent (its
+        # children and their rows stay, copied calls may read their results)
+        conn.execute("DELETE FROM operation_outputs WHERE workflow_uuid = ?", (plan.parent,))
+        conn.execute("DELETE FROM workflow_status WHERE workflow_uuid = ?", (plan.parent,))
+        conn.execute("DELETE FROM workflow_input WHERE workflow_uuid = ?", (plan.parent,))
+        if plan.input_edited:
+            (ser,) = conn.execute(
+                "SELECT serialization FROM workflow_status WHERE workflow_uuid = ?",
+                (fork.run_id,),
+            ).fetchone()
+            conn.execute(
+                "UPDATE workflow_input SET inputs = ? WHERE workflow_uuid = ?",
+                (_serialize_input(run_input, ser), fork.run_id),
+            )
+        for fid, value in plan.outputs.items():
+            (ser,) = conn.execute(
+                "SELECT serialization FROM operation_outputs WHERE workflow_uuid = ? "
+                "AND function_id = ?",
+                (fork.run_id, fid),
+            ).fetchone()
+            conn.execute(
+                "UPDATE operation_outputs SET output = ?, error = NULL WHERE workflow_uuid = ? "
+                "AND function_id = ?",
+                (_serialize(value, ser), fork.run_id, fid),
+            )
+        conn.execute(
+            "UPDATE workflow_status SET attributes = ? WHERE workflow_uuid = ?",
+            (json.dumps({"relay_fork": plan.record()}), fork.run_id),
+        )
+    client = DBOSClient(system_database_url=url)
+    try:
+        client.resume_workflow(fork.run_id)  # off the hold queue, onto DBOS's internal one
+    finally:
+        client.destroy()
+
+
+def check_compatible(plan: ForkPlan, source: str, relay: str) -> None:
+    """Refuse a fork onto code that no longer calls a copied step: its checkpoint would meet
+    another call on replay (a first version of the replay check: names, from the AST)."""
+    from relay_notebook.source.flow import build_flow_graph
+    from relay_notebook.source.graph import call_key
+
+    known = {key for node in build_flow_graph(source).nodes if (key := call_key(node))}
+    for fid, name in plan.copied:
+        if not name.startswith("DBOS.") and name not in known:
+            raise ForkError(
+                f"Cannot fork run {plan.parent} onto this code of {relay}: the copied call "
+                f"{name} (function {fid}) is not called by it any more, so its checkpoint "
+                f"would not replay. Fork from {name} or earlier, or keep the step."
+            )
+
+
+def start_fork(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    from_call: str,
+    run_input: Any = None,
+    input_given: bool = False,
+    sets: dict[str, Any] | None = None,
+    release: str | None = None,
+    draft: bool = False,
+    crash: Any = None,
+    on_event: Any = None,
+) -> Any:
+    """``relay fork RUN --from STEP#N``: a new run whose calls before STEP#N are copied
+    checkpoints of RUN's (edited as asked), on RUN's code, a ``release`` or the current
+    ``draft``; its first attempt starts at once (returns its ``RunHandle``)."""
+    from relay_notebook.runner.runs import create_run, launch_first_attempt
+
+    parent = find_run(workspace, run_id)
+    meta = parent.read_meta()
+    if meta.get("database"):
+        raise ForkError(
+            f"Cannot fork run {run_id}: it keeps its DBOS state in PostgreSQL, and forks are "
+            f"made on the per-run SQLite default so far. Fork a run started without "
+            f"RELAY_DATABASE_URL."
+        )
+    relay = str(meta["relay"])
+    current = workspace.load_draft(relay)
+    if release is None and not draft:
+        if meta.get("release"):
+            release = f"v{meta['release']['version']}"
+        else:
+            from relay_notebook.runner.runs import draft_hash
+
+            if draft_hash(current) != meta["app_version"]:
+                raise ForkError(
+                    f"Cannot fork run {run_id} onto its own code: the draft of {relay} changed "
+                    f"since the run started. Fork onto the current draft with --draft (its "
+                    f"calls are checked against the copied ones), or onto a release with "
+                    f"--release REF."
+                )
+    lock = hold_parent(parent)
+    try:
+        fork = create_run(
+            workspace, current, run_input=run_input if input_given else meta.get("input"),
+            release=release,
+        )  # fmt: skip
+        try:
+            copy_database(parent.database, fork.database)
+            plan = plan_fork(
+                workspace, parent, fork.database, from_call, sets=sets or {},
+                input_edited=input_given,
+            )  # fmt: skip
+            fork_meta = fork.read_meta()
+            code_dir = Path(fork_meta["code_dir"])
+            if fork_meta["app_version"] != meta["app_version"]:
+                source = (code_dir / "relay.py").read_text(encoding="utf-8")
+                check_compatible(plan, source, relay)
+            origin = plan.record()
+            origin["code"] = (
+                "the parent's"
+                if fork_meta["app_version"] == meta["app_version"]
+                else (f"release {release}" if release else "the draft")
+            )
+            fork_meta["fork"] = origin
+            fork.write_meta(fork_meta)
+            prepare_fork(
+                plan, fork, app_version=fork_meta["app_version"],
+                run_input=fork_meta["input"], backend=backend_for_run(fork_meta),
+            )  # fmt: skip
+        except BaseException as exc:
+            failed = fork.read_meta()
+            failed["status"] = "rejected"
+            code = exc.code if isinstance(exc, RelayError) else "fork-refused"
+            failed["error"] = {"code": code, "message": str(exc)}
+            fork.write_meta(failed)
+            raise
+    finally:
+        lock.release()
+    return launch_first_attempt(workspace, fork, crash=crash, on_event=on_event)
