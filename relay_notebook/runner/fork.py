@@ -5,7 +5,9 @@ output before ``start_step``, events and streams) with the fork's run id as its 
 and an explicit ``application_version`` (a NULL version would only be dequeued by the latest
 version). On the per-run SQLite default the fork's database starts as a consistent copy of
 the parent's (SQLite's backup API, WAL included) and the parent's own row is removed from the
-copy, so the fork's child can never recover the parent. The fork is made onto a queue nobody
+copy, so the fork's child can never recover the parent. On PostgreSQL the fork lives in the
+same database, moved to its own DBOS application (each run is one; DBOS copies the parent's
+name), and the parent's rows stay where they are. The fork is made onto a queue nobody
 serves (``relay-hold``), edited (the input, copied step outputs: DBOS has no API for that, so
 its ``workflow_input`` and ``operation_outputs`` rows are rewritten with its own serializer),
 and only then resumed onto the internal queue, where the fork's first attempt picks it up
@@ -23,7 +25,13 @@ from typing import Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
-from relay_notebook.runner.backend import Backend, backend_for_run
+from relay_notebook.runner.backend import (
+    Backend,
+    app_name_for_run,
+    app_version_for_run,
+    backend_for_run,
+    connect,
+)
 from relay_notebook.runner.folders import RunFolder, find_run
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
@@ -76,14 +84,20 @@ def parse_call(text: str, what: str) -> tuple[str, int]:
     return name, int(nth) if nth else 1
 
 
-def _root_calls(db: Path, run_id: str) -> list[tuple[int, str]]:
-    """The parent's root-workflow calls in order, DBOS's own operations left out."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute(
-            "SELECT function_id, function_name FROM operation_outputs WHERE workflow_uuid = ? "
-            "ORDER BY function_id",
-            (run_id,),
-        ).fetchall()
+_CALLS_SQL: Final = (
+    "SELECT function_id, function_name FROM {t}operation_outputs WHERE workflow_uuid = {p} "
+    "ORDER BY function_id"
+)
+
+
+def _root_calls(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
+    """The parent's root-workflow calls in order (its SQLite copy, or its PostgreSQL)."""
+    if isinstance(db, Backend):
+        with connect(db) as conn:
+            rows = conn.execute(_CALLS_SQL.format(t="dbos.", p="%s"), (run_id,)).fetchall()
+    else:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            rows = conn.execute(_CALLS_SQL.format(t="", p="?"), (run_id,)).fetchall()
     return [(int(fid), str(name)) for fid, name in rows]
 
 
@@ -111,7 +125,7 @@ def _describe(calls: list[tuple[int, str]]) -> str:
 def plan_fork(
     workspace: Workspace,
     parent: RunFolder,
-    db: Path,
+    db: Path | Backend,
     call: str,
     *,
     sets: dict[str, Any],
@@ -164,11 +178,10 @@ def copy_database(source: Path, target: Path) -> None:
         dst.execute("PRAGMA journal_mode=WAL")
 
 
-def hold_parent(parent: RunFolder) -> Any:
+def hold_parent(parent: RunFolder, backend: Backend) -> Any:
     """The parent's run lock, held while it is copied (a live parent is refused)."""
-    meta = parent.read_meta()
     try:
-        return take_run_lock(parent, backend_for_run(meta))
+        return take_run_lock(parent, backend)
     except RunLockedError as exc:
         raise ForkError(
             f"Cannot fork run {parent.run_id} while an attempt of it runs; wait for it to end "
@@ -192,6 +205,42 @@ def _serialize_input(run_input: Any, serialization: str | None) -> str:
     return text
 
 
+def _edit_rows(conn: Any, plan: ForkPlan, fork: RunFolder, run_input: Any, pg: bool) -> None:
+    """The edits, the fork's origin as DBOS attributes, and (on PostgreSQL) its application."""
+    t, p, cast = ("dbos.", "%s", "::jsonb") if pg else ("", "?", "")
+
+    def one(sql: str, *args: Any) -> Any:
+        return conn.execute(sql.format(t=t, p=p), args).fetchone()
+
+    if plan.input_edited:
+        (ser,) = one("SELECT serialization FROM {t}workflow_status WHERE workflow_uuid = {p}",
+                     fork.run_id)  # fmt: skip
+        conn.execute(
+            f"UPDATE {t}workflow_input SET inputs = {p} WHERE workflow_uuid = {p}",
+            (_serialize_input(run_input, ser), fork.run_id),
+        )
+    for fid, value in plan.outputs.items():
+        (ser,) = one(
+            "SELECT serialization FROM {t}operation_outputs WHERE workflow_uuid = {p} "
+            "AND function_id = {p}", fork.run_id, fid,
+        )  # fmt: skip
+        conn.execute(
+            f"UPDATE {t}operation_outputs SET output = {p}, error = NULL WHERE workflow_uuid = {p} "
+            f"AND function_id = {p}",
+            (_serialize(value, ser), fork.run_id, fid),
+        )
+    attributes = json.dumps({"relay_fork": plan.record()})
+    conn.execute(
+        f"UPDATE {t}workflow_status SET attributes = {p}{cast} WHERE workflow_uuid = {p}",
+        (attributes, fork.run_id),
+    )
+    if pg:
+        conn.execute(
+            "UPDATE dbos.workflow_status SET application_name = %s WHERE workflow_uuid = %s",
+            (app_name_for_run(fork.run_id), fork.run_id),
+        )
+
+
 def prepare_fork(
     plan: ForkPlan,
     fork: RunFolder,
@@ -200,52 +249,34 @@ def prepare_fork(
     run_input: Any,
     backend: Backend,
 ) -> None:
-    """Make the fork's workflow in its database (a copy of the parent's), apply the edits,
-    record its origin as DBOS attributes, and put it on DBOS's internal queue."""
+    """Make the fork's workflow (in its SQLite copy of the parent's database, or in the shared
+    PostgreSQL one), apply the edits, record its origin as DBOS attributes, and put it on
+    DBOS's internal queue."""
     from dbos import SetWorkflowID
     from dbos._client import DBOSClient
 
-    del backend  # SQLite only for now (see the module note)
-    url = f"sqlite:///{fork.database.resolve()}"
+    pg = backend.is_postgres
+    url = backend.dbos_url if pg else f"sqlite:///{fork.database.resolve()}"
+    version = app_version_for_run(app_version, fork.run_id) if pg else app_version
     client = DBOSClient(system_database_url=url)
     try:
         with SetWorkflowID(fork.run_id):
             client.fork_workflow(
-                plan.parent, plan.function_id, application_version=app_version,
+                plan.parent, plan.function_id, application_version=version,
                 queue_name=HOLD_QUEUE,
             )  # fmt: skip
     finally:
         client.destroy()
-    with sqlite3.connect(fork.database) as conn:
-        # the parent's row goes: the fork's child must never recover the parent (its
-        # children and their rows stay, copied calls may read their results)
-        conn.execute("DELETE FROM operation_outputs WHERE workflow_uuid = ?", (plan.parent,))
-        conn.execute("DELETE FROM workflow_status WHERE workflow_uuid = ?", (plan.parent,))
-        conn.execute("DELETE FROM workflow_input WHERE workflow_uuid = ?", (plan.parent,))
-        if plan.input_edited:
-            (ser,) = conn.execute(
-                "SELECT serialization FROM workflow_status WHERE workflow_uuid = ?",
-                (fork.run_id,),
-            ).fetchone()
-            conn.execute(
-                "UPDATE workflow_input SET inputs = ? WHERE workflow_uuid = ?",
-                (_serialize_input(run_input, ser), fork.run_id),
-            )
-        for fid, value in plan.outputs.items():
-            (ser,) = conn.execute(
-                "SELECT serialization FROM operation_outputs WHERE workflow_uuid = ? "
-                "AND function_id = ?",
-                (fork.run_id, fid),
-            ).fetchone()
-            conn.execute(
-                "UPDATE operation_outputs SET output = ?, error = NULL WHERE workflow_uuid = ? "
-                "AND function_id = ?",
-                (_serialize(value, ser), fork.run_id, fid),
-            )
-        conn.execute(
-            "UPDATE workflow_status SET attributes = ? WHERE workflow_uuid = ?",
-            (json.dumps({"relay_fork": plan.record()}), fork.run_id),
-        )
+    if pg:
+        with connect(backend) as conn, conn.transaction():
+            _edit_rows(conn, plan, fork, run_input, pg=True)
+    else:
+        with sqlite3.connect(fork.database) as conn:
+            # the parent's row goes: the fork's child must never recover the parent (its
+            # children and their rows stay, copied calls may read their results)
+            for table in ("operation_outputs", "workflow_status", "workflow_input"):
+                conn.execute(f"DELETE FROM {table} WHERE workflow_uuid = ?", (plan.parent,))
+            _edit_rows(conn, plan, fork, run_input, pg=False)
     client = DBOSClient(system_database_url=url)
     try:
         client.resume_workflow(fork.run_id)  # off the hold queue, onto DBOS's internal one
@@ -281,6 +312,7 @@ def start_fork(
     draft: bool = False,
     crash: Any = None,
     on_event: Any = None,
+    backend: Backend | None = None,
 ) -> Any:
     """``relay fork RUN --from STEP#N``: a new run whose calls before STEP#N are copied
     checkpoints of RUN's (edited as asked), on RUN's code, a ``release`` or the current
@@ -289,12 +321,7 @@ def start_fork(
 
     parent = find_run(workspace, run_id)
     meta = parent.read_meta()
-    if meta.get("database"):
-        raise ForkError(
-            f"Cannot fork run {run_id}: it keeps its DBOS state in PostgreSQL, and forks are "
-            f"made on the per-run SQLite default so far. Fork a run started without "
-            f"RELAY_DATABASE_URL."
-        )
+    backend = backend_for_run(meta, backend)
     relay = str(meta["relay"])
     current = workspace.load_draft(relay)
     if release is None and not draft:
@@ -310,17 +337,18 @@ def start_fork(
                     f"calls are checked against the copied ones), or onto a release with "
                     f"--release REF."
                 )
-    lock = hold_parent(parent)
+    lock = hold_parent(parent, backend)
     try:
         fork = create_run(
             workspace, current, run_input=run_input if input_given else meta.get("input"),
-            release=release,
+            release=release, backend=backend,
         )  # fmt: skip
         try:
-            copy_database(parent.database, fork.database)
+            if not backend.is_postgres:
+                copy_database(parent.database, fork.database)
             plan = plan_fork(
-                workspace, parent, fork.database, from_call, sets=sets or {},
-                input_edited=input_given,
+                workspace, parent, backend if backend.is_postgres else fork.database,
+                from_call, sets=sets or {}, input_edited=input_given,
             )  # fmt: skip
             fork_meta = fork.read_meta()
             code_dir = Path(fork_meta["code_dir"])
@@ -337,7 +365,7 @@ def start_fork(
             fork.write_meta(fork_meta)
             prepare_fork(
                 plan, fork, app_version=fork_meta["app_version"],
-                run_input=fork_meta["input"], backend=backend_for_run(fork_meta),
+                run_input=fork_meta["input"], backend=backend,
             )  # fmt: skip
         except BaseException as exc:
             failed = fork.read_meta()
@@ -348,4 +376,4 @@ def start_fork(
             raise
     finally:
         lock.release()
-    return launch_first_attempt(workspace, fork, crash=crash, on_event=on_event)
+    return launch_first_attempt(workspace, fork, crash=crash, on_event=on_event, backend=backend)

@@ -223,10 +223,11 @@ def launch_first_attempt(
     *,
     crash: CrashSpec | None = None,
     on_event: EventCallback | None = None,
+    backend: Backend | None = None,
 ) -> RunHandle:
     """Attempt 1 of a run already created (a fork, whose workflow waits in its database)."""
     meta = folder.read_meta()
-    backend = backend_for_run(meta)
+    backend = backend_for_run(meta, backend)
     return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
 
 

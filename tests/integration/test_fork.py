@@ -142,3 +142,62 @@ def test_a_fork_crashes_and_recovers_and_can_be_forked_again(
     assert again.status == "succeeded"
     assert effects(workspace, again.run_id) == ["ship"]
     assert [c for _, _, c in steps(workspace, again.run_id)][:3] == [crashed.run_id] * 3
+
+
+def test_a_fork_on_postgresql_lives_in_the_same_database(
+    workspace: Workspace, database_url: str
+) -> None:
+    """On PostgreSQL a failed run forked onto the fixed draft finishes in the same database,
+    as its own DBOS application; copied bodies do not run; the parent is untouched."""
+    from relay_notebook.runner import start_run
+    from relay_notebook.runner.backend import app_name_for_run, connect, resolve_backend
+
+    backend = resolve_backend(database_url)
+    workspace.save_draft("shipping", SHIPPING)
+    draft = workspace.load_draft("shipping")
+    parent = start_run(workspace, draft, run_input={"n": 6}, backend=backend).wait(120)
+    assert parent.status == "failed"
+    workspace.save_draft("shipping", SHIPPING.replace("LIMIT = 10", "LIMIT = 100"))
+    fork = start_fork(
+        workspace, parent.run_id, from_call="check", draft=True, backend=backend
+    ).wait(120)
+    assert fork.status == "succeeded" and fork.result == {"shipped": 12}
+    assert effects(workspace, fork.run_id) == ["check", "ship"]
+    assert [c for _, _, c in steps(workspace, fork.run_id)] == [parent.run_id] * 2 + [None] * 2
+    with connect(backend) as conn:
+        rows = dict(
+            conn.execute(
+                "SELECT workflow_uuid, application_name FROM dbos.workflow_status "
+                "WHERE workflow_uuid IN (%s, %s)",
+                (parent.run_id, fork.run_id),
+            ).fetchall()
+        )
+    assert rows == {
+        parent.run_id: app_name_for_run(parent.run_id),
+        fork.run_id: app_name_for_run(fork.run_id),
+    }
+    assert commands.logs(workspace, parent.run_id).run["status"] == "failed"
+
+
+def test_lineage_and_diff_show_forks_and_what_changed(workspace: Workspace, failed: str) -> None:
+    """The lineage tree puts an edited fork and its own fork under the failed run; the diff
+    of the parent and the fork names the edited output and the calls that ran differently."""
+    from relay_notebook.history.lineage import diff_runs, lineage, lineage_text
+
+    first = start_fork(workspace, failed, from_call="check", sets={"price#1": 8}).wait(120)
+    second = start_fork(workspace, first.run_id, from_call="ship").wait(120)
+    tree = lineage(workspace, second.run_id)
+    assert tree.run_id == failed
+    assert [c.run_id for c in tree.children] == [first.run_id]
+    assert [c.run_id for c in tree.children[0].children] == [second.run_id]
+    assert lineage_text(tree).splitlines() == [
+        f"{failed}  failed",
+        f"└─ {first.run_id}  succeeded  from check · the parent's code · edited price#1",
+        f"   └─ {second.run_id}  succeeded  from ship · the parent's code",
+    ]
+    rows = {r["call"]: r for r in diff_runs(workspace, failed, first.run_id)}
+    assert rows["fetch#1"]["differs"] == []
+    assert rows["price#1"]["differs"] == ["output"]
+    assert (rows["price#1"]["output_preview_a"], rows["price#1"]["output_preview_b"]) == ("12", "8")
+    assert "status" in rows["check#1"]["differs"] and "output" in rows["check#1"]["differs"]
+    assert rows["ship#1"]["differs"] == [f"only in {first.run_id}"]
