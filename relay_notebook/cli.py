@@ -14,11 +14,10 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import commands
+from relay_notebook import commands, inputs, surfaces
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
-from relay_notebook.runner.run_input import parse_json_text, read_input_file
 from relay_notebook.workspace import Workspace
 
 __all__ = ["CommandLineError", "build_parser", "main"]
@@ -114,10 +113,23 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
             q.add_argument("--wait", action="store_true", help="block until the attempt ends")
             q.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
         sub.add_parser("lab", help="the recovery lab: the five scenarios as buttons")
+        _add_record_parsers(sub)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
     p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("relays", help="list relays (a draft failing admission is broken)")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser(
+        "delete", help="delete a run, or a relay (its draft, releases and, with --force, runs)"
+    )
+    p.add_argument("target", metavar="NAME|RUN", help="a relay name or a run id")
+    p.add_argument(
+        "--force", action="store_true", help="delete a relay's runs with it (none may be live)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("grant", help="restore a relay's access")
     p.add_argument("name", metavar="NAME")
@@ -166,6 +178,28 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p = sub.add_parser("workers", help="list the worker pool's leases")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     return parser
+
+
+#: the notebook's record subcommands on RUN, and what each shows
+RECORD_COMMANDS = {
+    "preview": "what recovering the run would do: checkpoints reused, calls run again",
+    "steps": "the run's step calls as a pandas DataFrame (bind it with -o VAR)",
+    "attempts": "the run's process attempts as a pandas DataFrame (bind it with -o VAR)",
+    "timeline": "the run's attempts and step bodies on a time axis (a plotly figure)",
+}
+
+
+def _add_record_parsers(sub: Any) -> None:
+    for name, help_text in RECORD_COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("run_id", metavar="RUN", help="a run id, e.g. invoice-3")
+        if name in ("steps", "attempts"):
+            p.add_argument("-o", "--output", metavar="VAR", help="bind the DataFrame to VAR")
+        if name == "steps":
+            p.add_argument(
+                "--outputs", action="store_true", help="add redacted previews of each output"
+            )
+        p.add_argument("--json", action="store_true", help="return plain JSON-ready data")
 
 
 def _positive_int(text: str) -> int:
@@ -224,14 +258,12 @@ def _cmd_graph(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _cmd_publish(ws: Workspace, args: argparse.Namespace) -> int:
     result = commands.publish(ws, args.target)
-    rel = result.release
     if args.json:
         _print_json(result.to_dict())
     else:
         for d in result.report.warnings:
             print(d.format(), file=sys.stderr)
-        state = "published" if result.created else "unchanged; already published as"
-        print(f"{rel.relay}: {state} {rel.ref} ({rel.short_hash}), {len(rel.files)} files")
+        print(surfaces.published_line(result))
     return EXIT_OK
 
 
@@ -239,11 +271,8 @@ def _cmd_releases(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.releases(ws, args.name)
     if args.json:
         _print_json([r.to_dict() for r in found])
-    elif not found:
-        print(f"{args.name}: no releases yet (publish with: relay publish {args.name})")
     else:
-        for r in found:
-            print(f"{r.relay} {r.ref:<5} {r.short_hash}  {r.created_at}  {len(r.files)} files")
+        print("\n".join(surfaces.releases_lines(args.name, found, "terminal")))
     return EXIT_OK
 
 
@@ -275,11 +304,7 @@ def _cmd_verify(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 def _read_input(args: argparse.Namespace) -> Any:
-    if args.input_file is not None:
-        return read_input_file(args.input_file)
-    if args.input is not None:
-        return parse_json_text(args.input, "--input")
-    return {}
+    return inputs.run_input(text=args.input, file=args.input_file)
 
 
 def _progress(event: dict[str, Any]) -> None:
@@ -416,11 +441,35 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
             if r.problem is not None:
                 print(f"{r.run_id:<20} {r.status:<21} {r.problem}")
                 continue
-            took = f"{r.duration_ms / 1000:.1f} s" if r.duration_ms is not None else "-"
             print(
                 f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
-                f"{r.release:<6} {took}"
+                f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms)}"
             )
+    if args.name:
+        broken = commands.relay_summary(ws, args.name)
+        if broken.broken:
+            print(f"{args.name}: broken draft: {broken.problem}")
+    return EXIT_OK
+
+
+def _cmd_relays(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.relays(ws)
+    if args.json:
+        _print_json([r.to_dict() for r in found])
+    elif not found:
+        print("no relays yet (save one with: relay check path/to/NAME.py)")
+    else:
+        for r in found:
+            print(r.line())
+    return EXIT_OK
+
+
+def _cmd_delete(ws: Workspace, args: argparse.Namespace) -> int:
+    deleted = commands.delete(ws, args.target, force=args.force, backend=args.backend)
+    if args.json:
+        _print_json(deleted.to_dict())
+    else:
+        print(surfaces.deleted_line(deleted))
     return EXIT_OK
 
 
@@ -459,13 +508,13 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _cmd_grant(ws: Workspace, args: argparse.Namespace) -> int:
     commands.grant(ws, args.name)
-    print(f"{args.name}: access granted")
+    print(surfaces.access_line(args.name, True, "terminal"))
     return EXIT_OK
 
 
 def _cmd_revoke(ws: Workspace, args: argparse.Namespace) -> int:
     commands.revoke(ws, args.name)
-    print(f"{args.name}: access revoked (restore with: relay grant {args.name})")
+    print(surfaces.access_line(args.name, False, "terminal"))
     return EXIT_OK
 
 
@@ -474,22 +523,17 @@ def _cmd_reconcile(ws: Workspace, args: argparse.Namespace) -> int:
         pending = commands.pending_calls(ws, args.run_id)
         if args.json:
             _print_json([{"key": p.key, "call": p.call, "attempt": p.attempt} for p in pending])
-        elif not pending:
-            print(f"run {args.run_id}: no uncertain calls")
         else:
-            for p in pending:
-                print(f"{p.key}  {p.describe()} (attempt {p.attempt})")
-            print(f"resolve with: relay reconcile {args.run_id} --result JSON | --retry")
+            print("\n".join(surfaces.pending_lines(args.run_id, pending, "terminal")))
         return EXIT_OK
     result = None
     if args.result is not None:
-        result = parse_json_text(args.result, "--result")
+        result = inputs.reconcile_result(args.result)
     state = commands.reconcile(ws, args.run_id, result=result, retry=args.retry, key=args.key)
     if args.json:
         _print_json({"key": state.key, "state": state.state, "result": state.result})
     else:
-        how = "will be retried" if state.state == "retry" else "resolved with the given result"
-        print(f"{state.key}: {how}. Continue with: relay recover {args.run_id}")
+        print(surfaces.reconciled_line(args.run_id, state, "terminal"))
     return EXIT_OK
 
 
@@ -518,6 +562,8 @@ _COMMANDS = {
     "run": _cmd_run,
     "recover": _cmd_recover,
     "runs": _cmd_runs,
+    "relays": _cmd_relays,
+    "delete": _cmd_delete,
     "logs": _cmd_logs,
     "grant": _cmd_grant,
     "revoke": _cmd_revoke,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentworks.journal import CallState, Journal
 from relay_notebook.errors import (
@@ -51,12 +51,17 @@ from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.files import read_source
 from relay_notebook.workspace.vault import Vault
 
+if TYPE_CHECKING:
+    from relay_notebook.catalog import RelaySummary
+    from relay_notebook.deletion import Deleted
+
 __all__ = [
     "CheckReport",
     "PublishResult",
     "QueuedRun",
     "check",
     "check_draft",
+    "delete",
     "enqueue",
     "grant",
     "graph",
@@ -66,6 +71,8 @@ __all__ = [
     "publish",
     "reconcile",
     "recover",
+    "relay_summary",
+    "relays",
     "releases",
     "require_pool_backend",
     "revoke",
@@ -387,6 +394,30 @@ def recover(
 def runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:
     """``relay runs [NAME]``."""
     return list_runs(workspace, relay)
+
+
+def relays(workspace: Workspace) -> list[RelaySummary]:
+    """``relay relays``: every relay, a draft that fails admission marked broken."""
+    from relay_notebook.catalog import list_relays
+
+    return list_relays(workspace)
+
+
+def relay_summary(workspace: Workspace, name: str) -> RelaySummary:
+    """One relay of ``relay relays`` (raises if it does not exist)."""
+    from relay_notebook.catalog import summarize_relay
+
+    workspace.load_draft(name)
+    return summarize_relay(workspace, name)
+
+
+def delete(
+    workspace: Workspace, target: str, *, force: bool = False, backend: Backend | None = None
+) -> Deleted:
+    """``relay delete NAME|RUN [--force]``: see ``relay_notebook.deletion``."""
+    from relay_notebook.deletion import delete as delete_target
+
+    return delete_target(workspace, target, force=force, backend=backend)
 
 
 def logs(workspace: Workspace, run_id: str) -> RunLog:

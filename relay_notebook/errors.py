@@ -37,6 +37,7 @@ __all__ = [
     "NothingToReconcileError",
     "QueueUnavailableError",
     "RelayError",
+    "RelayHasRunsError",
     "RelayNotFoundError",
     "ReleaseNotFoundError",
     "ReleaseTamperedError",
@@ -281,3 +282,9 @@ class CheckpointsLostError(RunRejectedError):
     """Recovery refused: checkpoints the run's ledger records are missing from its database."""
 
     code = "checkpoints-lost"
+
+
+class RelayHasRunsError(RelayError):
+    """``relay delete NAME`` refused: the relay has runs (delete them, or pass ``--force``)."""
+
+    code = "relay-has-runs"

@@ -106,11 +106,20 @@ def output_preview(
         return f"<{_referenced_class(raw) or 'a pickled value'}>"
     except Exception:
         return f"<{len(raw)} bytes pickled, not readable>"
+    return _clip(_shown(value), redactor)
+
+
+def _shown(value: Any) -> str:
+    """JSON when the value has a JSON form (``true``, ``"x"``, ``[1]``: what a relay's callers
+    see), else its repr (a set, bytes, an exception)."""
     try:
-        text = repr(value)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return repr(value)
     except Exception:
         return f"<{type(value).__name__}>"
-    return _clip(text, redactor)
 
 
 def json_preview(value: Any, redactor: Redactor | None = None) -> str | None:

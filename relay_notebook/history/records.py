@@ -64,11 +64,14 @@ class RunSummary:
     attempts: int
     release: str
     created_at: float
+    #: wall time: from the run's creation to the end of its latest attempt
     duration_ms: float | None
     reused: int
     ended_at: float | None = None
     #: why the run's record cannot be read (status ``damaged``), naming the file
     problem: str | None = None
+    #: active time: the sum of its attempts' durations (no waiting between or before them)
+    active_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,7 @@ class RunSummary:
             "created_at": self.created_at,
             "ended_at": self.ended_at,
             "duration_ms": self.duration_ms,
+            "active_ms": self.active_ms,
             "reused": self.reused,
             "problem": self.problem,
         }
@@ -107,6 +111,12 @@ def _damaged(folder: RunFolder, exc: RunRecordDamagedError) -> RunSummary:
 def _summary(folder: RunFolder, meta: dict[str, Any]) -> RunSummary:
     attempts = meta.get("attempts", [])
     ended = [a["ended_at"] for a in attempts if a.get("ended_at")]
+    spans = [
+        a["ended_at"] - a["started_at"]
+        for a in attempts
+        if isinstance(a.get("ended_at"), int | float)
+        and isinstance(a.get("started_at"), int | float)
+    ]
     release = meta.get("release")
     return RunSummary(
         run_id=folder.run_id,
@@ -118,6 +128,7 @@ def _summary(folder: RunFolder, meta: dict[str, Any]) -> RunSummary:
         duration_ms=round(max(ended) - meta["created_at"], 1) if ended else None,
         reused=sum(len(a.get("reused", [])) for a in attempts),
         ended_at=max(ended) if ended else None,
+        active_ms=round(sum(spans), 1) if spans else None,
     )
 
 

@@ -6,7 +6,6 @@ supervisor thread updates; ``--wait`` blocks until the attempt ends.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shlex
@@ -16,22 +15,33 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
-from relay_notebook import commands
-from relay_notebook.cli import CommandLineError, build_parser
-from relay_notebook.errors import AdmissionError, InvalidInputError, RelayError
+from relay_notebook import commands, inputs, surfaces
+from relay_notebook.cli import RECORD_COMMANDS, CommandLineError, build_parser
+from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.magics.runs import RunView, register_view_channel
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
-from relay_notebook.runner.run_input import MAX_INPUT_BYTES, parse_json_text, read_input_file
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
 
 __all__ = ["RelayMagics"]
 
-_VARIABLE = re.compile(r"\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+_CELL_OPTIONS = ("--publish", "--no-graph")
 
 
-def _usage(exc: Exception) -> UsageError:
-    return UsageError(" ".join(str(exc).split()))
+def _usage(exc: Exception | str, code: str | None = None) -> UsageError:
+    """One line worded for the notebook, ending with its stable code."""
+    text = surfaces.reword(" ".join(str(exc).split()), "notebook")
+    if code is None and isinstance(exc, CommandLineError | str):
+        code = "usage"
+    return UsageError(f"{text} [{code}]" if code else text)
+
+
+def _admission(relay: str, lines: list[str], errors: int, then: str) -> UsageError:
+    """Every diagnostic on its line with its code, then what to do, with its code."""
+    plural = "s" if errors != 1 else ""
+    return UsageError(
+        "\n".join([*lines, f"relay {relay!r} {then} ({errors} error{plural}) [admission-failed]"])
+    )
 
 
 @magics_class
@@ -73,13 +83,24 @@ class RelayMagics(Magics):
             async def run(INPUT):
                 return {"hello": INPUT.get("name", "world")}
         """
-        words = shlex.split(line)
-        if not words or words[0].startswith("-"):
-            raise UsageError("%%relay needs a relay name: %%relay NAME [--publish] [--no-graph]")
-        name, flags = words[0], set(words[1:])
-        unknown = flags - {"--publish", "--no-graph"}
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise _usage(f"%%relay {line.strip()}: {exc}; quote the whole line again") from None
+        names = [w for w in words if not w.startswith("-")]
+        flags = {w for w in words if w.startswith("-")}
+        if not names:
+            raise _usage("%%relay needs a relay name: %%relay NAME [--publish] [--no-graph]")
+        if len(names) > 1:
+            joined = re.sub(r"[^A-Za-z0-9]+", "_", " ".join(names)).strip("_").lower()
+            raise _usage(
+                f"relay names cannot contain spaces; try {joined or 'my_relay'}",
+                "invalid-relay-name",
+            )
+        name = names[0]
+        unknown = flags - set(_CELL_OPTIONS)
         if unknown:
-            raise UsageError(
+            raise _usage(
                 f"%%relay: unknown option {sorted(unknown)[0]}; use --publish and/or --no-graph"
             )
         try:
@@ -90,17 +111,16 @@ class RelayMagics(Magics):
         # the cell's first line is the magic line: relay.py line N is cell line N + 1
         view = CheckView(name, report.diagnostics, line_offset=1)
         if not report.ok:
-            lines = "\n".join(view.lines())
-            raise UsageError(
-                f"relay {name!r} was saved but failed admission:\n{lines}\n"
-                f"Fix the cell and run it again."
+            raise _admission(
+                name,
+                view.lines(),
+                len(report.errors),
+                "was saved but failed admission; fix the cell and run it again",
             )
         if report.warnings:
             display(view)
         if "--publish" in flags:
-            result = commands.publish(self.workspace, name)
-            state = "published" if result.created else "already published as"
-            print(f"{name}: {state} {result.release.ref} ({result.release.short_hash})")
+            print(surfaces.published_line(commands.publish(self.workspace, name)))
         if "--no-graph" not in flags:
             return GraphView(commands.graph_of_draft(draft))
         return None
@@ -115,7 +135,9 @@ class RelayMagics(Magics):
         ``%relay recover RUN``, ``%relay runs [NAME]``, ``%relay logs RUN``, ``%relay graph
         NAME``, ``%relay publish NAME``, ``%relay releases NAME``, ``%relay verify NAME``,
         ``%relay grant NAME``, ``%relay revoke NAME``, ``%relay reconcile RUN --result JSON |
-        --retry``, ``%relay vault set NAME``, ``%relay lab``. ``%relay -h`` lists them.
+        --retry``, ``%relay vault set NAME``, ``%relay lab``, ``%relay relays``, ``%relay delete
+        NAME|RUN [--force]``, ``%relay preview RUN``, ``%relay steps RUN [-o VAR]``, ``%relay
+        attempts RUN [-o VAR]``, ``%relay timeline RUN``. ``%relay -h`` lists them.
 
         Example::
 
@@ -124,8 +146,8 @@ class RelayMagics(Magics):
         parser = build_parser("%relay", notebook=True)
         try:
             args = parser.parse_args(shlex.split(line))
-        except CommandLineError as exc:
-            raise _usage(exc) from None
+        except (CommandLineError, ValueError) as exc:  # ValueError: shlex, unbalanced quotes
+            raise _usage(exc, "usage") from None
         except SystemExit:
             return None  # -h printed the help
         if args.home:
@@ -138,46 +160,31 @@ class RelayMagics(Magics):
             # like --home, it holds for the rest of the session (and for the view's buttons)
             os.environ[ENV_VAR] = args.database_url
         handler = getattr(self, f"_do_{args.command}", None)
+        if args.command in RECORD_COMMANDS:
+            handler = self._records
         if handler is None:
-            raise UsageError(f"%relay {args.command} is not available in the notebook yet")
+            raise _usage(f"%relay {args.command} is not available in the notebook yet")
         try:
             return handler(args)
         except AdmissionError as exc:
-            raise UsageError(
-                f"relay {exc.relay!r} failed admission:\n"
-                + "\n".join(d.format() for d in exc.diagnostics if d.severity == "error")
+            errors = [d for d in exc.diagnostics if d.severity == "error"]
+            raise _admission(
+                exc.relay,
+                [d.format() for d in errors],
+                len(errors),
+                f"failed admission; fix it and check again with %relay check {exc.relay}",
             ) from None
         except RelayError as exc:
             raise _usage(exc) from None
 
     # -- subcommands --------------------------------------------------------------------------
 
-    def _input(self, text: str | None) -> Any:
-        """``--input``: JSON, a notebook variable (``order`` or ``{order}``) or a Python literal."""
-        if text is None:
-            return {}
-        m = _VARIABLE.fullmatch(text.strip())
-        user_ns = self.shell.user_ns if self.shell is not None else {}
-        if m and m.group(1) in user_ns:
-            return user_ns[m.group(1)]
-        try:
-            return parse_json_text(text, "--input")
-        except InvalidInputError:
-            if len(text) > MAX_INPUT_BYTES:
-                raise
-        try:
-            return ast.literal_eval(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise UsageError(
-                f"--input {text!r} is neither JSON nor the name of a notebook variable; pass "
-                f'e.g. --input \'{{"text": "hi"}}\' or --input order'
-            ) from None
+    @property
+    def _user_ns(self) -> dict[str, Any]:
+        return self.shell.user_ns if self.shell is not None else {}
 
     def _do_run(self, args: Any) -> Any:
-        if args.input_file is not None:
-            run_input = read_input_file(args.input_file)
-        else:
-            run_input = self._input(args.input)
+        run_input = inputs.run_input(text=args.input, file=args.input_file, variables=self._user_ns)
         if args.queue:
             return self._queue(args, run_input)
         view = RunView.start(
@@ -202,7 +209,11 @@ class RelayMagics(Magics):
         outcome = queued.wait()
         print(f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})")
         if outcome.status != "succeeded":
-            raise UsageError((outcome.error or {}).get("message", outcome.status))
+            error = outcome.error or {}
+            code = str(error.get("code") or outcome.status.replace("_", "-"))
+            raise _usage(
+                str(error.get("message") or f"run {outcome.run_id}: {outcome.status}"), code
+            )
         if args.output and self.shell is not None:
             self.shell.user_ns[args.output] = outcome.result
         return outcome.result
@@ -229,8 +240,36 @@ class RelayMagics(Magics):
         view.show()
         return outcome.result if outcome.status == "succeeded" else None
 
-    def _do_runs(self, args: Any) -> RunsView:
-        return RunsView([r.to_dict() for r in commands.runs(self.workspace, args.name)])
+    def _do_runs(self, args: Any) -> Any:
+        found = [r.to_dict() for r in commands.runs(self.workspace, args.name)]
+        if args.json:
+            return found
+        if args.name:
+            summary = commands.relay_summary(self.workspace, args.name)
+            if summary.broken:
+                print(f"{args.name}: broken draft: {summary.problem}")
+        return RunsView(found)
+
+    def _do_relays(self, args: Any) -> Any:
+        found = [r.to_dict() for r in commands.relays(self.workspace)]
+        if args.json:
+            return found
+        import pandas as pd
+
+        columns = ["name", "releases", "latest", "runs", "access", "broken", "problem"]
+        return pd.DataFrame(found, columns=columns)
+
+    def _do_delete(self, args: Any) -> Any:
+        deleted = commands.delete(self.workspace, args.target, force=args.force)
+        if args.json:
+            return deleted.to_dict()
+        print(surfaces.deleted_line(deleted))
+        return None
+
+    def _records(self, args: Any) -> Any:
+        from relay_notebook.magics.records import show_record
+
+        return show_record(self.workspace, args, self._user_ns)
 
     def _do_logs(self, args: Any) -> Any:
         log = commands.logs(self.workspace, args.run_id)
@@ -252,16 +291,11 @@ class RelayMagics(Magics):
         return CheckView(report.relay, report.diagnostics, line_offset=0)
 
     def _do_publish(self, args: Any) -> None:
-        result = commands.publish(self.workspace, args.target)
-        state = "published" if result.created else "unchanged; already published as"
-        print(f"{result.release.relay}: {state} {result.release.ref} ({result.release.short_hash})")
+        print(surfaces.published_line(commands.publish(self.workspace, args.target)))
 
     def _do_releases(self, args: Any) -> None:
         found = commands.releases(self.workspace, args.name)
-        if not found:
-            print(f"{args.name}: no releases yet (publish with: %relay publish {args.name})")
-        for r in found:
-            print(f"{r.relay} {r.ref:<5} {r.short_hash}  {len(r.files)} files")
+        print("\n".join(surfaces.releases_lines(args.name, found, "notebook")))
 
     def _do_verify(self, args: Any) -> None:
         for r in commands.verify(self.workspace, args.name, args.release):
@@ -270,26 +304,24 @@ class RelayMagics(Magics):
 
     def _do_grant(self, args: Any) -> None:
         commands.grant(self.workspace, args.name)
-        print(f"{args.name}: access granted")
+        print(surfaces.access_line(args.name, True, "notebook"))
 
     def _do_revoke(self, args: Any) -> None:
         commands.revoke(self.workspace, args.name)
-        print(f"{args.name}: access revoked (restore with: %relay grant {args.name})")
+        print(surfaces.access_line(args.name, False, "notebook"))
 
     def _do_reconcile(self, args: Any) -> None:
         if args.result is None and not args.retry:
             pending = commands.pending_calls(self.workspace, args.run_id)
-            if not pending:
-                print(f"run {args.run_id}: no uncertain calls")
-            for p in pending:
-                print(f"{p.key}  {p.describe()} (attempt {p.attempt})")
+            print("\n".join(surfaces.pending_lines(args.run_id, pending, "notebook")))
             return
-        result = self._input(args.result) if args.result is not None else None
+        result = None
+        if args.result is not None:
+            result = inputs.reconcile_result(args.result, self._user_ns)
         state = commands.reconcile(
             self.workspace, args.run_id, result=result, retry=args.retry, key=args.key
         )
-        how = "will be retried" if state.state == "retry" else "resolved with the given result"
-        print(f"{state.key}: {how}. Continue with: %relay recover {args.run_id}")
+        print(surfaces.reconciled_line(args.run_id, state, "notebook"))
 
     def _do_vault(self, args: Any) -> None:
         if args.vault_command == "list":

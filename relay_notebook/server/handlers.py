@@ -32,6 +32,7 @@ from relay_notebook.errors import (
 )
 from relay_notebook.runner.run_input import parse_json_text
 from relay_notebook.server.service import RelayService
+from relay_notebook.surfaces import reword
 
 __all__ = ["API_PREFIX", "CODES", "MAX_BODY_BYTES", "ROUTES", "error_status"]
 
@@ -132,7 +133,7 @@ class RelayAPIHandler(APIHandler):
             extra: dict[str, Any] = {}
             if isinstance(exc, AdmissionError):
                 extra["diagnostics"] = [d.to_dict() for d in exc.diagnostics]
-            self.fail(error_status(exc), exc.code, exc.message, **extra)
+            self.fail(error_status(exc), exc.code, reword(exc.message, "api"), **extra)
             return
         if isinstance(exc, web.HTTPError):
             self._fail_http(exc.status_code, exc.log_message)
@@ -182,6 +183,16 @@ class RelayHandler(RelayAPIHandler):
     async def get(self, name: str) -> None:
         self.reply(await self.call(self.service.relay, name))
 
+    @web.authenticated
+    @authorized
+    async def delete(self, name: str) -> None:
+        force = self.get_query_argument("force", "false")
+        if force not in ("true", "false"):
+            raise InvalidRequestError(
+                f"Query parameter force must be true or false, got {force[:20]!r}."
+            )
+        self.reply(await self.call(self.service.delete_relay, name, force=force == "true"))
+
 
 class ReleasesHandler(RelayAPIHandler):
     @web.authenticated
@@ -230,6 +241,11 @@ class RunHandler(RelayAPIHandler):
     @authorized
     async def get(self, run_id: str) -> None:
         self.reply(await self.call(self.service.run, run_id))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, run_id: str) -> None:
+        self.reply(await self.call(self.service.delete_run, run_id))
 
 
 class RecoverHandler(RelayAPIHandler):

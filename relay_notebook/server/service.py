@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from relay_notebook import commands
+from relay_notebook import commands, inputs
 from relay_notebook.errors import InvalidRequestError, RelayError
 from relay_notebook.history import RunLog, overlay_run
-from relay_notebook.runner import RunHandle, find_run, list_run_folders
+from relay_notebook.runner import RunHandle, find_run
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
-from relay_notebook.workspace import Draft, Release, Workspace, list_releases
+from relay_notebook.workspace import Draft, Workspace, list_releases
 from relay_notebook.workspace.access import AccessPolicy
 
 __all__ = ["RelayService"]
@@ -56,10 +56,6 @@ def _read_trace(path: Path) -> Any:
         return None
 
 
-def _release_ref(release: Release) -> dict[str, Any]:
-    return {"version": release.version, "hash": release.hash}
-
-
 class RelayService:
     """List, publish, run, recover and reconcile the relays of one workspace."""
 
@@ -79,20 +75,24 @@ class RelayService:
         return "granted" if AccessPolicy(self.workspace.home).is_granted(name) else "revoked"
 
     def list_relays(self) -> list[dict[str, Any]]:
-        """``GET relay/api/relays``."""
-        out = []
-        for name in self.workspace.list_relays():
-            found = list_releases(self.workspace, name)
-            out.append(
-                {
-                    "name": name,
-                    "releases": len(found),
-                    "latest": _release_ref(found[-1]) if found else None,
-                    "runs": len(list_run_folders(self.workspace, name)),
-                    "access": self._access(name),
-                }
-            )
-        return out
+        """``GET relay/api/relays``: a draft that fails admission is ``broken``, with its
+        first diagnostic as ``problem``."""
+        return [r.to_dict() for r in commands.relays(self.workspace)]
+
+    def delete_relay(self, name: str, *, force: bool) -> dict[str, Any]:
+        """``DELETE relay/api/relays/{name}[?force=true]``: refused while it has runs unless
+        ``force`` (then none may be live)."""
+        self._draft(name)
+        from relay_notebook.deletion import delete_relay
+
+        return delete_relay(self.workspace, name, force=force).to_dict()
+
+    def delete_run(self, run_id: str) -> dict[str, Any]:
+        """``DELETE relay/api/runs/{run_id}``: refused while an attempt executes it; its
+        release is kept."""
+        from relay_notebook.deletion import delete_run
+
+        return delete_run(self.workspace, run_id).to_dict()
 
     def relay(self, name: str) -> dict[str, Any]:
         """``GET relay/api/relays/{name}``: manifest, releases, flow graph and check report."""
@@ -156,6 +156,8 @@ class RelayService:
         _check_fields(body, _RUN_FIELDS, "run request")
         release = _optional_str(body, "release", "run request")
         crash = _optional_str(body, "crash", "run request")
+        if body.get("input") is not None:
+            inputs.checked_value(body["input"], "Field 'input' of the run request")
         self._draft(name)
 
         def start() -> str:
@@ -237,6 +239,8 @@ class RelayService:
                 'effect with this result) or {"retry": true} (it did not; run it again).'
             )
         key = _optional_str(body, "key", "reconcile request")
+        if "result" in body:
+            inputs.checked_value(body["result"], "Field 'result' of the reconcile request")
         state = commands.reconcile(
             self.workspace, run_id, result=body.get("result"), retry=retry, key=key
         )

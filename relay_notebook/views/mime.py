@@ -11,6 +11,7 @@ from typing import Any
 from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
+from relay_notebook.surfaces import duration_text
 from relay_notebook.views.svg import render_svg
 from relay_notebook.views.text import graph_text
 
@@ -76,7 +77,8 @@ _BADGE = {
 
 @dataclass
 class RunsView:
-    """A table of runs: status, attempts, reused checkpoints, duration."""
+    """A table of runs: status, attempts, reused checkpoints, duration (active time, with
+    the wall time beside when the run also waited)."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -92,17 +94,18 @@ class RunsView:
         rows = []
         for r in self.runs:
             colour = _BADGE.get(r["status"], "#64748b")
-            took = f"{r['duration_ms'] / 1000:.1f} s" if r.get("duration_ms") else "–"
+            took = duration_text(r.get("active_ms"), r.get("duration_ms"))
             reused = (
                 f'<span class="relay-badge relay-badge--reused">{r["reused"]} reused</span>'
                 if r["reused"]
                 else ""
             )
             rows.append(
-                f"<tr><td><code>{html.escape(r['run_id'])}</code></td>"
+                f'<tr><td style="white-space:nowrap"><code>{html.escape(r["run_id"])}</code></td>'
                 f'<td><span class="relay-badge" style="background:{colour};color:white;'
                 f'padding:1px 6px;border-radius:8px">{html.escape(r["status"])}</span></td>'
-                f"<td>{r['attempts']}</td><td>{reused}</td><td>{took}</td></tr>"
+                f"<td>{r['attempts']}</td><td>{reused}</td>"
+                f'<td style="white-space:nowrap">{html.escape(took)}</td></tr>'
             )
         return (
             '<table class="relay-history"><thead><tr><th>run</th><th>status</th>'

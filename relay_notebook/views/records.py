@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from relay_notebook.history.preview import RecoveryPreview
 from relay_notebook.history.records import RunLog, RunSummary
+from relay_notebook.surfaces import duration_text, reword
 
 __all__ = [
     "RecoveryPreviewView",
@@ -92,7 +93,7 @@ def run_log_text(log: RunLog, *, limit: int = STEP_LINES) -> str:
     error = run.get("error")
     if isinstance(error, dict) and error.get("code") and status != "succeeded":
         first = str(error.get("message", "")).splitlines()[0] if error.get("message") else ""
-        head.append(f"  error [{error['code']}]: {first}")
+        head.append(f"  error [{error['code']}]: {reword(first, 'notebook')}")
     lines = [*head, "attempts:"]
     for a in log.attempts:
         crash = a.get("crash")
@@ -179,10 +180,20 @@ def preview_text(preview: RecoveryPreview) -> str:
     return "\n".join(lines)
 
 
-def _table(head: Sequence[str], rows: list[Sequence[Any]]) -> str:
+_NOWRAP: Final = ' style="white-space:nowrap"'
+
+
+def _table(head: Sequence[str], rows: list[Sequence[Any]], nowrap: Sequence[int] = (0,)) -> str:
+    """An HTML table; the cells of columns ``nowrap`` (ids, durations) never wrap."""
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+        "<tr>"
+        + "".join(
+            f"<td{_NOWRAP if i in nowrap else ''}>{html.escape(str(c))}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
     )
     return f'<table class="relay-records"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
@@ -214,6 +225,7 @@ class RunLogView:
                 )
                 for a in log.attempts
             ],
+            nowrap=(0, 2),
         )
         steps = log.all_steps()[: STEP_LINES * 4]
         calls = _table(
@@ -242,6 +254,7 @@ class RunLogView:
                 )
                 for s in steps
             ],
+            nowrap=(0, 7),
         )
         title = html.escape(run_log_text(self.log).splitlines()[0])
         return f"<div class='relay-run-log'><p><b>{title}</b></p>{attempts}{calls}</div>"
@@ -263,9 +276,18 @@ class RunListView:
         return _table(
             ("run", "relay", "release", "status", "attempts", "reused", "duration"),
             [
-                (r.run_id, r.relay, r.release, r.status, r.attempts, r.reused, _ms(r.duration_ms))
+                (
+                    r.run_id,
+                    r.relay,
+                    r.release,
+                    r.status,
+                    r.attempts,
+                    r.reused,
+                    duration_text(r.active_ms, r.duration_ms),
+                )
                 for r in self.runs
             ],
+            nowrap=(0, 6),
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

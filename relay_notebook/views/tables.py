@@ -35,6 +35,7 @@ RUN_COLUMNS: Final = (
     "created_at",
     "ended_at",
     "duration_ms",
+    "active_ms",
 )
 STEP_COLUMNS: Final = (
     "workflow_id",
@@ -102,6 +103,7 @@ def runs_dataframe(runs: Sequence[RunSummary]) -> pd.DataFrame:
     cols["created_at"] = _times(cols["created_at"])
     cols["ended_at"] = _times(cols["ended_at"])
     cols["duration_ms"] = pd.Series(cols["duration_ms"], dtype="Float64")
+    cols["active_ms"] = pd.Series(cols["active_ms"], dtype="Float64")
     return _frame(cols, RUN_COLUMNS)
 
 

@@ -293,8 +293,8 @@ def test_agent_receipts_link_to_the_step_that_made_them(recovered: Workspace) ->
 def test_outputs_are_previewed_without_importing_the_relay(recovered: Workspace) -> None:
     """Plain values are shown; a value of a relay class is named, never unpickled."""
     steps = {s["name"]: s for s in read_run_log(recovered, "mixed-1").steps}
-    assert steps["extract_invoice"]["output_preview"] == "{'amount': 1200}"
-    assert steps["review"]["output_preview"] == "{'amount': 1200, 'reviewed': True}"
+    assert steps["extract_invoice"]["output_preview"] == '{"amount": 1200}'
+    assert steps["review"]["output_preview"] == '{"amount": 1200, "reviewed": true}'
     assert steps["as_record"]["output_preview"] == "<relay.Invoice>"
     assert "relay" not in sys.modules
 
@@ -324,7 +324,7 @@ def test_dataframes_have_the_documented_columns(recovered: Workspace) -> None:
     assert list(steps.loc[steps["name"] == "double", "attempt"]) == [1, 1, 2, 2]
     assert steps["started_at"].dt.tz is not None
     with_outputs = steps_dataframe(log, children=False, outputs=True)
-    assert len(with_outputs) == 10 and with_outputs["output_preview"].iloc[0] == "{'amount': 1200}"
+    assert len(with_outputs) == 10 and with_outputs["output_preview"].iloc[0] == '{"amount": 1200}'
     attempts = attempts_dataframe(log)
     assert tuple(attempts.columns) == ATTEMPT_COLUMNS
     assert attempts["crash"].iloc[0] == "after:double#2" and attempts["crash"].isna().iloc[1]

@@ -508,7 +508,7 @@ def test_reconcile_with_nothing_pending_is_refused(server: Server) -> None:
         "POST", "/runs/{run_id}/reconcile", {"run_id": run_id}, body={"result": {"ok": True}}
     )
     assert nothing.status == 400 and nothing.body["error"]["code"] == "nothing-to-reconcile"
-    assert f"relay recover {run_id}" in nothing.body["error"]["message"]
+    assert f"POST relay/api/runs/{run_id}/recover" in nothing.body["error"]["message"]
     for body in ({}, {"result": 1, "retry": True}, {"retry": "yes"}, {"answer": 1}):
         reply = server.call("POST", "/runs/{run_id}/reconcile", {"run_id": run_id}, body=body)
         assert reply.status == 400 and reply.body["error"]["code"] == "invalid-request", body

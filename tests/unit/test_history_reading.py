@@ -39,16 +39,17 @@ def saved(value: Any, protocol: int = pickle.DEFAULT_PROTOCOL) -> str:
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
-        ({"amount": 1200}, "{'amount': 1200}"),
-        ([1, (2, 3)], "[1, (2, 3)]"),
+        ({"amount": 1200, "ok": True}, '{"amount": 1200, "ok": true}'),
+        ([1, (2, 3)], "[1, [2, 3]]"),
+        ("x", '"x"'),
         ({1, 2}, "{1, 2}"),
         (ConnectionError("service down"), "ConnectionError('service down')"),
         (b"raw", "b'raw'"),
-        (None, "None"),
+        (None, "null"),
     ],
 )
 def test_builtin_values_are_shown(value: Any, shown: str) -> None:
-    """Builtin containers, scalars and builtin exceptions are decoded and shown."""
+    """JSON values are shown as JSON; other builtins and builtin exceptions by their repr."""
     assert output_preview(saved(value), "py_pickle") == shown
 
 

@@ -1,0 +1,60 @@
+"""Hints worded for the surface the user is on, and durations as active time."""
+
+from __future__ import annotations
+
+import pytest
+
+from relay_notebook.surfaces import duration_text, reword
+
+MESSAGE = (
+    "Run nap-3 was interrupted. Recover it with: relay recover nap-3. No run 'x-1'. List runs "
+    "with: relay runs nap; then 'relay reconcile nap-3 --result JSON' or 'relay reconcile "
+    "nap-3 --retry'. Create it with a '%%relay nap' cell or 'relay check path/to/nap.py'."
+)
+
+
+def test_the_notebook_gets_magics() -> None:
+    """Every `relay COMMAND` hint becomes `%relay COMMAND`; `%%relay` and paths are kept."""
+    text = reword(MESSAGE, "notebook")
+    assert "Recover it with: %relay recover nap-3." in text
+    assert "List runs with: %relay runs nap;" in text
+    assert "'%relay reconcile nap-3 --result JSON'" in text
+    assert "a '%%relay nap' cell or '%relay check path/to/nap.py'" in text
+    assert " relay recover" not in text and " relay runs" not in text
+
+
+def test_the_api_gets_its_routes() -> None:
+    """A REST reply names the route that does what the hint says."""
+    text = reword(MESSAGE, "api")
+    assert "Recover it with: POST relay/api/runs/nap-3/recover." in text
+    assert "List runs with: GET relay/api/runs?relay=nap;" in text
+    assert "'POST relay/api/runs/nap-3/reconcile {\"result\": JSON}'" in text
+    assert "'POST relay/api/runs/nap-3/reconcile {\"retry\": true}'" in text
+    assert "'relay check path/to/nap.py'" in text  # no route for a file path: left as is
+    assert reword("delete it with relay delete nap-3", "api").endswith(
+        "DELETE relay/api/runs/nap-3"
+    )
+    assert reword("or relay delete nap --force", "api").endswith(
+        "DELETE relay/api/relays/nap?force=true"
+    )
+
+
+def test_the_terminal_keeps_the_text() -> None:
+    """The lower layers already word hints for a terminal."""
+    assert reword(MESSAGE, "terminal") == MESSAGE
+
+
+@pytest.mark.parametrize(
+    ("active", "wall", "shown"),
+    [
+        (1000.0, 30900.0, "1.0 s (30.9 s wall)"),
+        (1000.0, 1020.0, "1.0 s"),
+        (None, None, "-"),
+        (None, 500.0, "0.5 s"),
+    ],
+)
+def test_durations_are_active_time_with_the_wall_time_beside(
+    active: float | None, wall: float | None, shown: str
+) -> None:
+    """A run that waited between attempts shows its active time first, its wall time beside."""
+    assert duration_text(active, wall) == shown
