@@ -88,8 +88,9 @@ def attempt_write_rules(
     child = attempt_dir / "child"
     for path in (child / "tmp", folder.mcp_logs, folder.execution, folder.dbos_dir):
         path.mkdir(parents=True, exist_ok=True)
-    for path in (folder.events, folder.journal):  # bound as files: they must exist
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+    # bound as files, so they must exist (with the modes their writers would give them)
+    for path, mode in ((folder.events, 0o644), (folder.journal, 0o600)):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, mode))
     return WriteRules(
         writable=(
             folder.execution, folder.dbos_dir, child, folder.events, folder.journal,
