@@ -1,0 +1,120 @@
+"""Benchmark: forking a long run from late in it against a fresh one-step run, side by side.
+
+Run ``python benchmarks/bench_fork.py [--quick] [--repeats N] [--steps N] [--at N]``. A
+relay of ``steps`` trivial steps in a loop runs once; then, round after round, the kit forks
+that run from ``loop_step#at`` (copying ``at - 1`` checkpoints, running the rest fresh) and,
+alternating with it, starts a fresh run of a one-step relay; both are timed from the call to
+the finished outcome, on the caller's side. A fork copies checkpoints (DBOS's fork_workflow in
+a copy of the run's SQLite database) and does not run their bodies again, so it should cost
+about one fresh run; the target is at most 1.5x. Benchmarks report, they do not assert: the
+exit status is 0 whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from relay_notebook import commands  # noqa: E402
+from relay_notebook.runner.fork import start_fork  # noqa: E402
+from relay_notebook.workspace import Workspace  # noqa: E402
+
+TARGET = 1.5  # a fork from step 900 of 1,000 <= 1.5x a fresh one-step run
+
+LONG = """\
+from dbos import DBOS
+
+
+@DBOS.step()
+async def loop_step(i):
+    return i + 1
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    total = 0
+    for i in range(INPUT["steps"]):
+        total += await loop_step(i)
+    return total
+"""
+
+ONE = """\
+from dbos import DBOS
+
+
+@DBOS.step()
+async def only(x):
+    return x
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return await only(1)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="100 steps, 3 rounds")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--at", type=int, default=900)
+    args = parser.parse_args()
+    steps, at, repeats = args.steps, args.at, args.repeats
+    if args.quick:
+        steps, at, repeats = 100, 90, 3
+    ws = Workspace(Path(tempfile.mkdtemp(prefix="relay-bench-fork-")) / "relays")
+    ws.save_draft("long", LONG)
+    ws.save_draft("one", ONE)
+    started = time.perf_counter()
+    parent = commands.run(ws, "long", run_input={"steps": steps}).wait(600)
+    parent_s = time.perf_counter() - started
+    assert parent.status == "succeeded", parent.error
+    rest = steps - at + 1
+    times: dict[str, list[float]] = {"fork": [], "prepare": [], "fresh": [], "rest": []}
+    for round_no in range(repeats):
+        order = ["fork", "fresh", "rest"]
+        if round_no % 2:
+            order.reverse()
+        for which in order:
+            t0 = time.perf_counter()
+            if which == "fork":
+                handle = start_fork(ws, parent.run_id, from_call=f"loop_step#{at}")
+                times["prepare"].append(time.perf_counter() - t0)
+                out = handle.wait(600)
+            elif which == "fresh":
+                out = commands.run(ws, "one").wait(600)
+            else:
+                out = commands.run(ws, "long", run_input={"steps": rest}).wait(600)
+            times[which].append(time.perf_counter() - t0)
+            assert out.status == "succeeded", out.error
+    med = {k: statistics.median(v) for k, v in times.items()}
+    fresh_s = med["fresh"]
+    print(f"parent: {steps:,}-step run in {parent_s:.2f} s; forks copy {at - 1:,} checkpoints")
+    print(f"{'row':<44} {'median s':>9} {'ratio':>7}  target")
+    print(f"{'fresh one-step run':<44} {fresh_s:>9.3f} {1.0:>7.2f}")
+    ratio = med["prepare"] / fresh_s
+    verdict = "yes" if ratio <= TARGET else "NO"
+    print(
+        f"{f'fork from loop_step#{at}: copy and enqueue':<44} {med['prepare']:>9.3f} "
+        f"{ratio:>7.2f}  <= {TARGET}x: {verdict}"
+    )
+    print(
+        f"{f'fork from loop_step#{at}: whole run ({rest} fresh)':<44} {med['fork']:>9.3f} "
+        f"{med['fork'] / fresh_s:>7.2f}"
+    )
+    print(
+        f"{f'fresh run of the same {rest} steps':<44} {med['rest']:>9.3f} "
+        f"{med['rest'] / fresh_s:>7.2f}  (the fork's floor: it runs these too)"
+    )
+
+
+if __name__ == "__main__":
+    main()
