@@ -10,6 +10,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from relay_notebook.lab import SCENARIOS, Lab
+from relay_notebook.surfaces import reword
 from relay_notebook.workspace import Workspace
 
 __all__ = ["RecoveryLab"]
@@ -71,7 +72,8 @@ class RecoveryLab(widgets.VBox):  # type: ignore[misc]
         try:
             action()
         except Exception as exc:
-            self.report.value = f'<p style="color:#b91c1c">{html.escape(str(exc))}</p>'
+            shown = html.escape(reword(str(exc), "notebook"))
+            self.report.value = f'<p style="color:#b91c1c">{shown}</p>'
             return
         self._show_report()
 

@@ -176,7 +176,7 @@ def preview_text(preview: RecoveryPreview) -> str:
         step = f" in {call['step']}" if call.get("step") else ""
         lines.append(f"  uncertain: {call['call']}{step} (key {call['key']}): stops recovery")
     if preview.reason and preview.outcome != "recover":
-        lines.append(f"  {preview.reason['message']}")
+        lines.append(f"  {reword(preview.reason['message'], 'notebook')}")
     return "\n".join(lines)
 
 

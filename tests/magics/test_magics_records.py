@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
+from relay_notebook.surfaces import duration_text
 from relay_notebook.views.records import RecoveryPreviewView
 
 RELAYS = Path(__file__).parent.parent / "relays"
@@ -51,6 +53,10 @@ def test_preview_says_what_recovery_would_do(crashed: Any) -> None:
     assert repr(view).startswith("recovering nap-1 starts attempt 2")
     assert "reused: 1 checkpoint (nap)" in repr(view)
     assert magic(crashed, "preview nap-1 --json")["outcome"] == "recover"
+    magic(crashed, "recover nap-1 --wait")
+    finished = repr(magic(crashed, "preview nap-1"))
+    assert finished.startswith("recovering nap-1 returns it as it was (succeeded)")
+    assert finished.endswith("Start a new run with: %relay run nap")
 
 
 def test_steps_and_attempts_are_dataframes_bound_with_o(crashed: Any) -> None:
@@ -126,3 +132,19 @@ def test_deleting_a_relay_takes_its_runs_only_with_force(crashed: Any) -> None:
         crashed.run_cell_magic("relay", "nap --no-graph", (RELAYS / "nap.py").read_text())
     magic(crashed, "run nap --wait")
     assert [r["run_id"] for r in magic(crashed, "runs nap --json")] == ["nap-2"]
+
+
+def test_tables_show_active_time_json_values_and_ids_that_do_not_wrap(crashed: Any) -> None:
+    """Runs show the attempts' time (wall beside), logs JSON values, ids on one line."""
+    magic(crashed, "recover nap-1 --wait")
+    (run,) = magic(crashed, "runs nap --json")
+    log = magic(crashed, "logs nap-1 --json")
+    assert run["active_ms"] == pytest.approx(sum(a["duration_ms"] for a in log["attempts"]), 0.01)
+    assert run["duration_ms"] > run["active_ms"]  # it also waited between its two attempts
+    table = magic(crashed, "runs nap")._repr_mimebundle_()["text/html"]
+    took = duration_text(run["active_ms"], run["duration_ms"])
+    assert f'<td style="white-space:nowrap">{took}</td>' in table
+    assert '<td style="white-space:nowrap"><code>nap-1</code></td>' in table
+    logs = magic(crashed, "logs nap-1")._repr_mimebundle_()["text/html"]
+    assert html.escape('{"slept": 0}') in logs and "&#x27;slept&#x27;" not in logs
+    assert '<td style="white-space:nowrap">nap-1</td>' in logs
