@@ -14,6 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
+from traitlets import Unicode, observe
 
 from relay_notebook import commands, inputs, surfaces
 from relay_notebook.cli import RECORD_COMMANDS, CommandLineError, build_parser
@@ -56,14 +57,34 @@ class RelayMagics(Magics):
     %relay run invoice --crash after:extract_invoice
     %relay recover invoice-1
     %relay logs invoice-1
+
+    The workspace is configurable: ``%config RelayMagics.home = "path/to/relays"`` (or
+    ``c.RelayMagics.home`` in an IPython profile).
     """
+
+    home = Unicode(
+        None,
+        allow_none=True,
+        help="The relay workspace folder of %%relay and %relay. Default: $RELAY_HOME if set, "
+        "else ./relays in the kernel's working directory. A --home on a %relay line sets it too.",
+    ).tag(config=True)
 
     def __init__(self, shell: Any, home: str | None = None) -> None:
         super().__init__(shell)
-        self.workspace = Workspace(home)
+        if home is not None:
+            self.home = home
+        self.workspace = Workspace(self.home)
         self.views: list[RunView] = []
         # the buttons of run views reach the kernel through a comm (the workspace as it is then)
         register_view_channel(shell, lambda: self.workspace)
+
+    @observe("home")
+    def _home_changed(self, change: Any) -> None:
+        """``%config RelayMagics.home = ...``: later magics (and views' buttons) use it."""
+        try:
+            self.workspace = Workspace(change["new"])
+        except RelayError as exc:
+            raise _usage(exc) from None
 
     # -- %%relay ------------------------------------------------------------------------------
 
@@ -151,7 +172,7 @@ class RelayMagics(Magics):
         except SystemExit:
             return None  # -h printed the help
         if args.home:
-            self.workspace = Workspace(args.home)
+            self.home = args.home
         if args.database_url is not None:
             try:
                 resolve_backend(args.database_url)
