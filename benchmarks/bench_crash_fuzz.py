@@ -1,0 +1,199 @@
+"""Long crash fuzz: hundreds of SIGKILLs of children, supervisors and ``relay recover``.
+
+Run ``python benchmarks/bench_crash_fuzz.py [--child-cases N] [--cli-cases N] [--seed S]``.
+Two parts, reported together:
+
+1. **Children**: ``tests/integration/test_crash_fuzz.py`` with ``RELAY_FUZZ_CASES=N`` (and a
+   quarter as many on PostgreSQL): each case SIGKILLs the attempt's process group at a random
+   moment (a quarter of them twice), recovers, and checks the result, every checkpoint, and
+   that no step body ran again once its checkpoint was saved (a side-effect file counts them).
+2. **Supervisors and recover**: a real ``relay run`` process (the supervisor, with its child)
+   is SIGKILLed as a whole process group at a random moment, then ``relay recover`` is run,
+   and itself SIGKILLed at a random moment in a third of the tries, until the run ends; the
+   result must be the uncrashed one, every step's body must have run at most once after its
+   checkpoint, and no command may end in ``[internal-error]``.
+
+It prints the kills made, where they landed and every failure with its seed. Benchmarks
+report, they do not assert: the exit status is 0 whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RELAY = [sys.executable, "-m", "relay_notebook.cli"]
+
+SOURCE = """\
+import os
+
+from dbos import DBOS
+
+
+def note(step, i):
+    fd = os.open("effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{step} {i}\\n".encode())
+    finally:
+        os.close(fd)
+
+
+@DBOS.step()
+async def fetch(i):
+    note("fetch", i)
+    return i * 10
+
+
+@DBOS.step()
+async def add(total, value):
+    note("add", value)
+    return total + value
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    total = 0
+    for i in range(INPUT["n"]):
+        value = await fetch(i)
+        total = await add(total, value)
+    return {"total": total}
+"""
+N = 6
+EXPECTED = {"total": sum(i * 10 for i in range(N))}
+
+
+def child_part(cases: int) -> tuple[int, int, str]:
+    """Run the child-kill fuzz; (cases passed, cases failed, the kills line)."""
+    env = {**os.environ, "RELAY_FUZZ_CASES": str(cases)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider",
+         str(ROOT / "tests" / "integration" / "test_crash_fuzz.py")],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    out = proc.stdout
+    passed = int(m.group(1)) if (m := re.search(r"(\d+) passed", out)) else 0
+    failed = int(m.group(1)) if (m := re.search(r"(\d+) failed", out)) else 0
+    kills = next((line for line in out.splitlines() if "kills drawn" in line), "")
+    if failed:
+        print(out[-4000:])
+    return passed, failed, kills
+
+
+def _start(home: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*RELAY, "--home", str(home), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def _effects(home: Path, run_id: str) -> list[str]:
+    number = run_id.rsplit("-", 1)[1]
+    path = home / "fuzz" / "runs" / f"iteration-{number}-hook" / "execution" / "effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def cli_case(home: Path, seed: int, stats: Counter[str]) -> str | None:
+    """One supervisor-kill case; None if it held, else what went wrong."""
+    rng = random.Random(seed)
+    proc = _start(home, "run", "fuzz", "--input", json.dumps({"n": N}), "--json")
+    time.sleep(rng.uniform(0.2, 1.6))
+    if proc.poll() is None:
+        _kill_group(proc)
+        stats["supervisor kills"] += 1
+    else:
+        proc.communicate()
+    runs = sorted((home / "fuzz" / "runs").glob("iteration-*-hook"), key=os.path.getmtime)
+    if not runs:
+        return None  # killed before the run existed: nothing to recover
+    run_id = f"fuzz-{runs[-1].name.split('-')[1]}"
+    for _ in range(12):
+        recover = _start(home, "recover", run_id, "--json")
+        if rng.random() < 1 / 3:
+            time.sleep(rng.uniform(0.1, 2.0))
+            if recover.poll() is None:
+                _kill_group(recover)
+                stats["recover kills"] += 1
+                continue
+        out, err = recover.communicate(timeout=120)
+        if "[internal-error]" in err:
+            return f"seed {seed}: recover ended in an internal error: {err.strip()[-300:]}"
+        if recover.returncode == 0:
+            result = json.loads(out)
+            if result.get("result") != EXPECTED:
+                return f"seed {seed}: result {result.get('result')} != {EXPECTED}"
+            # a body runs again only if an attempt died inside it: at most once per attempt
+            number = run_id.rsplit("-", 1)[1]
+            meta = home / "fuzz" / "runs" / f"iteration-{number}-hook" / "run.json"
+            attempts = len(json.loads(meta.read_text())["attempts"])
+            seen = Counter(_effects(home, run_id))
+            over = [line for line, n in seen.items() if n > attempts]
+            if over:
+                return f"seed {seed}: step bodies ran more often than attempts: {over}"
+            stats["recovered"] += 1
+            return None
+        if "[run-locked]" in err or "locked" in err:
+            time.sleep(0.5)  # a killed holder's lock is still going away
+            continue
+        if "[attempt-budget-exhausted]" in err:
+            stats["budget used up (kills ate the attempts)"] += 1
+            return None
+    return f"seed {seed}: the run did not end after 12 recoveries"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child-cases", type=int, default=320)
+    parser.add_argument("--cli-cases", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=9_100_000)
+    args = parser.parse_args()
+    started = time.time()
+    passed, failed, kills = child_part(args.child_cases) if args.child_cases else (0, 0, "")
+    child_s = time.time() - started
+    home = Path(tempfile.mkdtemp(prefix="relay-fuzz-")) / "relays"
+    (home / "fuzz").mkdir(parents=True)
+    (home / "fuzz" / "relay.py").write_text(SOURCE)
+    stats: Counter[str] = Counter()
+    problems = []
+    t0 = time.time()
+    for i in range(args.cli_cases):
+        problem = cli_case(home, args.seed + i, stats)
+        if problem:
+            problems.append(problem)
+    cli_s = time.time() - t0
+    drawn = re.search(r"(\d+) kills drawn", kills)
+    child_kills = int(drawn.group(1)) if drawn else 0
+    total = child_kills + stats["supervisor kills"] + stats["recover kills"]
+    print(f"children: {passed} cases held, {failed} failed in {child_s:.0f} s; {kills.strip()}")
+    print(
+        f"supervisors and recover: {args.cli_cases} cases in {cli_s:.0f} s; "
+        f"{stats['supervisor kills']} supervisor kills, {stats['recover kills']} recover kills, "
+        f"{stats['recovered']} runs recovered to the uncrashed result, "
+        f"{stats['budget used up (kills ate the attempts)']} ended by the attempt budget; "
+        f"{len(problems)} problems"
+    )
+    for problem in problems:
+        print("  " + problem)
+    print(f"total SIGKILLs: {total}")
+
+
+if __name__ == "__main__":
+    main()
