@@ -20,6 +20,8 @@ export interface GraphViewOptions {
   minFitScale?: number;
   /** Called with the selected node, or null when the selection is cleared. */
   onSelect?: (node: GraphNode | null) => void;
+  /** Offered in a run graph's node details: fork the run from that call (`STEP#N`). */
+  onFork?: (call: string, draft: boolean) => void;
 }
 
 const MIN_SCALE = 0.05;
@@ -263,7 +265,42 @@ export class GraphView {
       row.append(h('th', '', name), h('td', '', value));
     }
     const pre = h('pre', 'jp-RelayGraph-json', json);
-    this.details.append(header, list, h('div', 'jp-RelayGraph-jsonTitle', 'details'), pre);
+    this.details.append(header, list);
+    const forks = this.forkButtons(node);
+    if (forks) {
+      this.details.append(forks);
+    }
+    this.details.append(h('div', 'jp-RelayGraph-jsonTitle', 'details'), pre);
+  }
+
+  /** "fork from NAME#N" for each call of a run graph's node, when the view can fork. */
+  private forkButtons(node: GraphNode): HTMLDivElement | null {
+    const onFork = this.options.onFork;
+    const calls = node.details?.['calls'];
+    if (!onFork || !Array.isArray(calls)) {
+      return null;
+    }
+    const box = h('div', 'jp-RelayGraph-forks');
+    for (const call of calls as Record<string, unknown>[]) {
+      const name = call['name'];
+      const nth = call['occurrence'];
+      if (typeof name !== 'string' || typeof nth !== 'number') {
+        continue;
+      }
+      const target = `${name}#${nth}`;
+      for (const [label, draft, title] of [
+        [`fork from ${target}`, false, `A new run: calls before ${target} copied, the rest run fresh`],
+        ['onto the draft', true, `The same fork, running the relay's current draft (after a fix)`]
+      ] as [string, boolean, string][]) {
+        const button = h('button', 'jp-RelayGraph-button jp-RelayGraph-fork', label);
+        button.type = 'button';
+        button.title = title;
+        button.dataset['call'] = target;
+        button.addEventListener('click', () => onFork(target, draft));
+        box.appendChild(button);
+      }
+    }
+    return box.childElementCount ? box : null;
   }
 
   private onResize(): void {

@@ -10,9 +10,12 @@ import { statusBadge } from './runtable.js';
 
 /** What a button asks the kernel for. */
 export interface ViewAction {
-  action: 'run' | 'recover';
+  action: 'run' | 'recover' | 'fork';
   run_id: string;
   crash?: string;
+  /** For a fork: the call it starts from (`STEP#N`), and whether it runs the current draft. */
+  from?: string;
+  draft?: boolean;
 }
 
 function h<K extends keyof HTMLElementTagNameMap>(

@@ -46,6 +46,7 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
   private header: RunHeader | null = null;
   private model: IRenderMime.IMimeModel | null = null;
   private comm: CommLike | null = null;
+  private current: GraphDocument | null = null;
 
   constructor(options: IRenderMime.IRendererOptions) {
     super();
@@ -65,7 +66,15 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
       return Promise.resolve();
     }
     if (this.view === null) {
-      this.view = new GraphView({ maxHeight: 600 });
+      this.view = new GraphView({
+        maxHeight: 600,
+        onFork: (call, draft) => {
+          const runId = this.current?.run?.run_id;
+          if (runId) {
+            this.act({ action: 'fork', run_id: runId, from: call, draft });
+          }
+        }
+      });
       this.header = new RunHeader(action => this.act(action));
       this.node.replaceChildren(this.header.node, this.view.node);
     }
@@ -74,6 +83,7 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
   }
 
   private showGraph(graph: GraphDocument): void {
+    this.current = graph;
     this.header?.update(graph);
     this.view?.setGraph(graph);
   }
@@ -94,7 +104,13 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
     const comm = kernel.createComm(COMM_TARGET);
     this.comm = comm;
     header.setBusy(true);
-    header.say(action.action === 'recover' ? `recovering ${action.run_id}…` : 'starting a run…');
+    header.say(
+      action.action === 'recover'
+        ? `recovering ${action.run_id}…`
+        : action.action === 'fork'
+          ? `forking ${action.run_id} from ${action.from}…`
+          : 'starting a run…'
+    );
     comm.onMsg = msg => {
       heard = true;
       const data = msg.content.data as

@@ -28,6 +28,7 @@ _TERMINAL: Final = frozenset({"succeeded", "failed"})
 #: calls listed in a node's details (a loop's node keeps its first and last ones)
 MAX_NODE_CALLS: Final = 12
 _CALL_FACTS: Final = (
+    "name",
     "function_id",
     "copied_from",
     "edited",

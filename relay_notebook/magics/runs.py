@@ -108,6 +108,32 @@ class RunView:
         view._attach(handle)
         return view
 
+    @classmethod
+    def fork(
+        cls,
+        workspace: Workspace,
+        run_id: str,
+        *,
+        from_call: str,
+        shell: Any,
+        output: str | None = None,
+        sinks: list[Sink] | None = None,
+        **options: Any,
+    ) -> RunView:
+        """A fork of ``run_id`` from ``from_call`` (``STEP#N``), live; ``options`` go to
+        ``runner.fork.start_fork`` (edits, release, draft, crash)."""
+        from relay_notebook.runner.fork import start_fork
+
+        log = commands.logs(workspace, run_id)
+        relay = str(log.run["relay"])
+        view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
+        view.sinks.extend(sinks or [])
+        handle = start_fork(
+            workspace, run_id, from_call=from_call, on_event=view._on_event, **options
+        )
+        view._attach(handle)
+        return view
+
     def _attach(self, handle: RunHandle) -> None:
         self.handle = handle
         self.monitor.run_id = handle.run_id
@@ -186,7 +212,8 @@ class ViewChannel:
         self.views.append(view)
 
     def act(self, data: dict[str, Any]) -> RunView:
-        """Start what ``data`` asks: ``{"action": "run" | "recover", "run_id", "crash"}``."""
+        """Start what ``data`` asks: ``{"action": "run" | "recover" | "fork", "run_id",
+        "crash", "from", "draft"}``."""
         action = data.get("action")
         run_id = str(data.get("run_id") or "")
         workspace = self.workspace()
@@ -209,7 +236,15 @@ class ViewChannel:
             how = f"--crash {crash}" if crash else "run again"
             view.monitor.note = f"started with this view's button ({how}, {run_id}'s input)"
             return view
-        raise ValueError(f"unknown view action {action!r}; expected 'run' or 'recover'")
+        if action == "fork":
+            call = str(data.get("from") or "")
+            view = RunView.fork(
+                workspace, run_id, from_call=call, shell=self.shell, sinks=[self._send],
+                draft=bool(data.get("draft")),
+            )  # fmt: skip
+            view.monitor.note = f"forked from {run_id} at {call} with this view's button"
+            return view
+        raise ValueError(f"unknown view action {action!r}; expected 'run', 'recover' or 'fork'")
 
 
 def register_view_channel(shell: Any, workspace: Callable[[], Workspace]) -> bool:

@@ -132,10 +132,10 @@ def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace)
     channel.views[-1].wait(120)
     last = [m for m in sent if m.get("final")][-1]["bundle"][GRAPH_MIME]["run"]
     assert (last["status"], last["attempt"], last["reused"]) == ("succeeded", 2, 3)
-    channel.handle({"content": {"data": {"action": "fork"}}})
+    channel.handle({"content": {"data": {"action": "delete"}}})
     assert sent[-1] == {
         "type": "error",
-        "message": "unknown view action 'fork'; expected 'run' or 'recover'",
+        "message": "unknown view action 'delete'; expected 'run', 'recover' or 'fork'",
     }
 
 
@@ -199,3 +199,28 @@ def test_mcp_calls_colour_their_node(with_orders_server: Workspace) -> None:
     (node,) = [n for n in view.monitor.bundle()[GRAPH_MIME]["nodes"] if n["type"] == "mcp"]
     assert node["details"]["status"] == "succeeded"
     assert node["details"]["executed_in"] == [1]
+
+
+def test_fork_from_a_node_through_the_view_channel(workspace: Workspace) -> None:
+    """A view's "fork from pack#2" starts a fork whose view streams back: price and pack#1
+    copied from the parent, the rest executed, the header naming the parent."""
+    order_view(workspace, run_input=BIG)
+    sent: list[dict[str, Any]] = []
+
+    class Comm:
+        def on_msg(self, handler: Any) -> None:
+            self.handler = handler
+
+        def send(self, data: dict[str, Any]) -> None:
+            sent.append(data)
+
+    channel = ViewChannel(Comm(), lambda: workspace, None)
+    channel.handle({"content": {"data": {"action": "fork", "run_id": "order-1", "from": "pack#2"}}})
+    channel.views[-1].wait(120)
+    doc = [m for m in sent if m.get("final")][-1]["bundle"][GRAPH_MIME]
+    assert doc["run"]["run_id"] == "order-2" and doc["run"]["status"] == "succeeded"
+    assert doc["run"]["fork"]["parent"] == "order-1" and doc["run"]["fork"]["copied"] == 2
+    nodes = {n["id"]: n for n in doc["nodes"]}
+    assert nodes["step-price"]["details"]["status"] == "copied"
+    assert nodes["step-pack"]["details"]["summary"] == "1 of 2 copied from order-1"
+    assert doc["run"]["note"] == "forked from order-1 at pack#2 with this view's button"
