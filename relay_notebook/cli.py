@@ -445,10 +445,9 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
                 f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
                 f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms)}"
             )
-    if args.name:
-        broken = commands.relay_summary(ws, args.name)
-        if broken.broken:
-            print(f"{args.name}: broken draft: {broken.problem}")
+    if not args.json:
+        for broken in commands.broken_drafts(ws, args.name):
+            print(surfaces.broken_line(broken, "terminal"))
     return EXIT_OK
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "CheckReport",
     "PublishResult",
     "QueuedRun",
+    "broken_drafts",
     "check",
     "check_draft",
     "delete",
@@ -409,6 +410,12 @@ def relay_summary(workspace: Workspace, name: str) -> RelaySummary:
 
     workspace.load_draft(name)
     return summarize_relay(workspace, name)
+
+
+def broken_drafts(workspace: Workspace, relay: str | None = None) -> list[RelaySummary]:
+    """The relays (or ``relay``) whose drafts fail admission, for the ``runs`` listings."""
+    found = [relay_summary(workspace, relay)] if relay else relays(workspace)
+    return [r for r in found if r.broken]
 
 
 def delete(

@@ -20,6 +20,7 @@ __all__ = [
     "Surface",
     "access_line",
     "api_path",
+    "broken_line",
     "command",
     "deleted_line",
     "duration_text",
@@ -147,6 +148,12 @@ def reconciled_line(run_id: str, state: Any, surface: Surface) -> str:
     """``relay reconcile RUN --result JSON | --retry``: what happens next."""
     how = "will be retried" if state.state == "retry" else "resolved with the given result"
     return f"{state.key}: {how}. Continue with: {command(surface, f'recover {run_id}')}"
+
+
+def broken_line(summary: Any, surface: Surface) -> str:
+    """A relay whose draft fails admission, in a runs listing: its first problem, what to do."""
+    check = command(surface, f"check {summary.name}")
+    return f"{summary.name}: broken draft: {summary.problem} (all problems: {check})"
 
 
 def deleted_line(deleted: Any) -> str:

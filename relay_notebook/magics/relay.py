@@ -265,10 +265,8 @@ class RelayMagics(Magics):
         found = [r.to_dict() for r in commands.runs(self.workspace, args.name)]
         if args.json:
             return found
-        if args.name:
-            summary = commands.relay_summary(self.workspace, args.name)
-            if summary.broken:
-                print(f"{args.name}: broken draft: {summary.problem}")
+        for broken in commands.broken_drafts(self.workspace, args.name):
+            print(surfaces.broken_line(broken, "notebook"))
         return RunsView(found)
 
     def _do_relays(self, args: Any) -> Any:

@@ -103,6 +103,9 @@ def test_a_broken_draft_is_listed_broken_by_the_cli_and_the_api(server: Server) 
     assert {r["name"]: r for r in json.loads(proc.stdout)} == listed
     text = relay(server.home, "relays").stdout
     assert f"BROKEN: {problem}" in text
+    runs = relay(server.home, "runs").stdout
+    assert f"bad: broken draft: {problem} (all problems: relay check bad)" in runs
+    assert json.loads(relay(server.home, "runs", "--json").stdout)  # still one JSON document
 
 
 def wait_for_status(server: Server, run_id: str, status: str) -> None:

@@ -113,6 +113,10 @@ def test_a_broken_draft_is_listed_with_its_first_problem(crashed: Any) -> None:
     with capture_output() as captured:
         crashed.run_line_magic("relay", "runs bad")
     assert "bad: broken draft: relay.py:" in captured.stdout
+    assert captured.stdout.strip().endswith("(all problems: %relay check bad)")
+    with capture_output() as captured:
+        crashed.run_line_magic("relay", "runs")
+    assert "bad: broken draft: relay.py:" in captured.stdout and "nap:" not in captured.stdout
 
 
 def test_deleting_a_relay_takes_its_runs_only_with_force(crashed: Any) -> None:
