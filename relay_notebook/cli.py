@@ -263,7 +263,7 @@ def _cmd_publish(ws: Workspace, args: argparse.Namespace) -> int:
     else:
         for d in result.report.warnings:
             print(d.format(), file=sys.stderr)
-        print(surfaces.published_line(result))
+        print(surfaces.published_line(result, "terminal"))
     return EXIT_OK
 
 
@@ -292,14 +292,7 @@ def _cmd_verify(ws: Workspace, args: argparse.Namespace) -> int:
             ]
         )
     else:
-        for r in reports:
-            head = f"{r.release.relay} {r.release.ref} ({r.release.short_hash})"
-            if r.ok:
-                print(f"{head}: ok, {len(r.release.files)} files match")
-            else:
-                print(f"{head}: TAMPERED [release-tampered]")
-                for problem in r.problems:
-                    print(f"  {problem}")
+        print("\n".join(surfaces.verify_lines(reports, "terminal")))
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
 
 

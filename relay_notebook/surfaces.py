@@ -29,6 +29,7 @@ __all__ = [
     "reconciled_line",
     "releases_lines",
     "reword",
+    "verify_lines",
 ]
 
 Surface = Literal["notebook", "terminal", "api"]
@@ -110,20 +111,37 @@ def reword(text: str, surface: Surface) -> str:
 # -- command results, one sentence each, for every surface ------------------------------------
 
 
-def published_line(result: Any) -> str:
+def published_line(result: Any, surface: Surface) -> str:
     """``relay publish``: the release and whether this call made it."""
     rel = result.release
     state = "published" if result.created else "unchanged; already published as"
-    return f"{rel.relay}: {state} {rel.ref} ({rel.short_hash}), {len(rel.files)} files"
+    line = f"{rel.relay}: {state} {rel.ref} ({rel.short_hash})"
+    return line if surface == "notebook" else f"{line}, {len(rel.files)} files"
 
 
 def releases_lines(name: str, found: Sequence[Any], surface: Surface) -> list[str]:
     """``relay releases NAME``: one line per release, or how to publish the first."""
     if not found:
         return [f"{name}: no releases yet (publish with: {command(surface, f'publish {name}')})"]
+    if surface == "notebook":  # saved outputs hold no clock times (nbval compares them)
+        return [f"{r.relay} {r.ref:<5} {r.short_hash}  {len(r.files)} files" for r in found]
     return [
         f"{r.relay} {r.ref:<5} {r.short_hash}  {r.created_at}  {len(r.files)} files" for r in found
     ]
+
+
+def verify_lines(reports: Sequence[Any], surface: Surface) -> list[str]:
+    """``relay verify``: each release checked, and every file that no longer matches."""
+    lines = []
+    for r in reports:
+        head = f"{r.release.relay} {r.release.ref} ({r.release.short_hash})"
+        if r.ok:
+            files = "" if surface == "notebook" else f", {len(r.release.files)} files match"
+            lines.append(f"{head}: ok{files}")
+        else:
+            lines.append(f"{head}: TAMPERED [release-tampered]")
+            lines += [f"  {problem}" for problem in r.problems]
+    return lines
 
 
 def access_line(name: str, granted: bool, surface: Surface) -> str:

@@ -141,7 +141,7 @@ class RelayMagics(Magics):
         if report.warnings:
             display(view)
         if "--publish" in flags:
-            print(surfaces.published_line(commands.publish(self.workspace, name)))
+            print(surfaces.published_line(commands.publish(self.workspace, name), "notebook"))
         if "--no-graph" not in flags:
             return GraphView(commands.graph_of_draft(draft))
         return None
@@ -310,16 +310,15 @@ class RelayMagics(Magics):
         return CheckView(report.relay, report.diagnostics, line_offset=0)
 
     def _do_publish(self, args: Any) -> None:
-        print(surfaces.published_line(commands.publish(self.workspace, args.target)))
+        print(surfaces.published_line(commands.publish(self.workspace, args.target), "notebook"))
 
     def _do_releases(self, args: Any) -> None:
         found = commands.releases(self.workspace, args.name)
         print("\n".join(surfaces.releases_lines(args.name, found, "notebook")))
 
     def _do_verify(self, args: Any) -> None:
-        for r in commands.verify(self.workspace, args.name, args.release):
-            state = "ok" if r.ok else "TAMPERED: " + "; ".join(r.problems)
-            print(f"{r.release.relay} {r.release.ref} ({r.release.short_hash}): {state}")
+        reports = commands.verify(self.workspace, args.name, args.release)
+        print("\n".join(surfaces.verify_lines(reports, "notebook")))
 
     def _do_grant(self, args: Any) -> None:
         commands.grant(self.workspace, args.name)

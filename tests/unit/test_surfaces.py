@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from relay_notebook.surfaces import duration_text, reword
+from relay_notebook import commands
+from relay_notebook.surfaces import (
+    access_line,
+    duration_text,
+    published_line,
+    releases_lines,
+    reword,
+    verify_lines,
+)
+from relay_notebook.workspace import Workspace
+
+RELAYS = Path(__file__).parent.parent / "relays"
 
 MESSAGE = (
     "Run nap-3 was interrupted. Recover it with: relay recover nap-3. No run 'x-1'. List runs "
@@ -58,3 +71,28 @@ def test_durations_are_active_time_with_the_wall_time_beside(
 ) -> None:
     """A run that waited between attempts shows its active time first, its wall time beside."""
     assert duration_text(active, wall) == shown
+
+
+def test_command_results_render_once_per_surface(workspace: Workspace) -> None:
+    """Publish, releases and verify read the same everywhere; the notebook's lines hold no
+    clock times (saved outputs are compared by nbval), the terminal's add dates and counts."""
+    workspace.save_draft("nap", (RELAYS / "nap.py").read_text())
+    first = commands.publish(workspace, "nap")
+    again = commands.publish(workspace, "nap")
+    ref = f"v1 ({first.release.short_hash})"
+    assert published_line(first, "notebook") == f"nap: published {ref}"
+    assert published_line(again, "notebook") == f"nap: unchanged; already published as {ref}"
+    assert published_line(first, "terminal") == f"nap: published {ref}, 2 files"
+    found = commands.releases(workspace, "nap")
+    assert releases_lines("nap", found, "notebook") == [
+        f"nap v1    {first.release.short_hash}  2 files"
+    ]
+    assert first.release.created_at in releases_lines("nap", found, "terminal")[0]
+    assert releases_lines("x", [], "notebook") == [
+        "x: no releases yet (publish with: %relay publish x)"
+    ]
+    reports = commands.verify(workspace, "nap")
+    assert verify_lines(reports, "notebook") == [f"nap {ref}: ok"]
+    assert verify_lines(reports, "terminal") == [f"nap {ref}: ok, 2 files match"]
+    assert access_line("nap", False, "notebook").endswith("(restore with: %relay grant nap)")
+    assert access_line("nap", False, "terminal").endswith("(restore with: relay grant nap)")
