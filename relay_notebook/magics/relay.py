@@ -141,7 +141,11 @@ class RelayMagics(Magics):
         if report.warnings:
             display(view)
         if "--publish" in flags:
-            print(surfaces.published_line(commands.publish(self.workspace, name), "notebook"))
+            try:
+                result = commands.publish(self.workspace, name)
+            except RelayError as exc:
+                raise _usage(exc) from None
+            print(surfaces.published_line(result, "notebook"))
         if "--no-graph" not in flags:
             return GraphView(commands.graph_of_draft(draft))
         return None

@@ -97,3 +97,11 @@ def test_hints_inside_the_notebook_are_magics(nap: Any) -> None:
     message = usage_error(nap, "%relay delete nap")
     assert "%relay delete RUN" in message and "%relay delete nap --force" in message
     assert message.endswith("[relay-has-runs]")
+
+
+def test_a_cell_that_cannot_be_published_is_one_coded_line(nap: Any) -> None:
+    """`%%relay NAME --publish` refused by publish (a reserved file name): coded, no traceback."""
+    home = nap.magics_manager.registry["RelayMagics"].workspace.home
+    (home / "nap" / "RELEASE.json").write_text("{}")
+    message = usage_error(nap, f"%%relay nap --publish\n{(RELAYS / 'nap.py').read_text()}")
+    assert "RELEASE.json" in message and message.endswith("[invalid-target]")
