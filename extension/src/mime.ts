@@ -111,8 +111,20 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
           ? `forking ${action.run_id} from ${action.from}…`
           : 'starting a run…'
     );
+    // a kernel that is gone (shut down, restarting) never answers: say so instead of waiting
+    const silence = window.setTimeout(() => {
+      if (!heard) {
+        header.setBusy(false);
+        header.say(
+          'The kernel did not answer within 20 s: is it running? Start it, run ' +
+            '%load_ext relay_notebook, then press the button again.',
+          true
+        );
+      }
+    }, 20_000);
     comm.onMsg = msg => {
       heard = true;
+      window.clearTimeout(silence);
       const data = msg.content.data as
         | { type: 'view'; final: boolean; bundle: Record<string, unknown> }
         | { type: 'error'; message: string };
@@ -136,6 +148,7 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
       }
     };
     comm.onClose = () => {
+      window.clearTimeout(silence);
       if (!heard) {
         header.setBusy(false);
         header.say(

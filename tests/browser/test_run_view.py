@@ -209,6 +209,35 @@ def test_header_buttons_start_runs_whose_views_update(order_page: Any, lab: LabS
     _shot(order_page, "run_view_button_recovered.png")
 
 
+def test_fork_from_a_node_in_the_run_view(order_page: Any, lab: LabServer) -> None:
+    """Clicking a call's node and "fork from ship#1" follows a new run to succeeded: its header
+    names the parent, and the calls before ship are drawn copied, as the record says."""
+    view = _view(order_page, 5)
+    view.scroll_into_view_if_needed()
+    parent = view.locator(".jp-RelayRunHeader").get_attribute("data-run-id")
+    view.locator('g.relay-node[data-node-id="step-ship-2"]').click()
+    view.locator('.jp-RelayGraph-details button[data-call="ship#1"]').first.click()
+    header = view.locator(".jp-RelayRunHeader")
+    try:
+        order_page.wait_for_function(
+            """([el, parent]) => el.dataset.runId !== parent
+                                 && el.dataset.status === 'succeeded'""",
+            arg=[header.element_handle(), parent],
+            timeout=120_000,
+        )
+    except Exception:
+        _shot(order_page, "run_view_fork_failed.png")
+        raise
+    fork_id = header.get_attribute("data-run-id") or ""
+    assert f"forked from {parent} at ship#1" in header.inner_text()
+    log = commands.logs(Workspace(lab.home), fork_id)
+    copied = [s["name"] for s in log.steps if s["copied_from"] == parent]
+    assert copied == ["price", "pack"]
+    assert _node_status(view, "step-price") == "copied"
+    assert _node_status(view, "step-ship-2") == "succeeded"
+    _shot(order_page, "run_view_fork.png", view=view)
+
+
 def test_the_saved_notebook_reopens_without_a_kernel(
     order_page: Any, browser_context: Any, lab: LabServer
 ) -> None:
@@ -229,7 +258,7 @@ def test_the_saved_notebook_reopens_without_a_kernel(
         "order-1",
         "order-4",
         "order-2",
-        "order-3",
+        "order-5",
     ]
     assert all("application/vnd.jupyter.widget-view+json" not in json.dumps(d) for d in docs)
     for session in lab.api("GET", "api/sessions"):
