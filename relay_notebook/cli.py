@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import commands, inputs, surfaces
+from relay_notebook import commands, inputs, surfaces, time_travel
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
@@ -115,8 +115,11 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
         sub.add_parser("lab", help="the recovery lab: the five scenarios as buttons")
         _add_record_parsers(sub)
 
+    time_travel.add_parsers(sub, notebook=notebook)
+
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
+    p.add_argument("--tree", action="store_true", help="show forks under the run they came from")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 
     p = sub.add_parser("relays", help="list relays (a draft failing admission is broken)")
@@ -425,7 +428,9 @@ def _cmd_workers(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.runs(ws, args.name)
-    if args.json:
+    if args.tree and not args.json and found:
+        print("\n".join(time_travel.tree_lines(ws, [r.run_id for r in found])))
+    elif args.json:
         _print_json([r.to_dict() for r in found])
     elif not found:
         print("no runs yet (start one with: relay run NAME)")
@@ -563,6 +568,7 @@ _COMMANDS = {
     "vault": _cmd_vault,
     "worker": _cmd_worker,
     "workers": _cmd_workers,
+    **time_travel.cli_commands(_report_outcome, _wait, _progress),
 }
 
 

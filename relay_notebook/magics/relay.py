@@ -255,6 +255,32 @@ class RelayMagics(Magics):
         view = RunView.recover(self.workspace, args.run_id, shell=self.shell, output=args.output)
         return self._show(view, args)
 
+    def _do_fork(self, args: Any) -> Any:
+        """``%relay fork RUN --from STEP#N``: a live view of the fork (copied calls badged)."""
+        from relay_notebook.time_travel import fork_arguments
+
+        options = fork_arguments(args, self._user_ns)
+        view = RunView.fork(
+            self.workspace, args.run_id, shell=self.shell, output=args.output, **options
+        )
+        return self._show(view, args)
+
+    def _do_lineage(self, args: Any) -> Any:
+        """``%relay lineage RUN``: the run's forks as a tree."""
+        from relay_notebook.history.lineage import lineage
+        from relay_notebook.views.lineage import LineageView
+
+        tree = lineage(self.workspace, args.run_id)
+        return tree.to_dict() if args.json else LineageView(tree)
+
+    def _do_diff(self, args: Any) -> Any:
+        """``%relay diff RUN_A RUN_B``: a DataFrame, one row per call, what differs."""
+        from relay_notebook.time_travel import diff
+        from relay_notebook.views.lineage import diff_frame
+
+        rows = diff(self.workspace, args.run_a, args.run_b)
+        return rows if args.json else diff_frame(rows, args.run_a, args.run_b)
+
     def _show(self, view: RunView, args: Any) -> Any:
         self.views.append(view)
         if not args.wait:

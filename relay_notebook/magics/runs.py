@@ -122,15 +122,13 @@ class RunView:
     ) -> RunView:
         """A fork of ``run_id`` from ``from_call`` (``STEP#N``), live; ``options`` go to
         ``runner.fork.start_fork`` (edits, release, draft, crash)."""
-        from relay_notebook.runner.fork import start_fork
+        from relay_notebook.time_travel import fork
 
         log = commands.logs(workspace, run_id)
         relay = str(log.run["relay"])
         view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
         view.sinks.extend(sinks or [])
-        handle = start_fork(
-            workspace, run_id, from_call=from_call, on_event=view._on_event, **options
-        )
+        handle = fork(workspace, run_id, from_call=from_call, on_event=view._on_event, **options)
         view._attach(handle)
         return view
 

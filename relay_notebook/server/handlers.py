@@ -257,6 +257,15 @@ class RecoverHandler(RelayAPIHandler):
         self.reply(run, 202 if started else 200)
 
 
+class ForkHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, run_id: str) -> None:
+        run = await self.call(self.service.fork, run_id, self.body())
+        self.set_header("Location", self.base_url + f"{API_PREFIX}/runs/{run['run_id']}")
+        self.reply(run, 202)
+
+
 class ReconcileHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
@@ -288,5 +297,6 @@ ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
     (rf"{API_PREFIX}/runs/{_RUN}", RunHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/recover", RecoverHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/reconcile", ReconcileHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/fork", ForkHandler, {}),
     (rf"{API_PREFIX}(?:/.*)?", NoRouteHandler, {}),
 ]

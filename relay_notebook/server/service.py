@@ -26,6 +26,7 @@ __all__ = ["RelayService"]
 
 _RUN_FIELDS = {"input", "release", "crash"}
 _RECONCILE_FIELDS = {"result", "retry", "key"}
+_FORK_FIELDS = {"from", "input", "set", "release", "draft"}
 
 
 def _check_fields(body: dict[str, Any], allowed: set[str], what: str) -> None:
@@ -223,6 +224,38 @@ class RelayService:
             return handle.outcome.to_dict(), False
         self._keep(handle)
         return self._brief(run_id), True
+
+    def fork(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST relay/api/runs/{run_id}/fork``: a new run from one of RUN's calls (earlier
+        calls copied, the rest run fresh); its first attempt starts at once."""
+        from relay_notebook.time_travel import fork
+
+        _check_fields(body, _FORK_FIELDS, "fork request")
+        call = _optional_str(body, "from", "fork request")
+        if not call:
+            raise InvalidRequestError(
+                'A fork request needs "from": the call that runs fresh, e.g. "price#2".'
+            )
+        sets = body.get("set") or {}
+        if not isinstance(sets, dict) or not all(isinstance(k, str) for k in sets):
+            raise InvalidRequestError(
+                'Field "set" of the fork request must map calls to outputs, e.g. {"price#1": 8}.'
+            )
+        draft = body.get("draft", False)
+        if not isinstance(draft, bool):
+            raise InvalidRequestError('Field "draft" of the fork request must be true or false.')
+        given = "input" in body
+        if given:
+            inputs.checked_value(body["input"], "Field 'input' of the fork request")
+        for key, value in sets.items():
+            inputs.checked_value(value, f"The output given for {key} in the fork request")
+        handle = fork(
+            self.workspace, run_id, from_call=call, run_input=body.get("input"),
+            input_given=given, sets=sets, release=_optional_str(body, "release", "fork request"),
+            draft=draft,
+        )  # fmt: skip
+        self._keep(handle)
+        return self._brief(handle.run_id)
 
     def reconcile(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST relay/api/runs/{run_id}/reconcile``: resolve one uncertain call."""

@@ -617,3 +617,24 @@ def test_the_api_runs_and_recovers_on_postgresql(
     meta = json.loads((root / "relays/five/runs/iteration-1-hook/run.json").read_text())
     assert meta["database"]["kind"] == "postgresql"
     assert not (root / "relays/five/runs/iteration-1-hook/.relay_dbos/dbos.sqlite").exists()
+
+
+def test_a_run_is_forked_over_the_api(server: Server) -> None:
+    """POST /runs/{id}/fork from fetch#2 with a new output for add#1 starts a run whose first
+    two calls are copied (one edited) and the rest fresh; a call never made is a 409."""
+    started = server.call("POST", "/relays/{name}/runs", {"name": "five"}, body={"input": {"n": 3}})
+    parent = server.finish(started.body["run_id"])
+    assert parent["result"] == {"total": 30}
+    body = {"from": "fetch#2", "set": {"add#1": 100}}
+    forked = server.call("POST", "/runs/{run_id}/fork", {"run_id": parent["run_id"]}, body=body)
+    assert forked.status == 202 and forked.body["run_id"] != parent["run_id"]
+    run = server.finish(forked.body["run_id"])
+    assert run["status"] == "succeeded" and run["result"] == {"total": 130}
+    assert [s["copied_from"] for s in run["steps"]][:2] == [parent["run_id"], parent["run_id"]]
+    assert run["graph"]["run"]["fork"]["edited"] == ["add#1"]
+    refused = server.call(
+        "POST", "/runs/{run_id}/fork", {"run_id": parent["run_id"]}, body={"from": "nope#1"}
+    )
+    assert refused.status == 409 and refused.body["error"]["code"] == "fork-refused"
+    missing = server.call("POST", "/runs/{run_id}/fork", {"run_id": parent["run_id"]}, body={})
+    assert missing.status == 400 and missing.body["error"]["code"] == "invalid-request"

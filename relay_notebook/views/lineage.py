@@ -1,0 +1,61 @@
+"""Lineage trees and run diffs in the notebook: an HTML tree and a DataFrame."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from relay_notebook.history.lineage import LineageNode, lineage_text
+
+__all__ = ["LineageView", "diff_frame"]
+
+
+@dataclass
+class LineageView:
+    """A run's forks as a nested list: each fork with the call it came from and its edits."""
+
+    tree: LineageNode
+
+    def _item(self, node: LineageNode) -> str:
+        about = ""
+        if node.fork:
+            edits = node.fork.get("edits") or {}
+            edited = [*(["input"] if edits.get("input") else []), *(edits.get("outputs") or [])]
+            about = f" — from <code>{html.escape(str(node.fork.get('from')))}</code>"
+            about += f" · {html.escape(str(node.fork.get('code')))} code"
+            if edited:
+                about += f" · edited {html.escape(', '.join(edited))}"
+        children = "".join(self._item(c) for c in node.children)
+        nested = f"<ul>{children}</ul>" if children else ""
+        return (
+            f'<li><code style="white-space:nowrap">{html.escape(node.run_id)}</code> '
+            f"{html.escape(node.status)}{about}{nested}</li>"
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {
+            "text/html": f'<ul class="relay-lineage">{self._item(self.tree)}</ul>',
+            "text/plain": lineage_text(self.tree),
+        }
+
+
+def diff_frame(rows: list[dict[str, Any]], a: str, b: str) -> Any:
+    """The diff of runs ``a`` and ``b`` as a DataFrame indexed by call (``STEP#N``)."""
+    import pandas as pd
+
+    columns = {
+        "call": "call",
+        "status_a": f"status {a}",
+        "status_b": f"status {b}",
+        "attempts_a": f"attempts {a}",
+        "attempts_b": f"attempts {b}",
+        "output_preview_a": f"output {a}",
+        "output_preview_b": f"output {b}",
+        "differs": "differs",
+    }
+    frame = pd.DataFrame([{new: r[old] for old, new in columns.items()} for r in rows])
+    if not frame.empty:
+        frame["differs"] = frame["differs"].map(lambda d: ", ".join(d) or "same")
+        frame = frame.set_index("call")
+    return frame
