@@ -10,6 +10,8 @@ runner.
 from __future__ import annotations
 
 import itertools
+import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,10 @@ from typing import Any, NoReturn
 from agentworks.errors import NotInRunError
 from agentworks.redact import Redactor
 
-__all__ = ["Runtime", "current", "install", "uninstall"]
+__all__ = ["CALL_MARKER", "Runtime", "current", "install", "uninstall"]
+
+#: written first in every ``execution/call-N/``: the agent, attempt and journal key
+CALL_MARKER = "call.json"
 
 
 @dataclass
@@ -59,14 +64,27 @@ class Runtime:
     def run_dir(self) -> Path:
         return self.folder / "execution"
 
-    def next_call_dir(self) -> Path:
-        """A fresh ``execution/call-N/`` folder for one agent call's artifacts."""
+    def next_call_dir(self, agent: str | None = None, key: str | None = None) -> Path:
+        """A fresh ``execution/call-N/`` folder for one agent call's artifacts.
+
+        A call made again by a later attempt gets a new folder (an existing one is never
+        reused), and ``call.json`` says at once which attempt made it and for which call, so
+        a folder left by a killed attempt is still labelled.
+        """
         while True:
             path = self.run_dir / f"call-{next(self._calls)}"
             try:
                 path.mkdir(parents=True)
             except FileExistsError:
                 continue
+            marker = {
+                "agent": agent,
+                "attempt": self.attempt,
+                "key": key,
+                "started_at": time.time(),
+            }
+            text = self.redactor.scrub(json.dumps(marker, indent=2, sort_keys=True))
+            (path / CALL_MARKER).write_text(text + "\n", encoding="utf-8")
             return path
 
 

@@ -215,7 +215,11 @@ async def agent(
     )
 
     async def perform() -> Any:
-        call_dir = rt.next_call_dir()
+        try:
+            key: str | None = current_call_key()
+        except AgentworksError:
+            key = None  # relay_durability: none journals nothing
+        call_dir = rt.next_call_dir(name, key)
         table = await _tool_table(rt, name, tools, mcp)
         convo = _Conversation(rt, name, provider, resolved, table, max_turns, call_dir)
         if recovery == "restart":

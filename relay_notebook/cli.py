@@ -16,6 +16,9 @@ from typing import Any, NoReturn
 
 from relay_notebook import commands, inputs, surfaces, time_travel
 from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.run_files import add_parsers as add_files_parsers
+from relay_notebook.run_files import cli_commands as files_commands
+from relay_notebook.run_files import logs_files
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.runner.backend import ENV_VAR, resolve_backend
 from relay_notebook.workspace import Workspace
@@ -157,6 +160,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p = sub.add_parser("logs", help="a run's attempts and steps")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_files_parsers(sub)
 
     if not notebook:
         p = sub.add_parser(
@@ -478,6 +482,7 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
             from relay_notebook.history.preview import preview_recovery
 
             doc["preview"] = preview_recovery(ws, args.run_id).to_dict()
+        doc["files"] = logs_files(ws, args.run_id)
         _print_json(doc)
         return EXIT_OK
     run = log.run
@@ -562,6 +567,7 @@ _COMMANDS = {
     "relays": _cmd_relays,
     "delete": _cmd_delete,
     "logs": _cmd_logs,
+    **files_commands(),
     "grant": _cmd_grant,
     "revoke": _cmd_revoke,
     "reconcile": _cmd_reconcile,

@@ -42,6 +42,8 @@ __all__ = [
     "ReleaseNotFoundError",
     "ReleaseTamperedError",
     "RequestTooLargeError",
+    "RunFileNotFoundError",
+    "RunFileRefusedError",
     "RunLockedError",
     "RunNotFoundError",
     "RunRecordDamagedError",
@@ -288,3 +290,17 @@ class RelayHasRunsError(RelayError):
     """``relay delete NAME`` refused: the relay has runs (delete them, or pass ``--force``)."""
 
     code = "relay-has-runs"
+
+
+class RunFileNotFoundError(RelayError):
+    """No such file in the run's ``execution/`` folder (``relay files RUN`` lists them)."""
+
+    code = "run-file-not-found"
+    exit_code = 2
+
+
+class RunFileRefusedError(RelayError):
+    """A file path outside the run's ``execution/`` folder (``..``, absolute, a symlink out)."""
+
+    code = "run-file-refused"
+    exit_code = 2

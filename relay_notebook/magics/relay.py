@@ -162,7 +162,8 @@ class RelayMagics(Magics):
         ``%relay grant NAME``, ``%relay revoke NAME``, ``%relay reconcile RUN --result JSON |
         --retry``, ``%relay vault set NAME``, ``%relay lab``, ``%relay relays``, ``%relay delete
         NAME|RUN [--force]``, ``%relay preview RUN``, ``%relay steps RUN [-o VAR]``, ``%relay
-        attempts RUN [-o VAR]``, ``%relay timeline RUN``. ``%relay -h`` lists them.
+        attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``.
+        ``%relay -h`` lists them.
 
         Example::
 
@@ -327,6 +328,14 @@ class RelayMagics(Magics):
         from relay_notebook.views.records import RunLogView
 
         return RunLogView(log)
+
+    def _do_files(self, args: Any) -> Any:
+        """``%relay files RUN [CALL]``: the run's execution/ tree, each call folder labelled."""
+        from relay_notebook.run_files import files_view, logs_files
+
+        if args.json:
+            return logs_files(self.workspace, args.run_id)
+        return files_view(self.workspace, args.run_id, args.call)
 
     def _do_graph(self, args: Any) -> Any:
         graph = commands.graph(self.workspace, args.target)
