@@ -598,6 +598,65 @@ NOTEBOOKS["09-workers.ipynb"] = [
     ),
 ]
 
+SHIPPING = (
+    "from dbos import DBOS\n\n"
+    "LIMIT = {limit}\n\n"
+    "@DBOS.step()\n"
+    "async def fetch(n):\n"
+    "    return n\n\n"
+    "@DBOS.step()\n"
+    "async def price(n):\n"
+    "    return n * 2\n\n"
+    "@DBOS.step()\n"
+    "async def check(total):\n"
+    "    if total > LIMIT:\n"
+    '        raise ValueError(f"total {{total}} is over the limit of {{LIMIT}}")\n'
+    "    return total\n\n"
+    "@DBOS.step()\n"
+    "async def ship(total):\n"
+    '    return {{"shipped": total}}\n\n'
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    '    n = await fetch(INPUT["n"])\n'
+    "    total = await price(n)\n"
+    "    total = await check(total)\n"
+    "    return await ship(total)"
+)
+
+NOTEBOOKS["10-time-travel.ipynb"] = [
+    md(
+        "# Time travel: fork a run from any step\n\n"
+        "A run failed at step 3 of 4. You look at what steps 1 and 2 returned, fix the bug, "
+        "and want to go on **from step 3** without paying for steps 1 and 2 again (in real "
+        "relays they are agent calls: money and minutes). `%relay fork RUN --from STEP#N` "
+        "makes a **new run** whose calls before `STEP#N` are copied checkpoints of the "
+        "parent (DBOS's own `fork_workflow`), badged **copied**; the chosen call and everything "
+        "after it run fresh. The parent stays as it was: a failed run is never rerun."
+    ),
+    FRESH,
+    code("%%relay shipping\n" + SHIPPING.format(limit=10)),
+    md("`n = 6` prices at 12, over the limit: the run fails at `check`."),
+    code("%relay run shipping --input '{\"n\": 6}' --wait"),
+    md(
+        "## Fix the step, fork from it\n\n"
+        "Raise the limit in the cell (the draft changes), then fork the failed run from "
+        "`check` onto the fixed draft. `fetch` and `price` are copied, not run again: before "
+        "a fork onto other code, the kit checks that the new code still calls the copied steps."
+    ),
+    code("%%relay shipping\n" + SHIPPING.format(limit=100)),
+    code("%relay fork shipping-1 --from check --draft --wait"),
+    md("## Lineage and diff\n\nWhere the fork came from, and what differs call by call:"),
+    code("%relay lineage shipping-2"),
+    code("%relay diff shipping-1 shipping-2"),
+    md(
+        "## Edit a copied output\n\n"
+        "`--set STEP#N=JSON` replaces what a copied call returned before the fork starts "
+        "(an edit is badged on its node); `--input` replaces the input. Here `price` is "
+        "pretended to have returned 8:"
+    ),
+    code("%relay fork shipping-1 --from check --draft --set price#1=8 --wait"),
+    code("%relay lineage shipping-1"),
+]
 
 CLEANUP = code(
     "# Remove this tutorial's temporary workspace (your own relays live in ./relays)\n"

@@ -57,5 +57,7 @@ def diff_frame(rows: list[dict[str, Any]], a: str, b: str) -> Any:
     frame = pd.DataFrame([{new: r[old] for old, new in columns.items()} for r in rows])
     if not frame.empty:
         frame["differs"] = frame["differs"].map(lambda d: ", ".join(d) or "same")
+        for column in (f"attempts {a}", f"attempts {b}"):
+            frame[column] = frame[column].astype("Int64")  # a call one run never made: <NA>
         frame = frame.set_index("call")
     return frame
