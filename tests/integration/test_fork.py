@@ -201,3 +201,54 @@ def test_lineage_and_diff_show_forks_and_what_changed(workspace: Workspace, fail
     assert (rows["price#1"]["output_preview_a"], rows["price#1"]["output_preview_b"]) == ("12", "8")
     assert "status" in rows["check#1"]["differs"] and "output" in rows["check#1"]["differs"]
     assert rows["ship#1"]["differs"] == [f"only in {first.run_id}"]
+
+
+CHILD = """\
+from pathlib import Path
+
+from dbos import DBOS
+
+from agentworks import run_dir
+
+
+def note(what):
+    with open(Path(run_dir) / "effects.txt", "a", encoding="utf-8") as fh:
+        fh.write(what + "\\n")
+
+
+@DBOS.step()
+async def inc(x):
+    note("inc")
+    return x + 1
+
+
+@DBOS.workflow()
+async def twice(x):
+    return await inc(await inc(x))
+
+
+@DBOS.step()
+async def scale(x):
+    note("scale")
+    return x * 10
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    y = await twice(INPUT["x"])
+    return await scale(y)
+"""
+
+
+def test_forks_before_and_at_a_child_workflows_call(workspace: Workspace) -> None:
+    """Forked from scale#1 the child workflow's call is copied (its steps do not run again);
+    forked from the child's own call it runs fresh as a new child of the fork."""
+    workspace.save_draft("child", CHILD)
+    parent = commands.run(workspace, "child", run_input={"x": 1}).wait(120)
+    assert parent.status == "succeeded" and parent.result == 30
+    after = start_fork(workspace, parent.run_id, from_call="scale").wait(120)
+    assert after.status == "succeeded" and after.result == 30
+    assert effects(workspace, after.run_id) == ["scale"]
+    at = start_fork(workspace, parent.run_id, from_call="twice", sets={}).wait(120)
+    assert at.status == "succeeded" and at.result == 30
+    assert effects(workspace, at.run_id) == ["inc", "inc", "scale"]
