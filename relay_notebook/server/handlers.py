@@ -28,8 +28,10 @@ from relay_notebook.errors import (
     RelayNotFoundError,
     ReleaseNotFoundError,
     RequestTooLargeError,
+    RunFileNotFoundError,
     RunNotFoundError,
 )
+from relay_notebook.history.files import run_file, run_files
 from relay_notebook.runner.run_input import parse_json_text
 from relay_notebook.server.service import RelayService
 from relay_notebook.surfaces import reword
@@ -48,7 +50,7 @@ CODES = {
     "http-error": "Another refusal by the Jupyter server itself; the message says which.",
 }
 _HTTP_CODES = {403: "forbidden", 404: "route-not-found", 405: "method-not-allowed"}
-_NOT_FOUND = (RelayNotFoundError, ReleaseNotFoundError, RunNotFoundError)
+_NOT_FOUND = (RelayNotFoundError, ReleaseNotFoundError, RunNotFoundError, RunFileNotFoundError)
 _UNPROCESSABLE = (AdmissionError, IdempotencyKeyReusedError)
 T = TypeVar("T")
 
@@ -273,6 +275,24 @@ class ReconcileHandler(RelayAPIHandler):
         self.reply(await self.call(self.service.reconcile, run_id, self.body()))
 
 
+class RunFilesHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        files = await self.call(run_files, self.service.workspace, run_id)
+        self.reply(files.to_dict())
+
+
+class RunFileHandler(RelayAPIHandler):
+    """One file of the run's ``execution/``; the path is checked by ``resolve_run_file``."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str, path: str) -> None:
+        preview = await self.call(run_file, self.service.workspace, run_id, path)
+        self.reply(preview.to_dict())
+
+
 class NoRouteHandler(RelayAPIHandler):
     """Anything else under ``relay/api``: a JSON 404 instead of the server's HTML page."""
 
@@ -298,5 +318,7 @@ ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
     (rf"{API_PREFIX}/runs/{_RUN}/recover", RecoverHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/reconcile", ReconcileHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/fork", ForkHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/files", RunFilesHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/files/(?P<path>.+)", RunFileHandler, {}),
     (rf"{API_PREFIX}(?:/.*)?", NoRouteHandler, {}),
 ]

@@ -269,7 +269,9 @@ def test_the_openapi_document_and_the_routes_match() -> None:
     for pattern, handler, _ in ROUTES:
         if handler is NoRouteHandler:
             continue
-        template = re.sub(r"\(\?P<(\w+)>\[\^/\]\+\)", r"{\1}", pattern).removeprefix("relay/api")
+        template = re.sub(r"\(\?P<(\w+)>(?:\[\^/\]\+|\.\+)\)", r"{\1}", pattern).removeprefix(
+            "relay/api"
+        )
         for method in ("get", "post", "put", "patch", "delete"):
             if method in vars(handler):
                 implemented.add((method.upper(), template))
@@ -279,7 +281,7 @@ def test_the_openapi_document_and_the_routes_match() -> None:
 
 def test_every_route_requires_the_server_token(server: Server) -> None:
     """Without a token, or with a wrong one, every operation answers 403 `forbidden`."""
-    params = {"name": "five", "run_id": "five-1"}
+    params = {"name": "five", "run_id": "five-1", "path": "call-1/receipt.json"}
     for method, template in sorted(documented()):
         for token in (None, "not-the-token"):
             body = {} if method == "POST" else None
@@ -290,7 +292,7 @@ def test_every_route_requires_the_server_token(server: Server) -> None:
 
 def test_every_documented_operation_answers_and_other_urls_are_json_404s(server: Server) -> None:
     """A documented route never falls through; an unknown URL or method is a JSON error."""
-    params = {"name": "ghost", "run_id": "ghost-1"}
+    params = {"name": "ghost", "run_id": "ghost-1", "path": "call-1/receipt.json"}
     for method, template in sorted(documented()):
         body = {"retry": True} if method == "POST" else None
         reply = server.call(method, template, params, body=body)
