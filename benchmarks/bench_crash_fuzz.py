@@ -125,6 +125,7 @@ def cli_case(home: Path, seed: int, stats: Counter[str]) -> str | None:
     if not runs:
         return None  # killed before the run existed: nothing to recover
     run_id = f"fuzz-{runs[-1].name.split('-')[1]}"
+    last = ""
     for _ in range(12):
         recover = _start(home, "recover", run_id, "--json")
         if rng.random() < 1 / 3:
@@ -134,6 +135,7 @@ def cli_case(home: Path, seed: int, stats: Counter[str]) -> str | None:
                 stats["recover kills"] += 1
                 continue
         out, err = recover.communicate(timeout=120)
+        last = f"exit {recover.returncode}: {err.strip()[-400:]}"
         if "[internal-error]" in err:
             return f"seed {seed}: recover ended in an internal error: {err.strip()[-300:]}"
         if recover.returncode == 0:
@@ -156,7 +158,7 @@ def cli_case(home: Path, seed: int, stats: Counter[str]) -> str | None:
         if "[attempt-budget-exhausted]" in err:
             stats["budget used up (kills ate the attempts)"] += 1
             return None
-    return f"seed {seed}: the run did not end after 12 recoveries"
+    return f"seed {seed}: run {run_id} did not end after 12 recoveries; the last: {last}"
 
 
 def main() -> None:
