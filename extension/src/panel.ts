@@ -17,6 +17,7 @@ import {
   RelaySummary,
   RunDetail
 } from './api.js';
+import { FilesSection } from './files.js';
 import { crashText, formatDuration, RunRow, statusText } from './format.js';
 import type { RunInfo } from './geometry.js';
 import { GraphView } from './graphview.js';
@@ -58,6 +59,7 @@ export class RelayPanel extends Widget {
   private readonly relayBox: HTMLDivElement;
   private readonly runBox: HTMLDivElement;
   private readonly graphView: GraphView;
+  private readonly filesSection: FilesSection;
   private readonly inputArea: HTMLTextAreaElement;
   private relays: RelaySummary[] = [];
   private relayName: string | null = null;
@@ -86,6 +88,7 @@ export class RelayPanel extends Widget {
     this.relayBox = h('div', 'jp-RelayPanel-relay');
     this.runBox = h('div', 'jp-RelayPanel-run');
     this.graphView = new GraphView({ maxHeight: 360, minFitScale: 0.2 });
+    this.filesSection = new FilesSection(api);
     this.inputArea = h('textarea', 'jp-RelayPanel-input');
     this.inputArea.value = '{}';
     this.inputArea.rows = 2;
@@ -393,6 +396,9 @@ export class RelayPanel extends Widget {
       box.appendChild(this.graphView.node);
       this.graphView.setGraph(graph);
     }
+    // what each agent call and the relay wrote (execution/), kept open across refreshes
+    box.appendChild(this.filesSection.node);
+    void this.filesSection.show(run.run_id, isActiveRunStatus(run.status));
   }
 
   private stepsTable(run: RunDetail): HTMLTableElement {
