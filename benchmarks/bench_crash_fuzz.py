@@ -124,6 +124,10 @@ def cli_case(home: Path, seed: int, stats: Counter[str]) -> str | None:
     runs = sorted((home / "fuzz" / "runs").glob("iteration-*-hook"), key=os.path.getmtime)
     if not runs:
         return None  # killed before the run existed: nothing to recover
+    if not (runs[-1] / "run.json").exists():
+        # killed between allocating the folder and recording the run: no run was started
+        stats["killed before the run was recorded"] += 1
+        return None
     run_id = f"fuzz-{runs[-1].name.split('-')[1]}"
     last = ""
     for _ in range(12):
@@ -189,7 +193,8 @@ def main() -> None:
         f"supervisors and recover: {args.cli_cases} cases in {cli_s:.0f} s; "
         f"{stats['supervisor kills']} supervisor kills, {stats['recover kills']} recover kills, "
         f"{stats['recovered']} runs recovered to the uncrashed result, "
-        f"{stats['budget used up (kills ate the attempts)']} ended by the attempt budget; "
+        f"{stats['budget used up (kills ate the attempts)']} ended by the attempt budget, "
+        f"{stats['killed before the run was recorded']} killed before the run was recorded; "
         f"{len(problems)} problems"
     )
     for problem in problems:
