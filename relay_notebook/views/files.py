@@ -30,6 +30,10 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else ""
 
 
+def _folders(n: int) -> str:
+    return f"{n} call folder{'' if n == 1 else 's'}"
+
+
 def _call_note(call: CallFolder) -> str:
     notes = []
     if call.reused_in:
@@ -47,7 +51,7 @@ def files_lines(files: RunFiles, surface: str, only: str | None = None) -> list[
     """The tree as lines; ``terminal`` adds sizes and times, ``notebook`` holds neither."""
     sized = surface == "terminal"
     calls = [files.call(only)] if only else files.calls
-    lines = [f"run {files.run_id}: execution/ ({len(files.calls)} call folders)"]
+    lines = [f"run {files.run_id}: execution/ ({_folders(len(files.calls))})"]
 
     def file_line(entry: FileEntry, call: CallFolder | None, indent: str) -> str:
         extra = f"  {size_text(entry.size):>10}  {_when(entry.modified)}" if sized else ""
@@ -112,7 +116,7 @@ class FilesView:
         calls = [files.call(self.only)] if self.only else files.calls
         parts = [
             f"<p><b>run {html.escape(files.run_id)}: execution/</b> "
-            f"({len(files.calls)} call folders)</p>"
+            f"({_folders(len(files.calls))})</p>"
         ]
         for call in calls:
             when = f" · started {_when(call.started_at)}" if call.started_at else ""
