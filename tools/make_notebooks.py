@@ -206,6 +206,12 @@ NOTEBOOKS["03-agents-and-tools.ipynb"] = [
         "receipt['model'], receipt['turns'], [(c['tool'], c['result']) for c in receipt['tool_calls']]"
     ),
     md(
+        "The same folder in the files view: each agent call's folder is labelled by its agent, "
+        "step and attempt, with previews (JSON pretty-printed). `%relay files quotes-1 call-1` "
+        "shows one call."
+    ),
+    code("%relay files quotes-1"),
+    md(
         "## An MCP server\n\n"
         "MCP servers are declared once per workspace (`mcp_servers.yaml`) and started over stdio "
         "when a run first uses them. This one is written right here."

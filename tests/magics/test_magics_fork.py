@@ -50,9 +50,7 @@ def test_fork_edits_come_from_json_or_notebook_variables(ip: Any) -> None:
     magic(ip, "shipping", SHIPPING)
     magic(ip, "run shipping --input '{\"n\": 6}' --wait")
     ip.user_ns["smaller"] = 4
-    assert magic(ip, "fork shipping-1 --from check --set price#1=smaller --wait") == {
-        "shipped": 4
-    }
+    assert magic(ip, "fork shipping-1 --from check --set price#1=smaller --wait") == {"shipped": 4}
 
 
 @pytest.mark.parametrize(
