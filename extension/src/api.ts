@@ -29,6 +29,9 @@ export interface RelaySummary {
   latest: { version: number; hash: string } | null;
   runs: number;
   access?: string;
+  /** The draft fails admission; `problem` is its first diagnostic. */
+  broken?: boolean;
+  problem?: string | null;
 }
 
 /** One release of a relay. */
@@ -172,5 +175,19 @@ export class RelayApi {
 
   recoverRun(runId: string): Promise<{ run_id: string; status: string }> {
     return this.request('POST', `runs/${encodeURIComponent(runId)}/recover`, {});
+  }
+
+  /** Fork a run from a call (`STEP#N`): earlier calls copied, the rest run fresh. */
+  forkRun(
+    runId: string,
+    from: string,
+    draft = false
+  ): Promise<{ run_id: string; status: string }> {
+    return this.request('POST', `runs/${encodeURIComponent(runId)}/fork`, { from, draft });
+  }
+
+  /** Delete a run (refused while it runs; its release stays). */
+  deleteRun(runId: string): Promise<{ deleted: string; target: string }> {
+    return this.request('DELETE', `runs/${encodeURIComponent(runId)}`);
   }
 }

@@ -87,7 +87,11 @@ export class RelayPanel extends Widget {
     this.relaysBox = h('div', 'jp-RelayPanel-relays');
     this.relayBox = h('div', 'jp-RelayPanel-relay');
     this.runBox = h('div', 'jp-RelayPanel-run');
-    this.graphView = new GraphView({ maxHeight: 360, minFitScale: 0.2 });
+    this.graphView = new GraphView({
+      maxHeight: 360,
+      minFitScale: 0.2,
+      onFork: (call, draft) => void this.forkRun(call, draft)
+    });
     this.filesSection = new FilesSection(api);
     this.inputArea = h('textarea', 'jp-RelayPanel-input');
     this.inputArea.value = '{}';
@@ -168,6 +172,39 @@ export class RelayPanel extends Widget {
     try {
       const started = await this.api.startRun(this.relayName, input, crash);
       this.runId = started.run_id;
+    } catch (error) {
+      this.handleError(error);
+      this.render();
+      return;
+    }
+    await this.refresh();
+  }
+
+  /** Fork the open run from `call` (`STEP#N`), then show the fork. */
+  async forkRun(call: string, draft: boolean): Promise<void> {
+    if (this.runId === null) {
+      return;
+    }
+    try {
+      const forked = await this.api.forkRun(this.runId, call, draft);
+      this.runId = forked.run_id;
+    } catch (error) {
+      this.handleError(error);
+      this.render();
+      return;
+    }
+    await this.refresh();
+  }
+
+  /** Delete the open run, after asking. */
+  async deleteRun(): Promise<void> {
+    const runId = this.runId;
+    if (runId === null || !window.confirm(`Delete run ${runId}? Its folder and record go.`)) {
+      return;
+    }
+    try {
+      await this.api.deleteRun(runId);
+      this.runId = null;
     } catch (error) {
       this.handleError(error);
       this.render();
@@ -278,6 +315,14 @@ export class RelayPanel extends Widget {
             (relay.access === 'revoked' ? ' · access revoked' : '')
         )
       );
+      if (relay.broken) {
+        // a draft that fails admission: listed, and says why
+        item.classList.add('jp-mod-broken');
+        item.dataset['broken'] = 'true';
+        item.appendChild(
+          h('span', 'jp-RelayPanel-broken', `broken: ${relay.problem ?? 'fails admission'}`)
+        );
+      }
       const open = () => void this.openRelay(relay.name === this.relayName ? null : relay.name);
       item.addEventListener('click', open);
       item.addEventListener('keydown', e => e.key === 'Enter' && open());
@@ -367,8 +412,28 @@ export class RelayPanel extends Widget {
       () => void this.recoverRun()
     );
     recover.disabled = refusal !== '';
-    actions.appendChild(recover);
+    const remove = button(
+      '🗑 Delete',
+      isActiveRunStatus(run.status)
+        ? 'The run is still going: it cannot be deleted now'
+        : 'Delete this run (its release stays)',
+      () => void this.deleteRun()
+    );
+    remove.disabled = isActiveRunStatus(run.status);
+    actions.append(recover, remove);
     box.appendChild(actions);
+    const fork = info.fork;
+    if (fork?.parent) {
+      const from = h('div', 'jp-RelayPanel-meta jp-RelayPanel-fork');
+      const parent = h('a', 'jp-RelayPanel-link', fork.parent);
+      parent.href = '#';
+      parent.addEventListener('click', e => {
+        e.preventDefault();
+        void this.openRun(fork.parent ?? null);
+      });
+      from.append('forked from ', parent, ` at ${fork.from} · ${fork.copied ?? 0} copied`);
+      box.appendChild(from);
+    }
     const reason = runReason(info) || run.error?.message || '';
     if (reason && run.status === 'interrupted') {
       // a crash test ends here on purpose: the expected state, not an error

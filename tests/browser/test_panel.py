@@ -78,7 +78,7 @@ def test_a_crash_test_at_a_chosen_step_ends_interrupted_not_in_error(
         timeout=120_000,
     )
     run = panel.locator(".jp-RelayPanel-run")
-    note = run.locator(".jp-RelayPanel-note")
+    note = run.locator(".jp-RelayPanel-note").first
     assert note.inner_text().startswith("crashed on purpose during ship (--crash)")
     assert run.locator(".jp-RelayPanel-error").count() == 0
     log = commands.logs(Workspace(lab.home), "order-1")
@@ -137,3 +137,43 @@ def test_the_selection_is_readable_in_the_dark_theme(panel_page: Any) -> None:
         "() => window.jupyterapp.commands.execute('apputils:change-theme',"
         " {theme: 'JupyterLab Light'})"
     )
+
+
+def test_fork_from_the_panels_run_graph_then_delete_a_run(panel_page: Any, lab: LabServer) -> None:
+    """In the panel's run graph a node's "fork from check#1" makes a fork the panel opens
+    (its parent linked, calls before check copied, as the record says); Delete removes a
+    finished run after the confirmation."""
+    panel = panel_page.locator("#relay-panel")
+    panel.locator('.jp-RelayRunList-item[data-run-id="order-1"]').click()
+    graph = panel.locator('.jp-RelayPanel-run[data-run-id="order-1"] .jp-RelayGraph')
+    graph.locator('g.relay-node[data-node-id="step-ship"]').click()
+    graph.locator('.jp-RelayGraph-details button[data-call="ship#1"]').first.click()
+    panel_page.wait_for_selector(
+        '#relay-panel .jp-RelayPanel-run[data-run-id="order-3"] .jp-RelayBadge--succeeded',
+        timeout=120_000,
+    )
+    run = panel.locator(".jp-RelayPanel-run")
+    assert run.locator(".jp-RelayPanel-fork").inner_text().startswith("forked from order-1 at")
+    log = commands.logs(Workspace(lab.home), "order-3")
+    assert [s["name"] for s in log.steps if s["copied_from"] == "order-1"] == [
+        "price",
+        "pack",
+        "pack",
+    ]
+    panel_page.once("dialog", lambda dialog: dialog.accept())
+    panel.get_by_role("button", name="Delete").click()
+    panel.locator('.jp-RelayRunList-item[data-run-id="order-3"]').wait_for(state="detached")
+    with pytest.raises(Exception, match=r"run-not-found|No run"):
+        commands.logs(Workspace(lab.home), "order-3")
+
+
+def test_a_draft_that_fails_admission_is_marked_broken(panel_page: Any, lab: LabServer) -> None:
+    """A draft without a workflow entrypoint is listed with a broken marker and its problem."""
+    Workspace(lab.home).save_draft(
+        "bad", "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+    )
+    panel_page.locator("#relay-panel").get_by_role("button", name="⟳").click()
+    item = panel_page.locator('#relay-panel li[data-relay="bad"]')
+    item.wait_for()
+    assert item.get_attribute("data-broken") == "true"
+    assert item.locator(".jp-RelayPanel-broken").inner_text().startswith("broken: ")
