@@ -20,7 +20,7 @@ from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
 from relay_notebook.run_files import logs_files
 from relay_notebook.runner import RunHandle, RunOutcome
-from relay_notebook.runner.backend import ENV_VAR, resolve_backend
+from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
 
 __all__ = ["CommandLineError", "build_parser", "main"]
@@ -580,25 +580,16 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status (``relay`` calls ``sys.exit`` with it)."""
-    before = os.environ.get(ENV_VAR)
-    try:
-        return _main(argv)
-    finally:  # --database-url holds for this command only (callers in-process keep theirs)
-        if before is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = before
+    return _main(argv)
 
 
 def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        ws = Workspace(args.home)
-        args.backend = resolve_backend(args.database_url)
-        if args.database_url:
-            # the setting while this command runs: settling attempts and reading history find
-            # the password there (children never see it: the supervisor drops it)
-            os.environ[ENV_VAR] = args.database_url
+        # the one place the CLI reads its settings: flags first, then the environment
+        settings = Settings.from_environment(home=args.home, database_url=args.database_url)
+        ws = settings.workspace()
+        args.backend = settings.backend()
         return _COMMANDS[args.command](ws, args)
     except CommandLineError as exc:
         print(f"relay: error: {exc} [usage]", file=sys.stderr)

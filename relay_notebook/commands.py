@@ -25,7 +25,7 @@ from relay_notebook.runner import (
     start_recovery,
     start_run,
 )
-from relay_notebook.runner.backend import Backend, resolve_backend
+from relay_notebook.runner.backend import Backend, workspace_backend
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.runs import DEFAULT_DEADLINE_S, create_run
@@ -288,8 +288,8 @@ class QueuedRun:
 
 
 def require_pool_backend(backend: Backend | None, what: str) -> Backend:
-    """``backend`` (default: the environment's), which must be PostgreSQL for the pool."""
-    backend = backend if backend is not None else resolve_backend()
+    """``backend`` (the caller's resolved setting), which must be PostgreSQL for the pool."""
+    backend = backend if backend is not None else Backend(None)
     if not backend.is_postgres:
         raise QueueUnavailableError(
             f"{what} needs a PostgreSQL database shared with the workers: set "
@@ -311,7 +311,7 @@ def enqueue(
     """``relay run TARGET --queue``: admission, then the run waits on the workers' queue."""
     from relay_notebook.runner.pool import enqueue_run
 
-    backend = require_pool_backend(backend, "relay run --queue")
+    backend = require_pool_backend(workspace_backend(workspace, backend), "relay run --queue")
     draft, crash_spec = _admit(workspace, target, crash, release)
     folder = create_run(
         workspace,
@@ -326,8 +326,9 @@ def enqueue(
     return QueuedRun(folder.run_id, folder.relay, invocation, backend)
 
 
-def workers(backend: Backend | None = None) -> list[Any]:
-    """``relay workers``: every worker's lease and how many runs it executes."""
+def workers(backend: Backend | None) -> list[Any]:
+    """``relay workers``: every worker's lease and how many runs it executes (``backend``:
+    the pool's database, e.g. ``Settings.backend()``)."""
     from relay_notebook.runner.pool import list_workers
 
     return list_workers(require_pool_backend(backend, "relay workers"))

@@ -27,7 +27,7 @@ from relay_notebook.errors import (
     RelayHasRunsError,
     RunLockedError,
 )
-from relay_notebook.runner.backend import Backend, backend_for_run
+from relay_notebook.runner.backend import Backend, backend_for_run, workspace_backend
 from relay_notebook.runner.folders import (
     RUNS_DIR,
     RunFolder,
@@ -119,7 +119,7 @@ def _holding(folders: list[RunFolder], backend: Backend | None) -> Iterator[None
 def delete_run(workspace: Workspace, run_id: str, *, backend: Backend | None = None) -> Deleted:
     """Delete one run (refused while an attempt executes it); its release is kept."""
     folder = find_run(workspace, run_id)
-    with _holding([folder], backend):
+    with _holding([folder], workspace_backend(workspace, backend)):
         _empty_run(folder)
     return Deleted("run", folder.run_id, folder.relay, [folder.run_id])
 
@@ -138,7 +138,7 @@ def delete_relay(
             f"relay delete {name} --force."
         )
     releases = len(list_releases(workspace, name))
-    with _holding(runs, backend):
+    with _holding(runs, workspace_backend(workspace, backend)):
         for folder in runs:
             _empty_run(folder)
         for entry in draft.folder.iterdir():

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from relay_notebook.runner.backend import backend_for_run, open_postgres_run
+from relay_notebook.runner.backend import Backend, backend_for_run, open_postgres_run
 from relay_notebook.runner.folders import RunFolder
 
 __all__ = ["open_database", "open_run_database"]
@@ -90,12 +90,15 @@ def open_database(database: Path, *, live: bool) -> Iterator[sqlite3.Connection 
 
 
 @contextlib.contextmanager
-def open_run_database(folder: RunFolder, meta: dict[str, Any], *, live: bool) -> Iterator[Any]:
+def open_run_database(
+    folder: RunFolder, meta: dict[str, Any], *, live: bool, backend: Backend | None = None
+) -> Iterator[Any]:
     """A read-only connection to ``folder``'s run, wherever its DBOS state lives.
 
-    A PostgreSQL run yields a reader scoped to the run's rows in a READ ONLY transaction.
+    A PostgreSQL run yields a reader scoped to the run's rows in a READ ONLY transaction;
+    ``backend`` is the reader's database setting (it supplies the password).
     """
-    backend = backend_for_run(meta)
+    backend = backend_for_run(meta, backend)
     if backend.is_postgres:
         with open_postgres_run(backend, folder.run_id) as reader:
             yield reader

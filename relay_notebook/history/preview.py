@@ -19,6 +19,7 @@ from agentworks.journal import Journal
 from relay_notebook.history.database import open_database
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
+from relay_notebook.runner.backend import workspace_backend
 from relay_notebook.runner.checkpoints import LostCheckpoints, find_lost_checkpoints
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.runs import MAX_ATTEMPTS
@@ -166,7 +167,10 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
     ]
 
     def lost() -> LostCheckpoints | None:
-        return find_lost_checkpoints(folder, meta, opener=lambda db: open_database(db, live=False))
+        backend = workspace_backend(workspace)
+        return find_lost_checkpoints(
+            folder, meta, backend, opener=lambda db: open_database(db, live=False)
+        )
 
     refusal = _refusal(log, meta, revoked, blocking, lost)
     outcome, reason = refusal if refusal is not None else ("recover", None)

@@ -30,6 +30,7 @@ from relay_notebook.history.steps import (
     WorkflowRow,
     assemble_steps,
 )
+from relay_notebook.runner.backend import Backend, workspace_backend
 from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
@@ -314,11 +315,11 @@ def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
     return workflows, rows
 
 
-def _saved_outputs(folder: RunFolder) -> SavedOutputs:
+def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     """Every saved output and error of the run, read the same careful way."""
     meta = folder.read_meta()
     live = _live_attempt(meta) is not None
-    with open_run_database(folder, meta, live=live) as conn:
+    with open_run_database(folder, meta, live=live, backend=backend) as conn:
         if conn is None:
             return {}
         try:
@@ -370,7 +371,8 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     folder = find_run(workspace, run_id)
     meta = folder.read_meta()
     live = _live_attempt(meta)
-    with open_run_database(folder, meta, live=live is not None) as conn:
+    backend = workspace_backend(workspace)
+    with open_run_database(folder, meta, live=live is not None, backend=backend) as conn:
         workflows, rows = _read_dbos(conn)
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
@@ -384,7 +386,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         live,
         scan,
         redactor,
-        lambda: _saved_outputs(folder),
+        lambda: _saved_outputs(folder, backend),
     )
     fork = meta.get("fork")
     if isinstance(fork, dict):

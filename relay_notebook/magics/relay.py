@@ -6,7 +6,6 @@ supervisor thread updates; ``--wait`` blocks until the attempt ends.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from typing import Any
@@ -14,15 +13,14 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
-from traitlets import Unicode, observe
+from traitlets import Bool, Undefined, Unicode, default, observe
 
 from relay_notebook import commands, inputs, surfaces
 from relay_notebook.cli import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.magics.runs import RunView, register_view_channel
-from relay_notebook.runner.backend import ENV_VAR, resolve_backend
+from relay_notebook.settings import Settings
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
-from relay_notebook.workspace import Workspace
 
 __all__ = ["RelayMagics"]
 
@@ -58,8 +56,11 @@ class RelayMagics(Magics):
     %relay recover invoice-1
     %relay logs invoice-1
 
-    The workspace is configurable: ``%config RelayMagics.home = "path/to/relays"`` (or
-    ``c.RelayMagics.home`` in an IPython profile).
+    The settings are traitlets: ``%config RelayMagics.home = "path/to/relays"``,
+    ``%config RelayMagics.database_url = "postgresql://me@localhost/relays"``,
+    ``%config RelayMagics.confine = False`` (or ``c.RelayMagics.home`` and so on in an IPython
+    profile). What is not configured comes from ``RELAY_HOME``, ``RELAY_DATABASE_URL`` and
+    ``RELAY_CONFINE`` as they are when the extension loads.
     """
 
     home = Unicode(
@@ -69,21 +70,54 @@ class RelayMagics(Magics):
         "else ./relays in the kernel's working directory. A --home on a %relay line sets it too.",
     ).tag(config=True)
 
+    database_url = Unicode(
+        None,
+        allow_none=True,
+        help="The PostgreSQL system database of new runs and of the worker pool, "
+        "postgresql://USER@HOST:PORT/DBNAME. Default: $RELAY_DATABASE_URL; unset or empty: one "
+        "SQLite file per run. A --database-url on a %relay line sets it too.",
+    ).tag(config=True)
+
+    confine = Bool(
+        help="Run each attempt's child under bubblewrap (where it is installed). Default: on, "
+        "unless RELAY_CONFINE=0.",
+    ).tag(config=True)
+
+    # what is not configured comes from the environment, read here (the boundary) once
+    @default("home")
+    def _home_from_environment(self) -> str | None:
+        return Settings.from_environment().home
+
+    @default("database_url")
+    def _database_url_from_environment(self) -> str | None:
+        return Settings.from_environment().database_url
+
+    @default("confine")
+    def _confine_from_environment(self) -> bool:
+        return Settings.from_environment().confine
+
     def __init__(self, shell: Any, home: str | None = None) -> None:
         super().__init__(shell)
         if home is not None:
             self.home = home
-        self.workspace = Workspace(self.home)
+        self.workspace = self.settings.workspace()
         self.views: list[RunView] = []
         # the buttons of run views reach the kernel through a comm (the workspace as it is then)
         register_view_channel(shell, lambda: self.workspace)
 
-    @observe("home")
-    def _home_changed(self, change: Any) -> None:
+    @property
+    def settings(self) -> Settings:
+        """The magics' settings as they are now (traitlets, resolved once when loaded)."""
+        return Settings(home=self.home, database_url=self.database_url, confine=self.confine)
+
+    @observe("home", "database_url", "confine")
+    def _settings_changed(self, change: Any) -> None:
         """``%config RelayMagics.home = ...``: later magics (and views' buttons) use it."""
         try:
-            self.workspace = Workspace(change["new"])
+            self.workspace = self.settings.workspace()
         except RelayError as exc:
+            if change["old"] is not Undefined:  # keep the settings that work
+                self.set_trait(change["name"], change["old"])
             raise _usage(exc) from None
 
     # -- %%relay ------------------------------------------------------------------------------
@@ -179,12 +213,8 @@ class RelayMagics(Magics):
         if args.home:
             self.home = args.home
         if args.database_url is not None:
-            try:
-                resolve_backend(args.database_url)
-            except RelayError as exc:
-                raise _usage(exc) from None
             # like --home, it holds for the rest of the session (and for the view's buttons)
-            os.environ[ENV_VAR] = args.database_url
+            self.database_url = args.database_url
         handler = getattr(self, f"_do_{args.command}", None)
         if args.command in RECORD_COMMANDS:
             handler = self._records
@@ -245,7 +275,7 @@ class RelayMagics(Magics):
         return outcome.result
 
     def _do_workers(self, args: Any) -> Any:
-        found = [w.to_dict() for w in commands.workers()]
+        found = [w.to_dict() for w in commands.workers(self.settings.backend())]
         if args.json:
             return found
         import pandas as pd

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from relay_notebook.errors import (
@@ -39,6 +39,9 @@ from relay_notebook.errors import (
     DatabaseUnavailableError,
     InvalidDatabaseUrlError,
 )
+
+if TYPE_CHECKING:
+    from relay_notebook.workspace import Workspace
 
 __all__ = [
     "ENV_VAR",
@@ -52,6 +55,7 @@ __all__ = [
     "connect",
     "prepare_database",
     "resolve_backend",
+    "workspace_backend",
 ]
 
 ENV_VAR = "RELAY_DATABASE_URL"
@@ -119,8 +123,11 @@ class Backend:
 
 
 def resolve_backend(database_url: str | None = None) -> Backend:
-    """``database_url``, else ``$RELAY_DATABASE_URL``, else per-run SQLite files."""
-    url = database_url if database_url is not None else os.environ.get(ENV_VAR)
+    """``database_url`` (PostgreSQL), else (``None`` or empty) per-run SQLite files.
+
+    The environment is read only by the boundaries (see ``relay_notebook.settings``).
+    """
+    url = database_url
     if url is None or not url.strip():
         return Backend(None)
     url = url.strip()
@@ -146,19 +153,25 @@ def resolve_backend(database_url: str | None = None) -> Backend:
 def backend_for_run(meta: dict[str, Any], current: Backend | None = None) -> Backend:
     """The database of the run described by ``meta``; the live setting supplies a password.
 
-    A run keeps the database it started with. ``current`` (default: the environment) is used
-    when it names the same database, since only it carries the password.
+    A run keeps the database it started with. ``current`` (the caller's setting, usually
+    ``workspace_backend``) is used when it names the same database, since only it carries the
+    password; without it the recorded URL (no password) is used.
     """
     record = meta.get("database")
     if not record:
         return Backend(None)
-    try:
-        live = current if current is not None else resolve_backend()
-    except InvalidDatabaseUrlError:
-        live = Backend(None)
+    live = current if current is not None else Backend(None)
     if live.is_postgres and live.display == record["url"]:
         return live
     return Backend(str(record["url"]))
+
+
+def workspace_backend(workspace: Workspace, backend: Backend | None = None) -> Backend:
+    """``backend`` if given, else the database ``workspace`` was opened with (its
+    ``database_url`` setting, resolved at the boundary)."""
+    if backend is not None:
+        return backend
+    return resolve_backend(workspace.database_url)
 
 
 def app_version_for_run(source_hash: str, run_id: str) -> str:

@@ -41,8 +41,8 @@ class Checkpoint:
 
 
 @contextlib.contextmanager
-def _open(folder: RunFolder) -> Iterator[Any]:
-    backend = backend_for_run(folder.read_meta())
+def _open(folder: RunFolder, current: Backend | None) -> Iterator[Any]:
+    backend = backend_for_run(folder.read_meta(), current)
     if backend.is_postgres:
         with open_postgres_run(backend, folder.run_id) as reader:
             yield reader
@@ -57,10 +57,10 @@ def _open(folder: RunFolder) -> Iterator[Any]:
         conn.close()
 
 
-def read_checkpoints(folder: RunFolder) -> list[Checkpoint]:
+def read_checkpoints(folder: RunFolder, backend: Backend | None = None) -> list[Checkpoint]:
     """Every checkpoint of the run's workflow in function-id order ([] if none yet)."""
     try:
-        with _open(folder) as conn:
+        with _open(folder, backend) as conn:
             if conn is None:
                 return []
             rows = conn.execute(
@@ -84,10 +84,12 @@ _STATUS_COLUMNS = (
 )
 
 
-def read_workflow_status(folder: RunFolder) -> dict[str, object] | None:
+def read_workflow_status(
+    folder: RunFolder, backend: Backend | None = None
+) -> dict[str, object] | None:
     """DBOS's status row for the run (status, recovery_attempts, version...), or None."""
     try:
-        with _open(folder) as conn:
+        with _open(folder, backend) as conn:
             if conn is None:
                 return None
             row = conn.execute(

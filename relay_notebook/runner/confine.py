@@ -17,8 +17,8 @@ stays one process group the supervisor can signal and wait for.
 
 ``confined`` is never assumed: the child checks its own confinement at start, before the
 relay is imported (``verify_confinement``), and reports on a pipe it then closes, so relay
-code cannot forge the report. Without bwrap, or with ``RELAY_CONFINE=0``, the run goes on
-unconfined and says why.
+code cannot forge the report. Without bwrap, or with the workspace's ``confine`` setting off
+(``RELAY_CONFINE=0`` at a boundary), the run goes on unconfined and says why.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 _warned = False
+TURNED_OFF = "turned off by the confine setting (RELAY_CONFINE=0, RelayMagics.confine = False)"
 _DENIED = {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
@@ -159,10 +160,16 @@ def _unconfined(reason: str, hint: str) -> Confinement:
     return Confinement(None, reason)
 
 
-def confine_command(argv: Sequence[str], rules: WriteRules) -> tuple[list[str], Confinement]:
-    """``argv`` wrapped in bwrap under ``rules`` when possible, and how it is confined."""
-    if os.environ.get("RELAY_CONFINE", "1") == "0":
-        return list(argv), Confinement(None, "turned off with RELAY_CONFINE=0")
+def confine_command(
+    argv: Sequence[str], rules: WriteRules, *, enabled: bool = True
+) -> tuple[list[str], Confinement]:
+    """``argv`` wrapped in bwrap under ``rules`` when possible, and how it is confined.
+
+    ``enabled=False`` is the workspace's ``confine`` setting turned off (``RELAY_CONFINE=0``
+    at a boundary): the child runs as it is, and its attempt records why.
+    """
+    if not enabled:
+        return list(argv), Confinement(None, TURNED_OFF)
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         reason = "bubblewrap (bwrap) is not installed"

@@ -31,6 +31,7 @@ from relay_notebook.runner.backend import (
     app_version_for_run,
     backend_for_run,
     connect,
+    workspace_backend,
 )
 from relay_notebook.runner.folders import RunFolder, find_run
 from relay_notebook.runner.locks import take_run_lock
@@ -321,7 +322,7 @@ def start_fork(
 
     parent = find_run(workspace, run_id)
     meta = parent.read_meta()
-    backend = backend_for_run(meta, backend)
+    backend = backend_for_run(meta, workspace_backend(workspace, backend))
     relay = str(meta["relay"])
     current = workspace.load_draft(relay)
     if release is None and not draft:

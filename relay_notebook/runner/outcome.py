@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.checkpoints import read_checkpoints
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
@@ -106,7 +107,11 @@ def _exit_description(returncode: int) -> str:
 
 
 def _classify(
-    folder: RunFolder, attempt: int, t0: float | None, events: list[dict[str, Any]]
+    folder: RunFolder,
+    attempt: int,
+    t0: float | None,
+    events: list[dict[str, Any]],
+    backend: Backend | None = None,
 ) -> tuple[list[int], list[int]]:
     """Function ids executed in this attempt (checkpoint written after it began) and reused.
 
@@ -114,7 +119,7 @@ def _classify(
     replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
     reused; DBOS's own operations before the last reused or executed id count as reused too.
     """
-    rows = read_checkpoints(folder)
+    rows = read_checkpoints(folder, backend)
     if t0 is None:
         return [], []
     executed = [r.function_id for r in rows if (r.completed_at_ms or 0) >= t0]
@@ -161,16 +166,18 @@ def settle_attempt(
     deadline_hit: bool,
     on_event: Callable[[dict[str, Any]], None] | None,
     confinement: dict[str, Any] | None = None,
+    backend: Backend | None = None,
 ) -> RunOutcome:
     """Record the end of an attempt in the ledger and run.json; return its outcome.
 
-    ``confinement`` is the child's own report of its confinement check, if it sent one.
+    ``confinement`` is the child's own report of its confinement check, if it sent one;
+    ``backend`` is the live database setting (it carries a PostgreSQL run's password).
     """
     events = read_events(folder.events)
     mine = [e for e in events if e.get("attempt") == attempt]
     start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
     t0 = _started_ms(folder, attempt, start)
-    executed, reused = _classify(folder, attempt, t0, events)
+    executed, reused = _classify(folder, attempt, t0, events, backend)
     outcome_file = _child_file(attempt_dir, "outcome.json")
     stderr_tail = _tail(attempt_dir / "stderr.log")
     result: Any = None
@@ -234,7 +241,7 @@ def settle_attempt(
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
 
-def settle_lost_attempts(folder: RunFolder) -> list[int]:
+def settle_lost_attempts(folder: RunFolder, backend: Backend | None = None) -> list[int]:
     """Settle attempts whose supervisor went away before it could; returns their numbers.
 
     Call only while holding the run lock: then no process of those attempts is running. A
@@ -255,20 +262,22 @@ def settle_lost_attempts(folder: RunFolder) -> list[int]:
                 crashed_on_purpose=False,
                 deadline_hit=False,
                 on_event=None,
+                backend=backend,
             )
         else:
-            _settle_lost(folder, a)
+            _settle_lost(folder, a, backend)
     return [int(a["attempt"]) for a in lost]
 
 
-def _settle_lost(folder: RunFolder, a: dict[str, Any]) -> None:
+def _settle_lost(folder: RunFolder, a: dict[str, Any], backend: Backend | None) -> None:
     attempt = int(a["attempt"])
     events = read_events(folder.events)
     start = next(
         (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
         None,
     )
-    executed, reused = _classify(folder, attempt, _started_ms(folder, attempt, start), events)
+    t0 = _started_ms(folder, attempt, start)
+    executed, reused = _classify(folder, attempt, t0, events, backend)
     where = a.get("executor_id") or "its supervisor"
     error = {
         "code": "interrupted",

@@ -22,7 +22,7 @@ from relay_notebook.runner.backend import (
     Backend,
     backend_for_run,
     prepare_database,
-    resolve_backend,
+    workspace_backend,
 )
 from relay_notebook.runner.bindings import changed_bindings, compute_bindings
 from relay_notebook.runner.checkpoints import guard_checkpoints
@@ -146,7 +146,8 @@ def create_run(
     """Allocate a new run of ``draft`` (or of its ``release``) and record it; start nothing.
 
     ``run_input`` is the JSON value passed as ``INPUT``; ``None`` means an empty object. The run
-    keeps its database (``backend``, default from ``RELAY_DATABASE_URL``) for all its attempts.
+    keeps its database (``backend``, default: the workspace's ``database_url``) for all its
+    attempts.
     """
     run_input = {} if run_input is None else run_input
     check_run_input(run_input)
@@ -157,7 +158,7 @@ def create_run(
             f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
             f"relay grant {draft.name}"
         )
-    backend = backend if backend is not None else resolve_backend()
+    backend = workspace_backend(workspace, backend)
     if backend.is_postgres:
         prepare_database(backend, workspace.home)
     folder = allocate_run(workspace, draft.name)
@@ -203,7 +204,7 @@ def start_run(
 
     ``run_input`` is the JSON value passed as ``INPUT``; ``None`` means an empty object.
     """
-    backend = backend if backend is not None else resolve_backend()
+    backend = workspace_backend(workspace, backend)
     folder = create_run(
         workspace, draft, run_input=run_input, release=release, deadline_s=deadline_s,
         backend=backend,
@@ -227,7 +228,7 @@ def launch_first_attempt(
 ) -> RunHandle:
     """Attempt 1 of a run already created (a fork, whose workflow waits in its database)."""
     meta = folder.read_meta()
-    backend = backend_for_run(meta, backend)
+    backend = backend_for_run(meta, workspace_backend(workspace, backend))
     return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
 
 
@@ -289,6 +290,7 @@ def _launch_attempt(
         backend=backend,
         executor_id=executor_id,
         lifeline=lifeline,
+        confine=workspace.confine,
     )
 
 
@@ -315,7 +317,7 @@ class _AlreadyFinished(Exception):
 def _preflight(
     workspace: Workspace, folder: RunFolder, backend: Backend, *, accept_lost: bool = False
 ) -> None:
-    settle_lost_attempts(folder)  # under the run lock: nobody else can be running them
+    settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
     meta = folder.read_meta()
     if meta.get("status") in _TERMINAL:
         raise _AlreadyFinished
@@ -441,7 +443,7 @@ def _next_attempt(
         len(meta.get("attempts", [])) + 1,
         crash=crash if first else None,
         on_event=on_event,
-        backend=backend_for_run(meta, backend),
+        backend=backend_for_run(meta, workspace_backend(workspace, backend)),
         preflight=True,
         executor_id=executor_id,
         lifeline=lifeline,

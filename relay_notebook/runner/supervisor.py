@@ -138,6 +138,7 @@ class RunHandle:
                 deadline_hit=self._deadline_hit,
                 on_event=self._on_event,
                 confinement=report,
+                backend=ctx["backend"],
             )
         finally:
             lock.release()
@@ -242,13 +243,15 @@ def launch_attempt(
     backend: Backend | None = None,
     executor_id: str = "relay-local",
     lifeline: bool = False,
+    confine: bool = True,
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child.
 
     ``attempt=None`` numbers the attempt from run.json once the lock is held.
 
     ``lifeline`` ties the child to this process: it exits when the supervisor is gone (a
-    worker that dies must not leave attempts running that nobody settles).
+    worker that dies must not leave attempts running that nobody settles). ``confine=False``
+    starts the child without bubblewrap (the workspace's setting; the attempt records it).
     """
     backend = backend or Backend(None)
     lock = take_run_lock(folder, backend)
@@ -263,7 +266,9 @@ def launch_attempt(
         attempt_dir.mkdir(parents=True)
         rules = attempt_write_rules(folder, attempt_dir, hidden)
         argv, confinement = confine_command(
-            [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")], rules
+            [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
+            rules,
+            enabled=confine,
         )
         # live events go through a pipe only when someone listens (it costs per step)
         pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
@@ -351,6 +356,7 @@ def launch_attempt(
         "attempt_dir": str(attempt_dir), "lifeline": life_w, "report_fd": report_r,
     }  # fmt: skip
     ctx["logs"] = logs
+    ctx["backend"] = backend  # settling reads the run's checkpoints with its password
     threading.Thread(
         target=handle._read, args=(pipe_r, lock, ctx), name=f"relay-{folder.run_id}", daemon=True
     ).start()

@@ -11,14 +11,14 @@ server does not stop under a running relay.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Unicode
+from traitlets import Bool, Unicode, default
 
 from relay_notebook.server.handlers import API_PREFIX, ROUTES
 from relay_notebook.server.service import RelayService
+from relay_notebook.settings import Settings
 
 __all__ = ["RelayExtension"]
 
@@ -37,6 +37,34 @@ class RelayExtension(ExtensionApp):
         "'relays' folder of the server's root_dir. A relative path is taken from root_dir.",
     ).tag(config=True)
 
+    database_url = Unicode(
+        None,
+        allow_none=True,
+        help="The PostgreSQL system database of the runs the API starts, "
+        "postgresql://USER@HOST:PORT/DBNAME. Default: $RELAY_DATABASE_URL; unset or empty: one "
+        "SQLite file per run.",
+    ).tag(config=True)
+
+    confine = Bool(
+        help="Run each attempt's child under bubblewrap (where it is installed). Default: on, "
+        "unless RELAY_CONFINE=0.",
+    ).tag(config=True)
+
+    # what is not configured comes from the environment, read here (the boundary) once
+    @default("database_url")
+    def _database_url_from_environment(self) -> str | None:
+        return Settings.from_environment().database_url
+
+    @default("confine")
+    def _confine_from_environment(self) -> bool:
+        return Settings.from_environment().confine
+
+    def relay_settings(self) -> Settings:
+        """The extension's settings: its traits, defaulting from the environment at start."""
+        return Settings(
+            home=str(self.workspace_home()), database_url=self.database_url, confine=self.confine
+        )
+
     def workspace_home(self) -> Path:
         """``home`` if configured, else ``$RELAY_HOME``, else ``<root_dir>/relays``."""
         assert self.serverapp is not None
@@ -44,13 +72,13 @@ class RelayExtension(ExtensionApp):
         if self.home:
             chosen = Path(self.home).expanduser()
             return chosen if chosen.is_absolute() else root / chosen
-        env = os.environ.get("RELAY_HOME")
+        env = Settings.from_environment().home
         if env:
             return Path(env).expanduser().absolute()
         return root / "relays"
 
     def initialize_settings(self) -> None:
-        self.service = RelayService(self.workspace_home())
+        self.service = RelayService(self.relay_settings())
         self.settings["relay_service"] = self.service
         assert self.serverapp is not None
         self.log.info(

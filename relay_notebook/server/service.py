@@ -19,7 +19,8 @@ from relay_notebook.errors import InvalidRequestError, RelayError
 from relay_notebook.history import RunLog, overlay_run
 from relay_notebook.runner import RunHandle, find_run
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
-from relay_notebook.workspace import Draft, Workspace, list_releases
+from relay_notebook.settings import Settings
+from relay_notebook.workspace import Draft, list_releases
 from relay_notebook.workspace.access import AccessPolicy
 
 __all__ = ["RelayService"]
@@ -60,8 +61,11 @@ def _read_trace(path: Path) -> Any:
 class RelayService:
     """List, publish, run, recover and reconcile the relays of one workspace."""
 
-    def __init__(self, home: Path) -> None:
-        self.workspace = Workspace(home)
+    def __init__(self, settings: Settings | Path) -> None:
+        """``settings`` resolved by the extension (a bare path: that workspace, defaults)."""
+        if not isinstance(settings, Settings):
+            settings = Settings(home=str(settings))
+        self.workspace = settings.workspace()
         self._idempotency = IdempotencyStore(self.workspace.home)
         self._handles: dict[str, RunHandle] = {}
         self._lock = threading.Lock()

@@ -22,8 +22,9 @@ RESERVED_DIRS = frozenset({"releases", "runs"})
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """The workspace folder: ``home`` if given, else ``$RELAY_HOME``, else ``./relays``."""
-    chosen = home if home is not None else os.environ.get("RELAY_HOME") or DEFAULT_HOME
+    """The workspace folder: ``home`` if given, else ``./relays`` (``RELAY_HOME`` is read by
+    the boundaries: see ``relay_notebook.settings``)."""
+    chosen = home if home is not None else DEFAULT_HOME
     try:
         path = Path(chosen).expanduser().absolute()
     except (RuntimeError, ValueError, OSError) as exc:  # ~nobody, a NUL byte, cwd gone
@@ -76,10 +77,22 @@ def _draft_files(folder: Path) -> Iterator[str]:
 
 
 class Workspace:
-    """A folder of relays. Creating one does not touch the disk; saving a draft does."""
+    """A folder of relays. Creating one does not touch the disk; saving a draft does.
 
-    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+    ``database_url`` (PostgreSQL; ``None``: one SQLite file per run) and ``confine`` are the
+    settings its runs are started, recovered and read with (see ``relay_notebook.settings``).
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        *,
+        database_url: str | None = None,
+        confine: bool = True,
+    ) -> None:
         self.home = resolve_home(home)
+        self.database_url = database_url
+        self.confine = confine
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.home)!r})"

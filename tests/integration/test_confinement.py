@@ -167,11 +167,9 @@ def test_a_relay_cannot_see_or_kill_its_supervisor(workspace: Workspace) -> None
     assert doc["result"] == {"seen": [], "environ": [], "killed": []}
 
 
-def test_without_confinement_run_json_says_so_and_why(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """RELAY_CONFINE=0 records confined false with the reason, and the run goes on."""
-    monkeypatch.setenv("RELAY_CONFINE", "0")
+def test_without_confinement_run_json_says_so_and_why(workspace: Workspace) -> None:
+    """Confinement turned off records confined false with the reason, and the run goes on."""
+    workspace = Workspace(workspace.home, confine=False)
     source = "from dbos import DBOS\n\n@DBOS.workflow()\nasync def run(INPUT):\n    return 1\n"
     out = go(start_run(workspace, workspace.save_draft("plain", source)))
     assert out.status == "succeeded"
@@ -179,7 +177,8 @@ def test_without_confinement_run_json_says_so_and_why(
     assert attempt["confined"] is False
     assert attempt["confinement"] == {
         "mechanism": None,
-        "reason": "turned off with RELAY_CONFINE=0",
+        "reason": "turned off by the confine setting (RELAY_CONFINE=0, RelayMagics.confine = "
+        "False)",
     }
 
 

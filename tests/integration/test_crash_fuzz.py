@@ -488,11 +488,10 @@ def test_sigkill_at_a_random_moment_on_postgresql(
     baseline: Baseline,
     draft: tuple[Workspace, Draft],
     database_url: str,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same with the run's DBOS state in PostgreSQL (and its advisory run locks)."""
-    monkeypatch.setenv("RELAY_DATABASE_URL", database_url)
-    fuzz_case(seed, baseline, draft)
+    ws, relay = draft
+    fuzz_case(seed, baseline, (Workspace(ws.home, database_url=database_url), relay))
 
 
 def fuzz_case(seed: int, baseline: Baseline, draft: tuple[Workspace, Draft]) -> None:

@@ -42,7 +42,7 @@ SUPERVISOR = textwrap.dedent(
     from relay_notebook.runner.checkpoints import read_checkpoints
     from relay_notebook.workspace import Workspace
 
-    ws = Workspace(sys.argv[1])
+    ws = Workspace(sys.argv[1], confine=sys.argv[2] == "1")
     handle = start_run(ws, ws.load_draft("slow"))
     while not read_checkpoints(handle.folder):  # step 1's checkpoint is saved
         time.sleep(0.02)
@@ -54,9 +54,8 @@ SUPERVISOR = textwrap.dedent(
 
 def _orphan_run(ws: Workspace, *, confined: bool = True) -> tuple[str, int]:
     # bubblewrap ends the child with its parent; unconfined, the child outlives the supervisor
-    env = {**os.environ, "RELAY_CONFINE": "1" if confined else "0"}
-    argv = [sys.executable, "-c", SUPERVISOR, str(ws.home)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    argv = [sys.executable, "-c", SUPERVISOR, str(ws.home), "1" if confined else "0"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     info = json.loads(proc.stdout)
     return info["run_id"], info["child"]

@@ -19,6 +19,7 @@ from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
 
 
@@ -109,8 +110,10 @@ def test_a_second_supervisor_is_refused_by_the_advisory_lock(five: Any, database
 def test_the_child_never_sees_the_database_url(
     workspace: Workspace, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RELAY_DATABASE_URL is the default for new runs, and is not in the relay's environment."""
+    """RELAY_DATABASE_URL, resolved at a boundary, is the default for new runs of its workspace,
+    and is not in the relay's environment."""
     monkeypatch.setenv("RELAY_DATABASE_URL", database_url)
+    workspace = Settings.from_environment(home=str(workspace.home)).workspace()
     probe = (
         "import os\nfrom dbos import DBOS\n\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
         "    return {'url': os.environ.get('RELAY_DATABASE_URL')}\n"

@@ -21,15 +21,12 @@ from relay_notebook.workspace import Workspace
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def lab(
-    workspace: Workspace, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Lab]:
+def lab(workspace: Workspace, request: pytest.FixtureRequest) -> Iterator[Lab]:
     """The lab relay in a fresh workspace, with its own order service; every scenario runs with
-    per-run SQLite files and again with a PostgreSQL system database (RELAY_DATABASE_URL)."""
+    per-run SQLite files and again with a PostgreSQL system database (its database_url)."""
     if request.param == "postgresql":
-        monkeypatch.setenv("RELAY_DATABASE_URL", request.getfixturevalue("database_url"))
-    else:
-        monkeypatch.delenv("RELAY_DATABASE_URL", raising=False)
+        url = request.getfixturevalue("database_url")
+        workspace = Workspace(workspace.home, database_url=url)
     service = OrderService(token="tok-s3cret-9f8e7d")
     try:
         yield Lab(workspace, service)
@@ -44,7 +41,7 @@ def assert_no_secret_on_disk(lab: Lab) -> None:
     for path in lab.workspace.relay_dir(LAB_RELAY).rglob("*"):
         if path.is_file():
             assert token not in path.read_bytes(), f"secret found in {path}"
-    url = os.environ.get("RELAY_DATABASE_URL")
+    url = lab.workspace.database_url
     if url:
         with psycopg.connect(url) as conn:
             tables = conn.execute(

@@ -463,11 +463,9 @@ def test_the_vault_folder_is_hidden_from_the_relay(workspace: Workspace) -> None
     assert out.status == "succeeded" and out.result == {"seen": []}
 
 
-def test_without_confinement_the_run_goes_on(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """RELAY_CONFINE=0 runs unconfined and records that in the attempt."""
-    monkeypatch.setenv("RELAY_CONFINE", "0")
+def test_without_confinement_the_run_goes_on(workspace: Workspace) -> None:
+    """A workspace opened with confine off runs unconfined and records that in the attempt."""
+    workspace = Workspace(workspace.home, confine=False)
     out = go(start_run(workspace, workspace.save_draft("logs", LOGS)))
     assert out.status == "succeeded"
     assert read_run_log(workspace, out.run_id).run["status"] == "succeeded"

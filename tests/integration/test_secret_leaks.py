@@ -24,6 +24,7 @@ import pytest
 from relay_notebook import cli, commands
 from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
+from relay_notebook.settings import Settings
 from relay_notebook.workspace import Manifest, Workspace
 
 RELAYS = Path(__file__).resolve().parents[1] / "relays"
@@ -197,7 +198,9 @@ def attempt(
     shown = {"relay run": printed}
     for args in (["logs", run["run_id"], "--json"], ["logs", run["run_id"]], ["runs", "--json"]):
         shown["relay " + " ".join(args)] = relay(capsys, home, *args)[1]
-    shown["GET /runs/{id}"] = json.dumps(RelayService(home).run(run["run_id"]))
+    shown["GET /runs/{id}"] = json.dumps(
+        RelayService(Settings.from_environment(home=str(home))).run(run["run_id"])
+    )
     found = scan_workspace(home)
     if os.environ.get(ENV_VAR):
         found += scan_postgres(os.environ[ENV_VAR])

@@ -12,6 +12,7 @@ from relay_notebook.errors import (
     InvalidTargetError,
     RelayNotFoundError,
 )
+from relay_notebook.settings import Settings
 from relay_notebook.workspace import Manifest, Workspace, parse_manifest, validate_relay_name
 
 
@@ -49,13 +50,16 @@ def test_bad_names_say_why_and_suggest(name: str, why: str) -> None:
 def test_home_defaults_to_relays_then_env_then_argument(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The workspace is ./relays, unless RELAY_HOME is set, unless --home is given."""
+    """The workspace is ./relays, unless RELAY_HOME is set at the boundary, unless --home is
+    given; a Workspace itself never reads the environment."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RELAY_HOME", raising=False)
-    assert Workspace().home == tmp_path / "relays"
+    assert Settings.from_environment().workspace().home == tmp_path / "relays"
     monkeypatch.setenv("RELAY_HOME", str(tmp_path / "env-home"))
-    assert Workspace().home == tmp_path / "env-home"
-    assert Workspace(tmp_path / "arg").home == tmp_path / "arg"
+    assert Settings.from_environment().workspace().home == tmp_path / "env-home"
+    assert Workspace().home == tmp_path / "relays"
+    arg = Settings.from_environment(home=str(tmp_path / "arg"))
+    assert arg.workspace().home == tmp_path / "arg"
 
 
 def test_save_and_load_draft_round_trip(workspace: Workspace, invoice_source: str) -> None:
