@@ -7,7 +7,7 @@ Two rows. (1) The detail of one real run of a relay whose loop calls a trivial s
 (``pandas.read_sql_query`` of DBOS's ``operation_outputs`` for the run); the same with
 redacted output previews decoded is shown beside. (2) Listing M runs (1,000 by default) with
 ``list_runs`` and ``runs_dataframe``, against reading their ``run.json`` files with
-``json.load``. The big run is one real run (``RELAY_CONFINE=0`` and a synchronous step, only
+``json.load``. The big run is one real run (unconfined, and a synchronous step, only
 to make it quicker to produce); the M run folders are hard-linked copies of one real finished
 run with their ``run.json`` identity rewritten. Contestants alternate within each round and
 which goes first alternates between rounds; each call is timed as ``timeit`` does, after a
@@ -34,7 +34,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent)]
-os.environ["RELAY_CONFINE"] = "0"  # only to produce the big run faster
 
 import pandas as pd  # noqa: E402
 
@@ -186,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.steps, args.runs, args.repeats = 500, 100, 3
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
-        ws = Workspace(Path(tmp) / "relays")
+        ws = Workspace(Path(tmp) / "relays", confine=False)  # only to make the big run faster
         print("setting up:")
         run_id = big_run(ws, args.steps)
         many_runs(ws, args.runs)
