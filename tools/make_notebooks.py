@@ -283,7 +283,7 @@ NOTEBOOKS["04-uncertain-calls.ipynb"] = [
         "from relay_notebook.lab import OrderService\n"
         "from relay_notebook.workspace import Workspace\n"
         "service = OrderService(token='tutorial-token')\n"
-        "commands.vault_set(Workspace(), 'ORDER_TOKEN', 'tutorial-token')"
+        "commands.vault_set(Workspace(os.environ['RELAY_HOME']), 'ORDER_TOKEN', 'tutorial-token')"
     ),
     code(SHOP),
     code(
@@ -411,7 +411,7 @@ NOTEBOOKS["08-recovery-lab.ipynb"] = [
     code(
         "from relay_notebook.lab import Lab\n"
         "from relay_notebook.workspace import Workspace\n"
-        "lab = Lab(Workspace())\n"
+        "lab = Lab(Workspace(os.environ['RELAY_HOME']))\n"
         "first = lab.start('after-checkpoint')\n"
         "first.status"
     ),
@@ -462,13 +462,7 @@ NOTEBOOKS["05-execution-logs.ipynb"] = [
     md(
         "## The recovery preview\n\nBefore recovering, see what will happen: which checkpoints will be reused, what runs again, and any uncertain call that would stop recovery."
     ),
-    code(
-        "from relay_notebook.history import preview_recovery, read_run_log, build_run_graph, overlay_run\n"
-        "from relay_notebook.views.records import RecoveryPreviewView\n"
-        "from relay_notebook.workspace import Workspace\n"
-        "workspace = Workspace()\n"
-        "RecoveryPreviewView(preview_recovery(workspace, 'orders-1'))"
-    ),
+    code("%relay preview orders-1"),
     code("%relay recover orders-1 --wait"),
     md(
         "## The log\n\n`%relay logs` shows each attempt and each step call: the attempts it ran in, where it was reused, and failed tries of retried steps."
@@ -476,32 +470,32 @@ NOTEBOOKS["05-execution-logs.ipynb"] = [
     code("%relay logs orders-1"),
     md("## As DataFrames\n\nRuns, steps, attempts, events and receipts are pandas DataFrames."),
     code(
-        "from relay_notebook.views.tables import steps_dataframe, attempts_dataframe\n"
-        "log = read_run_log(workspace, 'orders-1')\n"
-        "steps = steps_dataframe(log)\n"
+        "%relay steps orders-1 -o steps\n"
         "steps[['function_id', 'name', 'status', 'executed_in', 'reused_in', 'retries']]"
     ),
-    code("attempts_dataframe(log)[['attempt', 'status', 'executed', 'reused']]"),
+    code(
+        "%relay attempts orders-1 -o attempts\n"
+        "attempts[['attempt', 'status', 'executed', 'reused']]"
+    ),
     md(
         "## A timeline\n\nSteps per attempt on a time axis; reused checkpoints and retries are marked (hover for details)."
     ),
-    code(
-        "# NBVAL_IGNORE_OUTPUT\n"
-        "from relay_notebook.views.timeline import timeline_figure\n"
-        "timeline_figure(log)"
-    ),
+    code("# NBVAL_IGNORE_OUTPUT\n%relay timeline orders-1"),
     md(
         "## Run graphs\n\nOne node per executed step call (loop iterations separately, reused ones badged), and the path the run took overlaid on the static flow graph: which branch, how many iterations, what was never reached."
     ),
     code(
         "# NBVAL_IGNORE_OUTPUT\n"
+        "import os\n"
+        "from relay_notebook import commands\n"
+        "from relay_notebook.history import build_run_graph, overlay_run, read_run_log\n"
         "from relay_notebook.views.mime import GraphView\n"
+        "from relay_notebook.workspace import Workspace\n"
+        "workspace = Workspace(os.environ['RELAY_HOME'])\n"
+        "log = read_run_log(workspace, 'orders-1')\n"
         "GraphView(build_run_graph(log))  # each call's duration is in its details"
     ),
-    code(
-        "from relay_notebook import commands\n"
-        "GraphView(overlay_run(commands.graph(workspace, 'orders'), log))"
-    ),
+    code("GraphView(overlay_run(commands.graph(workspace, 'orders'), log))"),
 ]
 
 
@@ -569,7 +563,7 @@ NOTEBOOKS["09-workers.ipynb"] = [
     code(
         "from relay_notebook.history import read_run_log\n"
         "from relay_notebook.workspace import Workspace\n"
-        "ws = Workspace()\n\n"
+        "ws = Workspace(os.environ['RELAY_HOME'], database_url=os.environ['RELAY_DATABASE_URL'])\n\n"
         "def attempts():\n"
         "    return read_run_log(ws, queued.run_id).attempts\n\n"
         "# wait until three steps are done, then SIGKILL the worker executing the run\n"
