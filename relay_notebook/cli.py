@@ -445,7 +445,7 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
                 continue
             print(
                 f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
-                f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms)}"
+                f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms, r.attempts)}"
             )
     if not args.json:
         for broken in commands.broken_drafts(ws, args.name):

@@ -183,12 +183,13 @@ def deleted_line(deleted: Any) -> str:
     return f"relay {deleted.target}: deleted (draft{releases}{runs})"
 
 
-def duration_text(active_ms: float | None, wall_ms: float | None) -> str:
+def duration_text(active_ms: float | None, wall_ms: float | None, attempts: int = 1) -> str:
     """A run's duration: the time its attempts ran, with the wall time beside when the run
-    also waited (between attempts, in a queue); ``-`` before any attempt ended."""
+    had time between attempts (more than one attempt); ``-`` before any attempt ended. Whether
+    the wall time shows depends on the run, never on timing, so saved outputs stay stable."""
     if active_ms is None:
         return "-" if wall_ms is None else f"{wall_ms / 1000:.1f} s"
     text = f"{active_ms / 1000:.1f} s"
-    if wall_ms is not None and f"{wall_ms / 1000:.1f}" != f"{active_ms / 1000:.1f}":
+    if wall_ms is not None and attempts > 1:
         text += f" ({wall_ms / 1000:.1f} s wall)"
     return text

@@ -76,6 +76,7 @@ export function tooltip(node: GraphNode): string {
   const head = node.type + (node.line !== undefined ? ` · line ${node.line}` : '');
   const lines = [head, node.label];
   const details = { ...(node.details ?? {}) };
+  delete details['calls']; // per-call facts (with timings) are in the details panel
   if ('reason' in details) {
     lines.push(`reason: ${String(details['reason'])}`);
     delete details['reason'];

@@ -94,7 +94,9 @@ class RunsView:
         rows = []
         for r in self.runs:
             colour = _BADGE.get(r["status"], "#64748b")
-            took = duration_text(r.get("active_ms"), r.get("duration_ms"))
+            took = duration_text(
+                r.get("active_ms"), r.get("duration_ms"), int(r.get("attempts") or 1)
+            )
             reused = (
                 f'<span class="relay-badge relay-badge--reused">{r["reused"]} reused</span>'
                 if r["reused"]

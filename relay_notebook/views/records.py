@@ -283,7 +283,7 @@ class RunListView:
                     r.status,
                     r.attempts,
                     r.reused,
-                    duration_text(r.active_ms, r.duration_ms),
+                    duration_text(r.active_ms, r.duration_ms, r.attempts),
                 )
                 for r in self.runs
             ],

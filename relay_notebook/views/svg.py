@@ -240,6 +240,7 @@ def _tooltip(node: Node) -> str:
     head = node.type + (f" · line {node.line}" if node.line is not None else "")
     lines = [head, node.label]
     details: dict[str, Any] = dict(node.details)
+    details.pop("calls", None)  # per-call facts (with timings) are in the node's details panel
     reason = details.pop("reason", None)
     if reason is not None:
         lines.append(f"reason: {reason}")

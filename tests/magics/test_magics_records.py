@@ -146,7 +146,7 @@ def test_tables_show_active_time_json_values_and_ids_that_do_not_wrap(crashed: A
     assert run["active_ms"] == pytest.approx(sum(a["duration_ms"] for a in log["attempts"]), 0.01)
     assert run["duration_ms"] > run["active_ms"]  # it also waited between its two attempts
     table = magic(crashed, "runs nap")._repr_mimebundle_()["text/html"]
-    took = duration_text(run["active_ms"], run["duration_ms"])
+    took = duration_text(run["active_ms"], run["duration_ms"], run["attempts"])
     assert f'<td style="white-space:nowrap">{took}</td>' in table
     assert '<td style="white-space:nowrap"><code>nap-1</code></td>' in table
     logs = magic(crashed, "logs nap-1")._repr_mimebundle_()["text/html"]
