@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from relay_notebook.testing import PostgresServer, postgres_server
 from relay_notebook.workspace import Workspace
 
 RELAYS = Path(__file__).parent / "relays"
+SERVERS = Path(__file__).parent / "servers"
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +49,15 @@ def postgres() -> Iterator[PostgresServer]:
 def database_url(postgres: PostgresServer) -> str:
     """A fresh database on the session's server (DBOS and the kit create it on first use)."""
     return postgres.database_url()
+
+
+@pytest.fixture
+def with_orders_server(workspace: Workspace) -> Workspace:
+    """A workspace declaring the test suite's MCP order server."""
+    workspace.home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SERVERS / "mcp_orders.py", workspace.home / "mcp_orders.py")
+    (workspace.home / "mcp_servers.yaml").write_text(
+        "servers:\n  orders:\n    command: python\n    args: [mcp_orders.py]\n"
+        "    env: {ORDERS_DB: orders.json}\n"
+    )
+    return workspace

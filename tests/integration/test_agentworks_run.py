@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from relay_notebook.runner import RunOutcome
 from relay_notebook.workspace import Manifest, Workspace
 from tests.servers.chat_server import chat_server
 
-SERVERS = Path(__file__).resolve().parents[1] / "servers"
 
 
 def setup_relay(
@@ -32,18 +30,6 @@ def setup_relay(
 def go(ws: Workspace, run_input: Any = None, crash: str | None = None) -> RunOutcome:
     out: RunOutcome = commands.run(ws, "r", run_input=run_input, crash=crash).wait(120)
     return out
-
-
-@pytest.fixture
-def with_orders_server(workspace: Workspace) -> Workspace:
-    """A workspace declaring the test suite's MCP order server."""
-    workspace.home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(SERVERS / "mcp_orders.py", workspace.home / "mcp_orders.py")
-    (workspace.home / "mcp_servers.yaml").write_text(
-        "servers:\n  orders:\n    command: python\n    args: [mcp_orders.py]\n"
-        "    env: {ORDERS_DB: orders.json}\n"
-    )
-    return workspace
 
 
 def test_platform_calls_outside_a_run_fail_clearly() -> None:

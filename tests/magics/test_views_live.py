@@ -3,13 +3,10 @@ and the recovery lab widget."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from relay_notebook import commands
 from relay_notebook.history import overlay_run
@@ -20,23 +17,23 @@ from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
 
 RELAYS = Path(__file__).parents[1] / "relays"
-SERVERS = Path(__file__).parents[1] / "servers"
-
-
-@pytest.fixture
-def with_orders_server(workspace: Workspace) -> Workspace:
-    """A workspace declaring the test suite's MCP order server."""
-    workspace.home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(SERVERS / "mcp_orders.py", workspace.home / "mcp_orders.py")
-    (workspace.home / "mcp_servers.yaml").write_text(
-        "servers:\n  orders:\n    command: python\n    args: [mcp_orders.py]\n"
-        "    env: {ORDERS_DB: orders.json}\n"
-    )
-    return workspace
 
 
 ORDER = (RELAYS / "order.py").read_text(encoding="utf-8")
 BIG = {"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "unit": 70}]}
+
+
+class RecordingComm:
+    """The kernel end of a view's comm, keeping what the kernel sends."""
+
+    def __init__(self, sent: list[dict[str, Any]]) -> None:
+        self.sent = sent
+
+    def on_msg(self, handler: Any) -> None:
+        self.handler = handler
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.sent.append(data)
 
 
 def order_view(workspace: Workspace, **kwargs: Any) -> RunView:
@@ -109,14 +106,7 @@ def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace)
     order_view(workspace, run_input=BIG)
     sent: list[dict[str, Any]] = []
 
-    class Comm:
-        def on_msg(self, handler: Any) -> None:
-            self.handler = handler
-
-        def send(self, data: dict[str, Any]) -> None:
-            sent.append(data)
-
-    channel = ViewChannel(Comm(), lambda: workspace, None)
+    channel = ViewChannel(RecordingComm(sent), lambda: workspace, None)
     channel.handle(
         {"content": {"data": {"action": "run", "run_id": "order-1", "crash": "during:ship"}}}
     )
@@ -207,14 +197,7 @@ def test_fork_from_a_node_through_the_view_channel(workspace: Workspace) -> None
     order_view(workspace, run_input=BIG)
     sent: list[dict[str, Any]] = []
 
-    class Comm:
-        def on_msg(self, handler: Any) -> None:
-            self.handler = handler
-
-        def send(self, data: dict[str, Any]) -> None:
-            sent.append(data)
-
-    channel = ViewChannel(Comm(), lambda: workspace, None)
+    channel = ViewChannel(RecordingComm(sent), lambda: workspace, None)
     channel.handle({"content": {"data": {"action": "fork", "run_id": "order-1", "from": "pack#2"}}})
     channel.views[-1].wait(120)
     doc = [m for m in sent if m.get("final")][-1]["bundle"][GRAPH_MIME]
