@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from relay_notebook.history import read_run_log
 from relay_notebook.runner import RunOutcome
 from relay_notebook.workspace import Manifest, Workspace
 from tests.servers.chat_server import chat_server
-
 
 
 def setup_relay(
