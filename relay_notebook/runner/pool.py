@@ -68,6 +68,15 @@ def _client(backend: Backend) -> Any:
         return client
 
 
+def ensure_dbos_schema(backend: Backend) -> None:
+    """DBOS's tables in ``backend`` at their latest version, made sure of by this process.
+
+    Run before a child starts: a child that migrates a fresh database itself can deadlock with
+    the supervisor reading its rows (PostgreSQL then aborts the child's migration).
+    """
+    _client(backend)
+
+
 def enqueue_run(
     backend: Backend, run_id: str, *, crash: CrashSpec | None = None, n: int = 1
 ) -> str:

@@ -30,6 +30,7 @@ from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
 from relay_notebook.runner.ledger import now_ms
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
+from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt, record_event
 from relay_notebook.workspace import (
@@ -161,6 +162,7 @@ def create_run(
     backend = workspace_backend(workspace, backend)
     if backend.is_postgres:
         prepare_database(backend, workspace.home)
+        ensure_dbos_schema(backend)
     folder = allocate_run(workspace, draft.name)
     created = now_ms()
     meta: dict[str, Any] = {
