@@ -19,6 +19,7 @@ from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.runner.runs import create_run
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
 
@@ -212,3 +213,15 @@ def test_two_recoveries_at_once_number_their_attempts_under_the_lock(
     numbers = [a["attempt"] for a in find_run(ws, first.run_id).read_meta()["attempts"]]
     assert len(numbers) == len(set(numbers)), numbers
     assert any(getattr(r, "status", None) == "succeeded" for r in results)
+
+
+def test_dbos_tables_exist_before_the_first_child_starts(five: Any, database_url: str) -> None:
+    """Creating a run on a fresh database migrates DBOS's tables in the supervisor: a child left
+    to migrate them deadlocked with the supervisor reading its rows (PostgreSQL aborted it)."""
+    ws, draft, inp = five
+    create_run(ws, draft, run_input=inp, backend=resolve_backend(database_url))
+    with psycopg.connect(database_url) as conn:
+        tables = conn.execute(
+            "SELECT to_regclass('dbos.operation_outputs'), to_regclass('dbos.workflow_status')"
+        ).fetchone()
+    assert tables == ("dbos.operation_outputs", "dbos.workflow_status")
