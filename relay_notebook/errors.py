@@ -49,6 +49,8 @@ __all__ = [
     "RunRecordDamagedError",
     "RunRejectedError",
     "WorkspaceError",
+    "WorkspaceNotFoundError",
+    "WorkspaceRefusedError",
 ]
 
 
@@ -303,4 +305,18 @@ class RunFileRefusedError(RelayError):
     """A file path outside the run's ``execution/`` folder (``..``, absolute, a symlink out)."""
 
     code = "run-file-refused"
+    exit_code = 2
+
+
+class WorkspaceRefusedError(RelayError):
+    """A REST request named a workspace the server does not serve (outside its root folder)."""
+
+    code = "workspace-refused"
+    exit_code = 2
+
+
+class WorkspaceNotFoundError(RelayError):
+    """A REST request named a workspace folder that does not exist (no relay saved there yet)."""
+
+    code = "workspace-not-found"
     exit_code = 2

@@ -91,8 +91,20 @@ export class RelayApiError extends Error {
 export class RelayApiUnavailableError extends RelayApiError {}
 
 /** Calls the relay REST API of one Jupyter server. */
+/** `GET /workspace`: which workspace requests are about. */
+export interface WorkspaceInfo {
+  home: string;
+  /** The path relative to the server's root folder. */
+  label: string;
+  /** Whether it is the server's own workspace. */
+  default: boolean;
+  relays: number;
+}
+
 export class RelayApi {
   readonly settings: ServerConnection.ISettings;
+  /** Another workspace than the server's own (`?workspace=` on every request), or null. */
+  workspace: string | null = null;
 
   constructor(settings?: ServerConnection.ISettings) {
     this.settings = settings ?? ServerConnection.makeSettings();
@@ -101,7 +113,15 @@ export class RelayApi {
   /** The full URL of an API path such as `relays/invoice`. */
   url(path: string, query?: Record<string, string>): string {
     const base = URLExt.join(this.settings.baseUrl, API_PATH, path);
-    return query ? base + URLExt.objectToQueryString(query) : base;
+    const all = this.workspace !== null ? { workspace: this.workspace, ...query } : query;
+    return all ? base + URLExt.objectToQueryString(all) : base;
+  }
+
+  /** Describe a workspace without switching to it: `undefined` the one requests go to now,
+   * `null` the server's own, else that folder. */
+  describeWorkspace(workspace?: string | null): Promise<WorkspaceInfo> {
+    const query = workspace === undefined ? undefined : { workspace: workspace ?? '' };
+    return this.request<WorkspaceInfo>('GET', 'workspace', undefined, query);
   }
 
   async request<T>(method: string, path: string, body?: unknown, query?: Record<string, string>) {

@@ -18,6 +18,7 @@ import {
   RunDetail
 } from './api.js';
 import { FilesSection } from './files.js';
+import { NotebookFront, WorkspaceBar } from './follow.js';
 import { crashText, formatDuration, RunRow, statusText } from './format.js';
 import type { RunInfo } from './geometry.js';
 import { GraphView } from './graphview.js';
@@ -60,6 +61,7 @@ export class RelayPanel extends Widget {
   private readonly runBox: HTMLDivElement;
   private readonly graphView: GraphView;
   private readonly filesSection: FilesSection;
+  readonly workspaceBar: WorkspaceBar;
   private readonly inputArea: HTMLTextAreaElement;
   private relays: RelaySummary[] = [];
   private relayName: string | null = null;
@@ -82,6 +84,13 @@ export class RelayPanel extends Widget {
       h('h2', 'jp-RelayPanel-title', 'Relays'),
       button('⟳', 'Refresh the relays and runs', () => void this.refresh(true))
     );
+    this.workspaceBar = new WorkspaceBar(api, () => {
+      this.relayName = null;
+      this.relay = null;
+      this.runId = null;
+      this.run = null;
+      void this.refresh(true);
+    });
     this.message = h('div', 'jp-RelayPanel-message');
     this.message.hidden = true;
     this.relaysBox = h('div', 'jp-RelayPanel-relays');
@@ -98,7 +107,14 @@ export class RelayPanel extends Widget {
     this.inputArea.rows = 2;
     this.inputArea.spellcheck = false;
     this.inputArea.title = 'The run input (JSON), passed to run(INPUT)';
-    this.node.append(header, this.message, this.relaysBox, this.relayBox, this.runBox);
+    this.node.append(
+      header,
+      this.workspaceBar.node,
+      this.message,
+      this.relaysBox,
+      this.relayBox,
+      this.runBox
+    );
   }
 
   /** Reload everything shown; `full` also reloads the selected relay's graph and releases. */
@@ -132,6 +148,9 @@ export class RelayPanel extends Widget {
       this.busy = false;
     }
     this.render();
+    if (full) {
+      void this.workspaceBar.update();
+    }
     if (this.refreshAgain) {
       this.refreshAgain = false;
       void this.refresh();
@@ -140,6 +159,11 @@ export class RelayPanel extends Widget {
     if (this.needsPolling()) {
       this.timer = window.setTimeout(() => void this.refresh(), POLL_MS);
     }
+  }
+
+  /** The notebook in front changed: offer its workspace when it is not the one shown. */
+  follow(front: NotebookFront | null, force = false): Promise<void> {
+    return this.workspaceBar.follow(front, force);
   }
 
   /** Show one relay's releases and runs. */

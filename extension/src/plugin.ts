@@ -12,6 +12,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { RelayApi } from './api.js';
 import { KernelLike, setKernelFinder } from './kernel.js';
+import { ShellLike, watchFront } from './follow.js';
 import { RelayPanel } from './panel.js';
 
 export { drawGraph, drawEdge, drawNode } from './draw.js';
@@ -52,6 +53,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.title.icon = relayIcon;
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, panel.id);
+    // the panel offers the workspace of the notebook in front when it is another one
+    watchFront(
+      app.shell as unknown as ShellLike,
+      (front, force) => void panel.follow(front, force),
+      () => panel.workspaceBar.knowsFront()
+    );
   }
 };
 

@@ -202,6 +202,9 @@ class ViewChannel:
     def handle(self, msg: dict[str, Any]) -> None:
         """Act on one message from the view (the comm's open carries the first action)."""
         data = msg.get("content", {}).get("data", {}) or {}
+        if data.get("action") == "workspace":  # the side panel asks which workspace we use
+            self.comm.send({"type": "workspace", "home": str(self.workspace().home)})
+            return
         try:
             view = self.act(data)
         except Exception as exc:  # shown in the view's header, never a traceback
@@ -242,7 +245,9 @@ class ViewChannel:
             )  # fmt: skip
             view.monitor.note = f"forked from {run_id} at {call} with this view's button"
             return view
-        raise ValueError(f"unknown view action {action!r}; expected 'run', 'recover' or 'fork'")
+        raise ValueError(
+            f"unknown view action {action!r}; expected 'run', 'recover', 'fork' or 'workspace'"
+        )
 
 
 def register_view_channel(shell: Any, workspace: Callable[[], Workspace]) -> bool:

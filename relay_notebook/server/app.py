@@ -17,7 +17,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Unicode, default
 
 from relay_notebook.server.handlers import API_PREFIX, ROUTES
-from relay_notebook.server.service import RelayService
+from relay_notebook.server.workspaces import WorkspaceServices
 from relay_notebook.settings import Settings
 
 __all__ = ["RelayExtension"]
@@ -78,9 +78,12 @@ class RelayExtension(ExtensionApp):
         return root / "relays"
 
     def initialize_settings(self) -> None:
-        self.service = RelayService(self.relay_settings())
-        self.settings["relay_service"] = self.service
         assert self.serverapp is not None
+        self.services = WorkspaceServices(
+            self.relay_settings(), Path(self.serverapp.root_dir).expanduser()
+        )
+        self.service = self.services.default
+        self.settings["relay_services"] = self.services
         self.log.info(
             "relay_notebook: REST API at %s%s on workspace %s",
             self.serverapp.base_url,
@@ -93,10 +96,10 @@ class RelayExtension(ExtensionApp):
 
     def current_activity(self) -> list[str] | None:
         """The runs whose attempts this server supervises now (``None``: idle)."""
-        return self.service.live_runs() or None
+        return self.services.live_runs() or None
 
     async def stop_extension(self) -> None:
-        stopped = await asyncio.to_thread(self.service.interrupt_all)
+        stopped = await asyncio.to_thread(self.services.interrupt_all)
         if stopped:
             self.log.info(
                 "relay_notebook: interrupted runs %s at shutdown; recover them with "

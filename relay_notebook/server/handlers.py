@@ -34,6 +34,7 @@ from relay_notebook.errors import (
 from relay_notebook.history.files import run_file, run_files
 from relay_notebook.runner.run_input import parse_json_text
 from relay_notebook.server.service import RelayService
+from relay_notebook.server.workspaces import WorkspaceServices
 from relay_notebook.surfaces import reword
 
 __all__ = ["API_PREFIX", "CODES", "MAX_BODY_BYTES", "ROUTES", "error_status"]
@@ -93,9 +94,15 @@ class RelayAPIHandler(APIHandler):
         self._received += chunk
 
     @property
+    def services(self) -> WorkspaceServices:
+        services: WorkspaceServices = self.settings["relay_services"]
+        return services
+
+    @property
     def service(self) -> RelayService:
-        service: RelayService = self.settings["relay_service"]
-        return service
+        """The service of the workspace the request names (``?workspace=``), else the
+        server's own."""
+        return self.services.get(self.get_query_argument("workspace", None))
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking service call off the event loop."""
@@ -170,6 +177,14 @@ class RelayAPIHandler(APIHandler):
             self.log.info("%s: %s [%s]", self._request_summary(), value.message, value.code)
             return
         super().log_exception(typ, value, tb)
+
+
+class WorkspaceHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        requested = self.get_query_argument("workspace", None)
+        self.reply(await self.call(self.services.describe, requested))
 
 
 class RelaysHandler(RelayAPIHandler):
@@ -307,6 +322,7 @@ _NAME = r"(?P<name>[^/]+)"
 _RUN = r"(?P<run_id>[^/]+)"
 #: (pattern relative to the server's base_url, handler, kwargs), matched in order
 ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
+    (rf"{API_PREFIX}/workspace", WorkspaceHandler, {}),
     (rf"{API_PREFIX}/relays", RelaysHandler, {}),
     (rf"{API_PREFIX}/relays/{_NAME}", RelayHandler, {}),
     (rf"{API_PREFIX}/relays/{_NAME}/releases", ReleasesHandler, {}),

@@ -177,3 +177,58 @@ def test_a_draft_that_fails_admission_is_marked_broken(panel_page: Any, lab: Lab
     item.wait_for()
     assert item.get_attribute("data-broken") == "true"
     assert item.locator(".jp-RelayPanel-broken").inner_text().startswith("broken: ")
+
+
+def test_the_panel_offers_the_workspace_of_the_notebook_in_front(
+    browser_context: Any, lab: LabServer
+) -> None:
+    """A notebook whose kernel keeps its relays in another workspace (under the server's root):
+    the panel says so and offers it; "Show it" lists that workspace's relays, and "server's"
+    brings the server's own back. Ground truth: the relays saved in each folder."""
+    import nbformat
+
+    Workspace(lab.home).save_draft("order", ORDER)
+    other = lab.root / "team" / "relays"
+    Workspace(other).save_draft("solo", (REPO / "tests" / "relays" / "five.py").read_text())
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            f"%load_ext relay_notebook\n%config RelayMagics.home = {str(other)!r}"
+        )
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, lab.root / "team.ipynb")
+    page = browser_context.new_page()
+    try:
+        page.goto(lab.lab_url("team.ipynb"))
+        page.wait_for_function(
+            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
+            "?.status === 'idle'"
+        )
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
+        panel = page.locator("#relay-panel")
+        line = panel.locator(".jp-RelayPanel-workspace-line")
+        line.wait_for()
+        panel.locator('li[data-relay="order"]').wait_for()
+        assert line.inner_text().split() == ["workspace", "relays"]
+        assert panel.locator('li[data-relay="order"]').count() == 1
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        offer = panel.locator(".jp-RelayPanel-workspace-offer")
+        offer.wait_for(timeout=30_000)
+        assert offer.inner_text().startswith("team.ipynb uses the workspace team/relays (1 relay).")
+        page.screenshot(path=str(ARTIFACTS / "panel_workspace_offer.png"))
+        offer.get_by_role("button", name="Show it").click()
+        panel.locator('li[data-relay="solo"]').wait_for()
+        assert panel.locator('li[data-relay="order"]').count() == 0
+        assert line.inner_text().split()[:2] == ["workspace", "team/relays"]
+        assert offer.count() == 0  # the notebook's workspace is the one shown now
+        page.screenshot(path=str(ARTIFACTS / "panel_workspace_followed.png"))
+        line.get_by_role("button", name="server’s").click()
+        panel.locator('li[data-relay="order"]').wait_for()
+        assert panel.locator('li[data-relay="solo"]').count() == 0
+    finally:
+        page.close()

@@ -640,3 +640,38 @@ def test_a_run_is_forked_over_the_api(server: Server) -> None:
     assert refused.status == 409 and refused.body["error"]["code"] == "fork-refused"
     missing = server.call("POST", "/runs/{run_id}/fork", {"run_id": parent["run_id"]}, body={})
     assert missing.status == 400 and missing.body["error"]["code"] == "invalid-request"
+
+
+def test_a_notebooks_own_workspace_is_served_by_parameter(server: Server) -> None:
+    """``?workspace=`` serves another workspace under the root (the side panel passes the one a
+    notebook's kernel uses): its relays, a run started and finished there, and its description;
+    the server's own stays as it was; a folder outside the root or missing is refused."""
+    root = server.home.parent
+    Workspace(root / "notebooks" / "relays").save_draft("solo", (RELAYS / "five.py").read_text())
+    own = server.call("GET", "/workspace").body
+    assert own["home"] == str(server.home) and own["label"] == "relays" and own["default"]
+    query = "?workspace=notebooks/relays"
+    other = server.call("GET", "/workspace", query=query).body
+    assert other["label"] == "notebooks/relays" and other["default"] is False
+    assert other["relays"] == 1 and other["home"] == str(root / "notebooks" / "relays")
+    listed = server.call("GET", "/relays", query=query).body
+    assert [r["name"] for r in listed] == ["solo"]
+    assert "solo" not in [r["name"] for r in server.call("GET", "/relays").body]
+    started = server.call(
+        "POST", "/relays/{name}/runs", {"name": "solo"}, body={"input": {"n": 2}}, query=query
+    )
+    run_id = started.body["run_id"]
+    run = server.call("GET", "/runs/{run_id}", {"run_id": run_id}, query=query).body
+    deadline = time.monotonic() + 120
+    while run["status"] in UNFINISHED and time.monotonic() < deadline:
+        time.sleep(0.1)
+        run = server.call("GET", "/runs/{run_id}", {"run_id": run_id}, query=query).body
+    assert run["status"] == "succeeded" and run["result"] == {"total": 10}
+    assert len(list((root / "notebooks" / "relays" / "solo" / "runs").glob("*/run.json"))) == 1
+    missing = server.call("GET", "/runs/{run_id}", {"run_id": run_id})
+    assert missing.status == 404 and missing.body["error"]["code"] == "run-not-found"
+    outside = server.call("GET", "/relays", query="?workspace=/tmp")
+    assert outside.status == 400 and outside.body["error"]["code"] == "workspace-refused"
+    assert "--RelayExtension.home=/tmp" in outside.body["error"]["message"]
+    absent = server.call("GET", "/workspace", query="?workspace=nowhere/relays")
+    assert absent.status == 400 and absent.body["error"]["code"] == "workspace-not-found"

@@ -125,7 +125,7 @@ def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace)
     channel.handle({"content": {"data": {"action": "delete"}}})
     assert sent[-1] == {
         "type": "error",
-        "message": "unknown view action 'delete'; expected 'run', 'recover' or 'fork'",
+        "message": "unknown view action 'delete'; expected 'run', 'recover', 'fork' or 'workspace'",
     }
 
 
@@ -207,3 +207,12 @@ def test_fork_from_a_node_through_the_view_channel(workspace: Workspace) -> None
     assert nodes["step-price"]["details"]["status"] == "copied"
     assert nodes["step-pack"]["details"]["summary"] == "1 of 2 copied from order-1"
     assert doc["run"]["note"] == "forked from order-1 at pack#2 with this view's button"
+
+
+def test_the_side_panel_learns_the_kernels_workspace(workspace: Workspace) -> None:
+    """The panel asks a notebook's kernel which workspace it uses (to offer showing it)."""
+    sent: list[dict[str, Any]] = []
+    ViewChannel(RecordingComm(sent), lambda: workspace, None).handle(
+        {"content": {"data": {"action": "workspace"}}}
+    )
+    assert sent == [{"type": "workspace", "home": str(workspace.home)}]
