@@ -127,6 +127,18 @@ export class FilesSection {
     }
   }
 
+  /** Open call folder `folder` (`call-3`) and bring it into view. */
+  reveal(folder: string): void {
+    this.open.add(folder);
+    this.render();
+    const details = this.tree.querySelector<HTMLDetailsElement>(`details[data-folder="${folder}"]`);
+    if (details) {
+      details.open = true;
+      details.classList.add('jp-mod-revealed');
+      details.scrollIntoView?.({ block: 'nearest' });
+    }
+  }
+
   private render(): void {
     const files = this.files;
     if (files === null) {

@@ -22,6 +22,9 @@ export interface GraphViewOptions {
   onSelect?: (node: GraphNode | null) => void;
   /** Offered in a run graph's node details: fork the run from that call (`STEP#N`). */
   onFork?: (call: string, draft: boolean) => void;
+  /** Offered for an agent call's `execution/call-N` folder (the side panel shows its files);
+   * without it, the details say which magic shows them. */
+  onFiles?: (folder: string) => void;
 }
 
 const MIN_SCALE = 0.05;
@@ -52,6 +55,7 @@ export class GraphView {
   private drawn: DrawnGraph | null = null;
   private byId = new Map<string, GraphNode>();
   private selected: string | null = null;
+  private runId: string | null = null;
   private scale = 1;
   private tx = 0;
   private ty = 0;
@@ -114,6 +118,8 @@ export class GraphView {
     }
     this.node.dataset['nodes'] = String(graph.nodes.length);
     this.node.dataset['kind'] = graph.kind ?? 'flow';
+    const run = (graph as { run?: { run_id?: unknown } }).run;
+    this.runId = typeof run?.run_id === 'string' ? run.run_id : null;
     this.caption.textContent = describeGraph(graph);
     this.area.replaceChildren();
     this.notes.replaceChildren();
@@ -270,6 +276,10 @@ export class GraphView {
     if (forks) {
       this.details.append(forks);
     }
+    const files = this.fileLinks(node);
+    if (files) {
+      this.details.append(files);
+    }
     this.details.append(h('div', 'jp-RelayGraph-jsonTitle', 'details'), pre);
   }
 
@@ -298,6 +308,47 @@ export class GraphView {
         button.dataset['call'] = target;
         button.addEventListener('click', () => onFork(target, draft));
         box.appendChild(button);
+      }
+    }
+    return box.childElementCount ? box : null;
+  }
+
+  /** An agent call's `execution/call-N` folders: a link in the panel, the magic elsewhere. */
+  private fileLinks(node: GraphNode): HTMLDivElement | null {
+    const calls = node.details?.['calls'];
+    if (!Array.isArray(calls)) {
+      return null;
+    }
+    const box = h('div', 'jp-RelayGraph-files');
+    const onFiles = this.options.onFiles;
+    for (const call of calls as Record<string, unknown>[]) {
+      const folders = call['folders'];
+      if (!Array.isArray(folders)) {
+        continue;
+      }
+      for (const folder of folders) {
+        if (typeof folder !== 'string') {
+          continue;
+        }
+        const row = h('div', 'jp-RelayGraph-filesRow');
+        row.dataset['folder'] = folder;
+        row.append(h('span', '', `files of ${String(call['name'])}#${String(call['occurrence'])}: `));
+        if (onFiles) {
+          const link = h('a', 'jp-RelayGraph-filesLink', folder);
+          link.href = '#';
+          link.title = `Show the files in execution/${folder}`;
+          link.addEventListener('click', event => {
+            event.preventDefault();
+            onFiles(folder);
+          });
+          row.append(link);
+        } else {
+          const magic = `%relay files ${this.runId ?? 'RUN'} ${folder}`;
+          const code = h('code', 'jp-RelayGraph-filesMagic', magic);
+          code.title = "Type this in a cell to see the call's files";
+          row.append(code);
+        }
+        box.appendChild(row);
       }
     }
     return box.childElementCount ? box : null;

@@ -99,7 +99,8 @@ export class RelayPanel extends Widget {
     this.graphView = new GraphView({
       maxHeight: 360,
       minFitScale: 0.2,
-      onFork: (call, draft) => void this.forkRun(call, draft)
+      onFork: (call, draft) => void this.forkRun(call, draft),
+      onFiles: folder => this.filesSection.reveal(folder)
     });
     this.filesSection = new FilesSection(api);
     this.inputArea = h('textarea', 'jp-RelayPanel-input');

@@ -205,7 +205,7 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
         graph, log.steps, finished=log.run.get("status") == "succeeded", sites=sites
     )
     _paint(graph, walk, calls, log, ended=log.run.get("status") in _TERMINAL)
-    _describe_calls(graph, calls, facts)
+    _describe_calls(graph, calls, facts, log)
     graph.run = run_header(log)
     error = graph.run.get("error")
     if log.run.get("status") == "failed" and error:
@@ -224,9 +224,11 @@ def _describe_calls(
     graph: FlowGraph,
     calls: dict[str, list[dict[str, Any]]],
     facts: dict[tuple[str, int], dict[str, Any]],
+    log: RunLog,
 ) -> None:
     """Per-call facts on each node that made calls: attempts that ran and reused them, counts,
-    and each call's input, output and error previews (already redacted) and duration."""
+    each call's input, output and error previews (already redacted) and duration, and the
+    ``execution/call-N`` folders of an agent call (``folders``, from its receipts)."""
     for node in graph.nodes:
         made = calls.get(node.id)
         if not made:
@@ -237,6 +239,9 @@ def _describe_calls(
             extra = facts.get((step["workflow_id"], step["function_id"]), {})
             if "input_preview" in extra:
                 row["input_preview"] = extra["input_preview"]
+            folders = sorted({r["call_dir"] for r in log.receipts_of(step) if r.get("call_dir")})
+            if folders:
+                row["folders"] = folders
             rows.append(row)
         if len(rows) > MAX_NODE_CALLS:
             half = MAX_NODE_CALLS // 2

@@ -65,3 +65,21 @@ def test_clicking_a_file_previews_it(files_page: Any) -> None:
     cut = files.locator(".jp-RelayFiles-cut")
     cut.wait_for()
     assert cut.inner_text().startswith("cut at 64.0 KiB of 64.0 KiB")
+
+
+def test_a_nodes_details_link_to_its_calls_folder(files_page: Any) -> None:
+    """The run graph's details of the checker node name the folder of the call that finished
+    (call-3, made by attempt 2, as its receipt says); clicking it opens that folder below."""
+    panel = files_page.locator("#relay-panel")
+    graph = panel.locator('.jp-RelayPanel-run[data-run-id="r-1"] .jp-RelayGraph')
+    graph.locator('g.relay-node[data-node-id="agent-checker"]').click()
+    row = graph.locator(".jp-RelayGraph-details .jp-RelayGraph-filesRow")
+    assert row.inner_text() == "files of agent:checker#1: call-3"
+    panel.locator('.jp-RelayFiles-folder[data-folder="call-3"]').evaluate(
+        "d => { d.open = false; }"
+    )
+    row.get_by_role("link", name="call-3").click()
+    folder = panel.locator('.jp-RelayFiles-folder[data-folder="call-3"]')
+    assert folder.get_attribute("open") is not None
+    assert "jp-mod-revealed" in (folder.get_attribute("class") or "")
+    files_page.screenshot(path=str(ARTIFACTS / "panel_node_files.png"))

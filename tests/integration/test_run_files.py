@@ -156,3 +156,21 @@ def test_the_magic_shows_the_tree_and_previews(workspace: Workspace, recovered: 
     one = shell.run_line_magic("relay", f"files {recovered} call-3")._repr_mimebundle_()
     assert "call-1" not in one["text/plain"]
     assert "&quot;agent&quot;: &quot;checker&quot;" in one["text/html"]
+
+
+def test_the_run_views_node_details_name_each_calls_folder(
+    workspace: Workspace, recovered: str
+) -> None:
+    """The run view's details of an agent node list the call folder its receipt names (the
+    folders the files view shows): the reused writer call's call-1, the re-made checker's call-3."""
+    from relay_notebook.history import overlay_run
+
+    graph = overlay_run(commands.graph(workspace, "r"), commands.logs(workspace, recovered))
+    folders = {
+        call["name"]: call.get("folders")
+        for node in graph.nodes
+        for call in node.details.get("calls", [])
+    }
+    assert folders == {"agent:writer": ["call-1"], "agent:checker": ["call-3"]}
+    listed = {c.folder for c in run_files(workspace, recovered).calls}
+    assert {"call-1", "call-3"} <= listed
