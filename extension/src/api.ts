@@ -9,6 +9,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import type { RunRow } from './format.js';
 import type { GraphDocument } from './geometry.js';
+import type { LineageNode } from './lineage.js';
 
 export const API_PATH = 'relay/api';
 
@@ -204,6 +205,11 @@ export class RelayApi {
     draft = false
   ): Promise<{ run_id: string; status: string }> {
     return this.request('POST', `runs/${encodeURIComponent(runId)}/fork`, { from, draft });
+  }
+
+  /** The fork tree `runId` belongs to. */
+  getLineage(runId: string): Promise<LineageNode> {
+    return this.request<LineageNode>('GET', `runs/${encodeURIComponent(runId)}/lineage`);
   }
 
   /** Delete a run (refused while it runs; its release stays). */

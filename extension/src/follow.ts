@@ -187,6 +187,7 @@ interface SessionContextLike {
   session?: { kernel?: KernelLike | null } | null;
   kernelChanged?: SignalLike<unknown>;
   statusChanged?: SignalLike<string>;
+  iopubMessage?: SignalLike<{ header?: { msg_type?: string } }>;
 }
 
 interface FrontWidget {
@@ -199,42 +200,52 @@ export interface ShellLike {
   currentChanged?: SignalLike<unknown>;
 }
 
-/** Call `onFront` whenever the notebook in front (or its kernel) changes, and again when its
- * kernel goes idle while the panel does not know its workspace yet (the user just ran
- * `%load_ext relay_notebook`); returns the function that asks again. */
+/** Call `onFront` whenever the notebook in front (or its kernel) changes, and again once the
+ * kernel goes idle after running a cell while the panel does not know its workspace yet (the
+ * user just ran `%load_ext relay_notebook`); returns the function that asks again. Only cells
+ * the user runs trigger that: the panel's own question does not, so a notebook without the
+ * kit is asked once, not in a loop. */
 export function watchFront(
   shell: ShellLike,
   onFront: (front: NotebookFront | null, force: boolean) => void,
   known: () => boolean
 ): () => void {
   let watched: SessionContextLike | null = null;
-  let last = 0;
+  let ranCell = false;
   const front = (): NotebookFront | null => {
     const widget = shell.currentWidget as FrontWidget | null;
     const context = widget?.sessionContext;
     if (!context) {
       return null;
     }
-    return { name: widget?.title?.label || 'this notebook', kernel: context.session?.kernel ?? null };
+    const name = widget?.title?.label || 'this notebook';
+    return { name, kernel: context.session?.kernel ?? null };
   };
-  const ask = (force = false): void => {
-    last = Date.now();
-    onFront(front(), force);
-  };
+  const ask = (force = false): void => onFront(front(), force);
   const kernelChanged = (): void => ask(true);
+  const iopub = (_: unknown, msg: { header?: { msg_type?: string } }): void => {
+    if (msg.header?.msg_type === 'execute_input') {
+      ranCell = true;
+    }
+  };
   const statusChanged = (_: unknown, status: string): void => {
     if (status === 'restarting' || status === 'autorestarting') {
       ask(true); // the kit must be loaded again: forget what the old process said
-    } else if (status === 'idle' && !known() && Date.now() - last > 2000) {
-      ask();
+    } else if (status === 'idle' && ranCell) {
+      ranCell = false;
+      if (!known()) {
+        ask();
+      }
     }
   };
   const rewire = (): void => {
     watched?.kernelChanged?.disconnect(kernelChanged);
     watched?.statusChanged?.disconnect(statusChanged);
+    watched?.iopubMessage?.disconnect(iopub);
     watched = (shell.currentWidget as FrontWidget | null)?.sessionContext ?? null;
     watched?.kernelChanged?.connect(kernelChanged);
     watched?.statusChanged?.connect(statusChanged);
+    watched?.iopubMessage?.connect(iopub);
   };
   shell.currentChanged?.connect(() => {
     rewire();

@@ -19,6 +19,7 @@ import {
 } from './api.js';
 import { FilesSection } from './files.js';
 import { NotebookFront, WorkspaceBar } from './follow.js';
+import { LineageNode, lineageSection } from './lineage.js';
 import { crashText, formatDuration, RunRow, statusText } from './format.js';
 import type { RunInfo } from './geometry.js';
 import { GraphView } from './graphview.js';
@@ -69,6 +70,7 @@ export class RelayPanel extends Widget {
   private runs: RunRow[] = [];
   private runId: string | null = null;
   private run: RunDetail | null = null;
+  private lineage: LineageNode | null = null;
   private timer: number | null = null;
   private busy = false;
   private refreshAgain = false;
@@ -142,6 +144,7 @@ export class RelayPanel extends Widget {
         this.runs = [];
       }
       this.run = this.runId !== null ? await this.api.getRun(this.runId) : null;
+      this.lineage = this.runId !== null ? await this.api.getLineage(this.runId) : null;
       this.showMessage(null);
     } catch (error) {
       this.handleError(error);
@@ -458,6 +461,11 @@ export class RelayPanel extends Widget {
       });
       from.append('forked from ', parent, ` at ${fork.from} · ${fork.copied ?? 0} copied`);
       box.appendChild(from);
+    }
+    const tree = this.lineage;
+    const section = tree ? lineageSection(tree, run, id => void this.openRun(id)) : null;
+    if (section) {
+      box.appendChild(section);
     }
     const reason = runReason(info) || run.error?.message || '';
     if (reason && run.status === 'interrupted') {

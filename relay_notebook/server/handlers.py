@@ -283,6 +283,13 @@ class ForkHandler(RelayAPIHandler):
         self.reply(run, 202)
 
 
+class LineageHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        self.reply(await self.call(self.service.lineage, run_id))
+
+
 class ReconcileHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
@@ -334,6 +341,7 @@ ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
     (rf"{API_PREFIX}/runs/{_RUN}/recover", RecoverHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/reconcile", ReconcileHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/fork", ForkHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/lineage", LineageHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/files", RunFilesHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/files/(?P<path>.+)", RunFileHandler, {}),
     (rf"{API_PREFIX}(?:/.*)?", NoRouteHandler, {}),

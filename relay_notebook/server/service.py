@@ -229,6 +229,14 @@ class RelayService:
         self._keep(handle)
         return self._brief(run_id), True
 
+    def lineage(self, run_id: str) -> dict[str, Any]:
+        """``GET relay/api/runs/{run_id}/lineage``: the fork tree the run belongs to, from the
+        run it was first forked from (each node: run id, status, fork origin, its forks)."""
+        from relay_notebook.history.lineage import lineage
+
+        tree: dict[str, Any] = lineage(self.workspace, run_id).to_dict()
+        return tree
+
     def fork(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST relay/api/runs/{run_id}/fork``: a new run from one of RUN's calls (earlier
         calls copied, the rest run fresh); its first attempt starts at once."""

@@ -154,6 +154,17 @@ def test_fork_from_the_panels_run_graph_then_delete_a_run(panel_page: Any, lab: 
     )
     run = panel.locator(".jp-RelayPanel-run")
     assert run.locator(".jp-RelayPanel-fork").inner_text().startswith("forked from order-1 at")
+    # the lineage: order-1 at the root, the fork under it (marked: it is the run shown)
+    tree = run.locator(".jp-RelayLineage")
+    root = tree.locator('li.jp-RelayLineage-run[data-run-id="order-1"]')
+    child = root.locator('li.jp-RelayLineage-run[data-run-id="order-3"]')
+    child.locator(":scope > .jp-RelayBadge--succeeded").wait_for(timeout=30_000)
+    assert "jp-mod-current" in (child.get_attribute("class") or "")
+    assert child.inner_text().split() == ["order-3", "succeeded", "from", "ship#1"]
+    assert tree.locator("li.jp-RelayLineage-run").count() == 1 + len(
+        [f for f in Path(lab.home, "order", "runs").glob("*/run.json") if '"fork"' in f.read_text()]
+    )
+    tree.screenshot(path=str(ARTIFACTS / "panel_lineage.png"))
     log = commands.logs(Workspace(lab.home), "order-3")
     assert [s["name"] for s in log.steps if s["copied_from"] == "order-1"] == [
         "price",

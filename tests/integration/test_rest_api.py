@@ -640,6 +640,14 @@ def test_a_run_is_forked_over_the_api(server: Server) -> None:
     assert refused.status == 409 and refused.body["error"]["code"] == "fork-refused"
     missing = server.call("POST", "/runs/{run_id}/fork", {"run_id": parent["run_id"]}, body={})
     assert missing.status == 400 and missing.body["error"]["code"] == "invalid-request"
+    for member in (parent["run_id"], run["run_id"]):  # the same tree, asked from either run
+        tree = server.call("GET", "/runs/{run_id}/lineage", {"run_id": member}).body
+        assert tree["run_id"] == parent["run_id"] and "fork" not in tree
+        assert [(f["run_id"], f["status"], f["fork"]["from"]) for f in tree["forks"]] == [
+            (run["run_id"], "succeeded", "fetch#2")
+        ]
+    absent = server.call("GET", "/runs/{run_id}/lineage", {"run_id": "five-999"})
+    assert absent.status == 404 and absent.body["error"]["code"] == "run-not-found"
 
 
 def test_a_notebooks_own_workspace_is_served_by_parameter(server: Server) -> None:
