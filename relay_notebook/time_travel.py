@@ -19,7 +19,7 @@ from relay_notebook.errors import InvalidInputError
 from relay_notebook.history.lineage import LineageNode, diff_runs, lineage, lineage_text
 from relay_notebook.runner import RunHandle
 from relay_notebook.runner.crash import parse_crash_spec
-from relay_notebook.runner.fork import start_fork
+from relay_notebook.runner.fork import create_fork, start_fork
 from relay_notebook.workspace import Workspace
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "diff",
     "diff_lines",
     "fork",
+    "fork_queued",
     "lineage",
     "parse_sets",
     "tree_lines",
@@ -70,6 +71,29 @@ def fork(
         crash=parse_crash_spec(crash) if crash else None, on_event=on_event,
     )  # fmt: skip
     return handle
+
+
+def fork_queued(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    crash: str | None = None,
+    backend: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """``relay fork RUN --from STEP --queue``: the fork made, then handed to the worker pool
+    (PostgreSQL); returns the ``QueuedRun`` whose ``wait`` gives its outcome."""
+    from relay_notebook.commands import QueuedRun, require_pool_backend
+    from relay_notebook.runner.backend import workspace_backend
+    from relay_notebook.runner.pool import enqueue_run
+
+    if kwargs.get("release") is not None and not str(kwargs["release"]).strip():
+        raise InvalidInputError("--release '' names no release; give vN, a hash prefix or latest")
+    pool = require_pool_backend(workspace_backend(workspace, backend), "relay fork --queue")
+    spec = parse_crash_spec(crash) if crash else None
+    folder = create_fork(workspace, run_id, backend=pool, queued=True, **kwargs)
+    invocation = enqueue_run(pool, folder.run_id, crash=spec)
+    return QueuedRun(folder.run_id, folder.relay, invocation, pool)
 
 
 def tree_lines(workspace: Workspace, run_ids: Sequence[str]) -> list[str]:
@@ -137,6 +161,11 @@ def add_parsers(sub: Any, *, notebook: bool = False) -> None:
     code.add_argument("--release", metavar="REF", help="run a release's code")
     code.add_argument("--draft", action="store_true", help="run the current draft (after a fix)")
     p.add_argument("--crash", metavar="SPEC", help="crash the fork on purpose (as for run)")
+    if not notebook:
+        p.add_argument(
+            "--queue", action="store_true",
+            help="hand the fork to the worker pool (relay worker) instead of running it here",
+        )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object")
     if notebook:
         p.add_argument("--wait", action="store_true", help="block until the attempt ends")
@@ -176,6 +205,13 @@ def cli_commands(
     """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
 
     def cmd_fork(ws: Workspace, args: argparse.Namespace) -> int:
+        if getattr(args, "queue", False):
+            queued = fork_queued(ws, args.run_id, **fork_arguments(args), backend=args.backend)
+            if not args.json:
+                print(f"run {queued.run_id}: forked from {args.run_id} at {args.from_call}; "
+                      "queued, waiting for a worker", file=sys.stderr, flush=True)  # fmt: skip
+            queued_code: int = report(queued.wait(), args.json)
+            return queued_code
         handle = fork(ws, args.run_id, **fork_arguments(args), on_event=None if args.json
                       else progress)  # fmt: skip
         if not args.json:

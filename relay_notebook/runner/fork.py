@@ -318,7 +318,31 @@ def start_fork(
     """``relay fork RUN --from STEP#N``: a new run whose calls before STEP#N are copied
     checkpoints of RUN's (edited as asked), on RUN's code, a ``release`` or the current
     ``draft``; its first attempt starts at once (returns its ``RunHandle``)."""
-    from relay_notebook.runner.runs import create_run, launch_first_attempt
+    from relay_notebook.runner.runs import launch_first_attempt
+
+    fork = create_fork(
+        workspace, run_id, from_call=from_call, run_input=run_input, input_given=input_given,
+        sets=sets, release=release, draft=draft, backend=backend,
+    )  # fmt: skip
+    return launch_first_attempt(workspace, fork, crash=crash, on_event=on_event, backend=backend)
+
+
+def create_fork(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    from_call: str,
+    run_input: Any = None,
+    input_given: bool = False,
+    sets: dict[str, Any] | None = None,
+    release: str | None = None,
+    draft: bool = False,
+    backend: Backend | None = None,
+    queued: bool = False,
+) -> RunFolder:
+    """The fork of ``start_fork``, made and held in its database, with no attempt started:
+    ``queued`` marks it for the workers' queue (``relay fork --queue``)."""
+    from relay_notebook.runner.runs import create_run
 
     parent = find_run(workspace, run_id)
     meta = parent.read_meta()
@@ -342,7 +366,7 @@ def start_fork(
     try:
         fork = create_run(
             workspace, current, run_input=run_input if input_given else meta.get("input"),
-            release=release, backend=backend,
+            release=release, backend=backend, queued=queued,
         )  # fmt: skip
         try:
             if not backend.is_postgres:
@@ -377,4 +401,4 @@ def start_fork(
             raise
     finally:
         lock.release()
-    return launch_first_attempt(workspace, fork, crash=crash, on_event=on_event, backend=backend)
+    return fork

@@ -272,3 +272,27 @@ def test_queue_without_postgres_says_how_to_set_it(
     err = capsys.readouterr().err
     assert code == 2 and "RELAY_DATABASE_URL" in err and "[queue-needs-postgresql]" in err
     assert not os.path.exists(workspace.relay_dir("steady") / "runs" / "iteration-1-hook")
+
+
+def test_a_fork_is_handed_to_the_pool(pool: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``relay fork RUN --from work#2 --set work#1=100 --queue``: the fork waits on the workers'
+    queue and a worker runs it; the copied call's body does not run again, its edited output
+    is the one used, and the attempt is the worker's."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    start("w-fork")
+    parent = commands.enqueue(ws, "steady", run_input={"n": 3, "pause": 0}, backend=backend)
+    assert parent.wait(timeout=60).result == {"total": 5}
+    argv = ["--home", str(ws.home), "--database-url", backend.url, "fork", parent.run_id]
+    capsys.readouterr()
+    code = cli_main([*argv, "--from", "work#2", "--set", "work#1=100", "--queue", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["status"] == "succeeded" and doc["result"] == {"total": 105}
+    fork = find_run(ws, doc["run_id"])
+    meta = fork.read_meta()
+    assert meta["fork"]["parent"] == parent.run_id
+    assert [a["executor_id"] for a in meta["attempts"]] == ["w-fork"]
+    effects = (fork.path / "execution" / "effects.log").read_text().split("\n")
+    assert "work 0" not in effects and {"work 1", "work 2"} <= set(effects)
+    steps = read_run_log(ws, doc["run_id"]).steps
+    assert [s["copied_from"] for s in steps][:1] == [parent.run_id]
