@@ -193,7 +193,39 @@ export function badgeWidth(label: string): number {
   return label === 'reused' ? 42 : Math.round((label.length * 5.6 + 10) * 10) / 10;
 }
 
-/** One node's `<g>`: shape, caption, label and reused badge. */
+/** The guarantee tag's colour by kind (source/guarantees.py); red once a body ran again. */
+export const GUARANTEE_COLOURS: Record<string, string> = {
+  'at-least-once': '#475569',
+  'recorded-once': '#1d4ed8',
+  uncertain: '#b45309',
+  'replay-safe': '#15803d',
+  journaled: '#0f766e'
+};
+export const RAN_AGAIN_COLOUR = '#b91c1c';
+
+/** The guarantee tag's text and colour, as views/svg.py guarantee_tag has them. */
+export function guaranteeTag(node: GraphNode): [string, string, string] | null {
+  const found = node.details?.['guarantee'] as
+    | { kind?: string; badge?: string; ran_again?: unknown }
+    | undefined;
+  const kind = found?.kind;
+  if (!found || typeof kind !== 'string' || !(kind in GUARANTEE_COLOURS)) {
+    return null;
+  }
+  const text = String(found.badge ?? '');
+  const again = found.ran_again;
+  if (Array.isArray(again) && again.length) {
+    return [`${text} · ran again ×${again.length}`, RAN_AGAIN_COLOUR, kind];
+  }
+  return [text, GUARANTEE_COLOURS[kind] ?? '#475569', kind];
+}
+
+/** The tag's width for its text (views/svg.py tag_width). */
+export function tagWidth(text: string): number {
+  return Math.round((text.length * 5 + 8) * 10) / 10;
+}
+
+/** One node's `<g>`: shape, caption, label, reused badge and guarantee tag. */
 export function drawNode(doc: Document, node: GraphNode): SVGGElement {
   const [w, h] = nodeSize(node.type, node.label);
   const cx = node.x ?? 0;
@@ -263,6 +295,22 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
       y: by + 11.5,
       'text-anchor': 'middle',
       'font-size': 9.5,
+      'font-weight': '600',
+      fill: '#ffffff'
+    });
+  }
+  const tag = guaranteeTag(node);
+  if (tag !== null) {
+    const tw = tagWidth(tag[0]);
+    const tx = x0 - 6;
+    const ty = y0 + h - 7;
+    const group = el(doc, 'g', { class: `relay-guarantee relay-guarantee--${tag[2]}` }, g);
+    el(doc, 'rect', { x: tx, y: ty, width: tw, height: 13, rx: 6.5, fill: tag[1] }, group);
+    text(doc, group, tag[0], {
+      x: tx + tw / 2,
+      y: ty + 9.5,
+      'text-anchor': 'middle',
+      'font-size': 8.5,
       'font-weight': '600',
       fill: '#ffffff'
     });

@@ -108,7 +108,22 @@ export function nodeFacts(node: GraphNode): { facts: [string, string][]; json: s
   if (typeof d['summary'] === 'string') {
     facts.push(['calls', d['summary']]);
   }
-  const error = d['error'] as { message?: string; line?: number } | undefined;
+  const guarantee = d['guarantee'] as
+    | { text?: string; retries?: string; hint?: string; ran_again?: string[] }
+    | undefined;
+  if (guarantee && typeof guarantee.text === 'string') {
+    facts.push(['guarantee', guarantee.text]);
+    if (guarantee.retries) {
+      facts.push(['retries', guarantee.retries]);
+    }
+    if (Array.isArray(guarantee.ran_again) && guarantee.ran_again.length) {
+      facts.push(['ran again', `${guarantee.ran_again.join(', ')}: the body ran in more than one attempt`]);
+    }
+    if (guarantee.hint) {
+      facts.push(['hint', guarantee.hint]);
+    }
+  }
+    const error = d['error'] as { message?: string; line?: number } | undefined;
   if (error && typeof error.message === 'string') {
     facts.push(['error', error.line ? `${error.message} (relay.py line ${error.line})` : error.message]);
   }

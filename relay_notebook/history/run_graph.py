@@ -249,6 +249,10 @@ def _describe_calls(
         reused = sum(1 for s in made if s["reused_in"] and not s.get("copied_from"))
         copied = [s for s in made if s.get("copied_from")]
         node.details["calls"] = rows
+        again = [f"{s['name']}#{s['occurrence']}" for s in made if len(s["executed_in"]) > 1]
+        guarantee = node.details.get("guarantee")
+        if again and isinstance(guarantee, dict):
+            guarantee["ran_again"] = again  # the record confirms: these bodies ran twice
         node.details["executed_in"] = sorted({a for s in made for a in s["executed_in"]})
         node.details["reused_in"] = sorted({a for s in made for a in s["reused_in"]})
         node.details["reused_calls"] = reused

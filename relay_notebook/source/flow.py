@@ -35,6 +35,7 @@ from relay_notebook.source.calls import (
 from relay_notebook.source.control import OUTPUT, ControlFlow, Frame
 from relay_notebook.source.frontier import merge
 from relay_notebook.source.graph import FlowGraph, Node
+from relay_notebook.source.guarantees import assign_guarantees
 from relay_notebook.source.source_text import MISSING, SourceText, id_base, literal, short
 
 __all__ = ["CODES", "build_flow_graph"]
@@ -354,6 +355,7 @@ def build_flow_graph(source: str | ast.Module, *, relay: str | None = None) -> F
         )
         return graph
     graph.nodes, graph.edges = builder.nodes, builder.edges
+    assign_guarantees(graph, module)
     unresolved = sum(1 for node in graph.nodes if node.type == "unresolved")
     if unresolved == 1:
         graph.notes.append("1 call could not be followed; it is shown as an unresolved node.")

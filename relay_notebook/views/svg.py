@@ -142,6 +142,36 @@ def badge_width(text: str) -> float:
     return 42.0 if text == "reused" else round(len(text) * 5.6 + 10, 1)
 
 
+#: the guarantee tag's colour by kind (``source.guarantees``); red once a body ran again
+GUARANTEE_COLOURS: Final = {
+    "at-least-once": "#475569",
+    "recorded-once": "#1d4ed8",
+    "uncertain": "#b45309",
+    "replay-safe": "#15803d",
+    "journaled": "#0f766e",
+}
+RAN_AGAIN_COLOUR: Final = "#b91c1c"
+
+
+def guarantee_tag(node: Node) -> tuple[str, str, str] | None:
+    """The guarantee tag's text, colour and kind (``≥1×``, ``?``, ``safe`` …; ``≥1× · ran 2×`` when
+    the run's record shows a body that ran more than once), or None for non-calls."""
+    found = node.details.get("guarantee")
+    if not isinstance(found, dict) or found.get("kind") not in GUARANTEE_COLOURS:
+        return None
+    kind = str(found["kind"])
+    text = str(found.get("badge", ""))
+    again = found.get("ran_again")
+    if isinstance(again, list) and again:
+        return f"{text} · ran again ×{len(again)}", RAN_AGAIN_COLOUR, kind
+    return text, GUARANTEE_COLOURS[kind], kind
+
+
+def tag_width(text: str) -> float:
+    """The tag's width for its text (8.5 px semibold: about 5 px a character)."""
+    return round(len(text) * 5 + 8, 1)
+
+
 def _node(node: Node) -> list[str]:
     w, h = node_size(node.type, node.label)
     cx, cy = node.x or 0.0, node.y or 0.0
@@ -193,6 +223,17 @@ def _node(node: Node) -> list[str]:
             f'width="{_num(bw)}" height="16" rx="8" fill="{badge_colour(node)}"/>'
             f'<text x="{_num(bx + bw / 2)}" y="{_num(by + 11.5)}" text-anchor="middle" '
             f'font-size="9.5" font-weight="600" fill="#ffffff">{_esc(badge)}</text></g>'
+        )
+    tag = guarantee_tag(node)
+    if tag is not None:
+        tw = tag_width(tag[0])
+        tx, ty = x0 - 6, y0 + h - 7
+        out.append(
+            f'<g class="relay-guarantee relay-guarantee--{_esc(tag[2])}">'
+            f'<rect x="{_num(tx)}" y="{_num(ty)}" width="{_num(tw)}" height="13" rx="6.5" '
+            f'fill="{tag[1]}"/><text x="{_num(tx + tw / 2)}" y="{_num(ty + 9.5)}" '
+            f'text-anchor="middle" font-size="8.5" font-weight="600" fill="#ffffff">'
+            f"{_esc(tag[0])}</text></g>"
         )
     out.append("</g>")
     return out

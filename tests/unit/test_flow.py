@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from relay_notebook.source import graph as graph_module
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
+from relay_notebook.source.guarantees import GUARANTEES
 
 SCHEMA = json.loads(
     (Path(graph_module.__file__).parents[1] / "schemas" / "relay-graph-v1.schema.json").read_text()
@@ -65,6 +66,12 @@ async def c(x):
     return x
 
 """
+
+
+def guarantee(kind: str) -> dict[str, str]:
+    """A call node's ``details.guarantee`` without retries or hints."""
+    badge, text = GUARANTEES[kind]
+    return {"kind": kind, "badge": badge, "text": text}
 
 
 def build(source: str, relay: str | None = None) -> FlowGraph:
@@ -139,6 +146,7 @@ def test_invoice_example_draws_steps_agents_decision_and_both_paths_to_output() 
         "name": "extract",
         "system_prompt": "Extract invoice fields as JSON.",
         "output_schema": True,
+        "guarantee": guarantee("uncertain"),
     }
     assert graph.notes == []
 
@@ -571,6 +579,7 @@ async def run(INPUT):
         "replay_safe": True,
         "tools": ["lookup", "search"],
         "mcp": ["crm"],
+        "guarantee": guarantee("replay-safe"),
     }
     assert graph.node("vault-API_TOKEN").details == {"secret": "API_TOKEN"}
     assert graph.node("mcp-crm-update").label == "crm/update"
