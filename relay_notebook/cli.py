@@ -58,6 +58,12 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
 
     p = sub.add_parser("check", help="run admission and the determinism lint")
     p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p.add_argument(
+        "--replay", nargs="*", metavar="RUN", default=None,
+        help="also replay the draft against recorded runs (default: the relay's recent runs) "
+        "in a sandbox copy; exit 1 if any would not replay",
+    )  # fmt: skip
+    p.add_argument("--release", metavar="REF", help="with --replay: check a release instead")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("graph", help="print the flow graph (relay-graph/v1)")
@@ -234,6 +240,8 @@ def _print_json(data: Any) -> None:
 
 
 def _cmd_check(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        return _cmd_replay(ws, args)
     report = commands.check(ws, args.target)
     if args.json:
         _print_json(report.to_dict())
@@ -246,6 +254,22 @@ def _cmd_check(ws: Workspace, args: argparse.Namespace) -> int:
             f"{len(report.warnings)} warnings)"
         )
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _cmd_replay(ws: Workspace, args: argparse.Namespace) -> int:
+    from relay_notebook.runner.replay import replay_lines
+
+    reports = commands.replay(ws, args.target, args.replay or None, release=args.release)
+    ok = all(r.compatible for r in reports)
+    if args.json:
+        _print_json(
+            {"relay": args.target, "code": args.release or "draft", "compatible": ok,
+             "runs": [r.to_dict() for r in reports]}
+        )  # fmt: skip
+    else:
+        code = f"release {args.release}" if args.release else "the draft"
+        print("\n".join(replay_lines(args.target, reports, code)))
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _cmd_graph(ws: Workspace, args: argparse.Namespace) -> int:

@@ -170,6 +170,16 @@ def check(workspace: Workspace, target: str) -> CheckReport:
     return check_draft(workspace.resolve_target(target))
 
 
+def replay(
+    workspace: Workspace, relay: str, runs: list[str] | None = None, *, release: str | None = None
+) -> list[Any]:
+    """``relay check NAME --replay [RUN ...]``: each run's history replayed on the draft (or
+    ``release``) in a sandbox; a list of ``runner.replay.ReplayReport``."""
+    from relay_notebook.runner.replay import replay_check
+
+    return replay_check(workspace, relay, runs, release=release)
+
+
 def graph_of_draft(draft: Draft) -> FlowGraph:
     """The flow graph of a draft, laid out. Legacy annotations win when they form a valid graph."""
     annotated = parse_annotations(draft.source, relay=draft.name)

@@ -372,11 +372,28 @@ class RelayMagics(Magics):
         return graph.to_dict() if args.json else GraphView(graph)
 
     def _do_check(self, args: Any) -> Any:
+        if args.replay is not None:
+            return self._do_replay(args)
         report = commands.check(self.workspace, args.target)
         if not report.diagnostics:
             print(f"{report.relay}: admitted (0 errors, 0 warnings)")
             return None
         return CheckView(report.relay, report.diagnostics, line_offset=0)
+
+    def _do_replay(self, args: Any) -> Any:
+        import pandas as pd
+
+        reports = commands.replay(
+            self.workspace, args.target, args.replay or None, release=args.release
+        )
+        bad = sum(1 for r in reports if not r.compatible)
+        code = f"release {args.release}" if args.release else "the draft"
+        print(
+            f"{args.target}: {code} replays {len(reports) - bad} of {len(reports)} recorded runs"
+            + (f"; {bad} incompatible" if bad else "")
+        )
+        columns = ("run_id", "run_status", "verdict", "message", "node", "hint")
+        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in reports])
 
     def _do_publish(self, args: Any) -> None:
         print(surfaces.published_line(commands.publish(self.workspace, args.target), "notebook"))

@@ -26,7 +26,8 @@ def test_the_installed_dbos_is_the_tested_minor_version() -> None:
 
 
 def test_private_callables_the_runner_uses_exist_with_their_shape() -> None:
-    """The registry's internal queue (fast recovery poll, runner/child.py), pending-workflow
+    """The registry's internal queue (fast recovery poll, runner/child.py and replay_child.py),
+    pending-workflow
     recovery (runner/child.py, runner/worker.py), the error classes matched on
     (runner/child.py, runner/instrument.py) and the client's migrations (runner/pool.py)."""
     from dbos._client import DBOSClient
@@ -44,6 +45,12 @@ def test_private_callables_the_runner_uses_exist_with_their_shape() -> None:
     params = inspect.signature(DBOS._recover_pending_workflows).parameters
     assert list(params)[:1] == ["executor_ids"]
     assert issubclass(DBOSUnexpectedStepError, DBOSException)
+    # runner/replay_child.py reads (workflow_id, step_id, called name, recorded name) from it
+    unexpected = DBOSUnexpectedStepError("wf", 3, "wrap", "pack")
+    assert unexpected.inputs == ("wf", 3, "wrap", "pack")
+    assert "function pack was recorded when wrap was expected" in str(unexpected)
+    # ... and replaces these to stop bodies past the history
+    assert callable(DBOS.run_step) and callable(DBOS.run_step_async)
     assert issubclass(DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded, DBOSException)
     assert "system_database_url" in inspect.signature(DBOSClient).parameters
     assert dbos.SetWorkflowID is not None

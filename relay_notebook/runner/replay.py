@@ -1,0 +1,332 @@
+"""The replay check: would new code replay the histories of recorded runs? (``relay check
+--replay``).
+
+Design note: each run is checked by DBOS itself, in a sandbox — a consistent copy of the run's
+SQLite database in a temporary folder, replayed by a child (``runner.replay_child``) that forks
+the run's workflow there onto the new code. The run's own files are only read. The verdict:
+
+- **diverged**: inside the recorded history the new code calls something else than the run
+  recorded (DBOS's ``DBOSUnexpectedStepError``): a recovery of a run at that point would fail.
+  Incompatible. The report names the recorded call, the new code's call, its line and node,
+  and how ``DBOS.patch`` would keep old runs on the old path.
+- **ends early**: the new code returns before making every recorded call. Incompatible for a
+  run that can still be recovered; a note for a finished one (DBOS never replays those).
+- **past the history**: the new code replays the whole history, then calls what the run never
+  reached (that call's body is not run). Compatible: a recovery would run it fresh.
+- **raised** / **failed**: the new code raised while replaying, or could not be imported.
+
+PostgreSQL runs are not checked yet (their history would have to be copied out of the shared
+database first); they are reported ``unchecked``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.runner.fork import copy_database
+from relay_notebook.settings import ENV_DATABASE_URL
+from relay_notebook.source.flow import build_flow_graph
+from relay_notebook.source.graph import call_key
+from relay_notebook.workspace import Workspace
+
+__all__ = ["ReplayReport", "replay_check", "replay_lines"]
+
+CHILD_MODULE: Final = "relay_notebook.runner.replay_child"
+#: runs checked when none are named: the relay's most recent ones
+DEFAULT_RUNS: Final = 10
+TIMEOUT_S: Final = 90.0
+_UNFINISHED: Final = frozenset({"interrupted", "needs-reconciliation", "running", "pending"})
+
+
+@dataclass
+class ReplayReport:
+    """One run's replay on the new code."""
+
+    run_id: str
+    run_status: str
+    verdict: str  # compatible | incompatible | unchecked
+    outcome: str  # diverged | ends-early | past-history | replayed | raised | failed | ...
+    message: str
+    recorded: list[str] = field(default_factory=list)
+    replayed: int = 0
+    call: str | None = None
+    line: int | None = None
+    node: str | None = None
+    expected: str | None = None
+    missing: list[str] = field(default_factory=list)
+    hint: str | None = None
+
+    @property
+    def compatible(self) -> bool:
+        return self.verdict != "incompatible"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _occurrences(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(f"{name}#{seen[name]}")
+    return out
+
+
+def _recorded(database: Path, run_id: str) -> tuple[list[tuple[int, str]], bool]:
+    """The run's root-workflow calls (function id, name) and whether the workflow exists."""
+    conn = sqlite3.connect(database)
+    try:
+        exists = conn.execute(
+            "SELECT 1 FROM workflow_status WHERE workflow_uuid = ?", (run_id,)
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT function_id, function_name FROM operation_outputs WHERE workflow_uuid = ? "
+            "ORDER BY function_id",
+            (run_id,),
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return [], False
+    finally:
+        conn.close()
+    return [(int(fid), str(name)) for fid, name in rows], exists is not None
+
+
+def _node_for(source: str, name: str | None, line: int | None) -> str | None:
+    if name is None:
+        return None
+    nodes = [n for n in build_flow_graph(source).nodes if call_key(n) == name]
+    exact = [n for n in nodes if line is not None and n.line == line]
+    chosen = (exact or nodes)[:1]
+    return chosen[0].id if chosen else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "change"
+
+
+def _patch_hint(called: str, recorded: str) -> str:
+    new, old = called.split(":", 1)[-1], recorded.split(":", 1)[-1]
+    flag = _slug("use " + new)
+    return (
+        f"Keep runs recorded before the change on the old path with DBOS's patching: "
+        f'`if await DBOS.patch_async("{flag}"): {new}(...)` then `else: {old}(...)` '
+        f"(DBOS.patch in a sync workflow); old histories replay {old}, new runs call {new}."
+    )
+
+
+def _spawn(spec: dict[str, Any], sandbox: Path, timeout: float) -> dict[str, Any] | None:
+    spec_path = sandbox / "spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != ENV_DATABASE_URL}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", CHILD_MODULE, str(spec_path)],
+            cwd=sandbox,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"outcome": "timeout"}
+    report_path = Path(spec["report_path"])
+    if not report_path.exists():
+        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return {"outcome": "crashed", "message": f"exit {proc.returncode}: {tail[0][:300]}"}
+    report: dict[str, Any] = json.loads(report_path.read_text(encoding="utf-8"))
+    return report
+
+
+def _judge(
+    folder: RunFolder,
+    status: str,
+    recorded: list[tuple[int, str]],
+    report: dict[str, Any],
+    source: str,
+) -> ReplayReport:
+    names = [n for _, n in recorded]
+    labels = _occurrences(names)
+    steps = [n for n in names if not n.startswith("DBOS.")]
+    calls = [c["name"] for c in report.get("calls", [])]
+    unfinished = status in _UNFINISHED
+
+    def report_of(verdict: str, outcome: str, message: str, **facts: Any) -> ReplayReport:
+        return ReplayReport(folder.run_id, status, verdict, outcome, message, labels, **facts)
+
+    outcome = report.get("outcome")
+    if outcome == "diverged":
+        call = report.get("call") or {}
+        called, old = str(report.get("called")), str(report.get("recorded"))
+        step_id = report.get("step_id")
+        index = next((i for i, (fid, _) in enumerate(recorded) if fid == step_id), None)
+        expected = labels[index] if index is not None else old
+        line = call.get("line")
+        at = f" at line {line}" if line else ""
+        return report_of(
+            verdict="incompatible",
+            outcome="diverged",
+            message=f"recorded {expected}, the new code calls {called.split(':', 1)[-1]}{at}",
+            replayed=index or 0,
+            call=called,
+            line=line,
+            node=_node_for(source, called, line),
+            expected=expected,
+            hint=_patch_hint(called, old),
+        )
+    if outcome == "past-history":
+        call = report.get("call") or {}
+        name, line = str(call.get("name")), call.get("line")
+        at = f" (line {line})" if line else ""
+        more = "it would run fresh on recovery" if unfinished else "the run had finished"
+        return report_of(
+            verdict="compatible",
+            outcome="past-history",
+            message=f"replays all {len(labels)} recorded calls, then calls {name}{at}, which "
+            f"the run never reached: {more}",
+            replayed=len(labels),
+            call=name,
+            line=line,
+            node=_node_for(source, name, line),
+        )
+    if outcome == "returned":
+        made = len(calls)
+        if made < len(steps):
+            missing = _occurrences(steps)[made:]
+            return report_of(
+                verdict="incompatible" if unfinished else "compatible",
+                outcome="ends-early",
+                message=f"the new code returns after {made} of the {len(steps)} recorded "
+                f"step calls; it no longer makes {', '.join(missing)}"
+                + ("" if unfinished else " (the run had finished: DBOS never replays it)"),
+                replayed=made,
+                missing=missing,
+            )
+        return report_of(
+            verdict="compatible",
+            outcome="replayed",
+            message=f"replays all {len(labels)} recorded calls",
+            replayed=len(labels),
+        )
+    if outcome in ("raised", "failed"):
+        what = "raised while replaying" if outcome == "raised" else "could not be imported"
+        return report_of(
+            verdict="incompatible",
+            outcome=outcome,
+            message=f"the new code {what}: {report.get('message')}",
+            replayed=len(calls),
+        )
+    return report_of(
+        verdict="unchecked",
+        outcome=str(outcome),
+        message=f"the replay did not finish ({report.get('message') or outcome})",
+    )
+
+
+def _default_runs(workspace: Workspace, relay: str) -> list[RunFolder]:
+    return list_run_folders(workspace, relay)[-DEFAULT_RUNS:]
+
+
+def replay_check(
+    workspace: Workspace,
+    relay: str,
+    run_ids: list[str] | None = None,
+    *,
+    release: str | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> list[ReplayReport]:
+    """Replay the relay's draft (or ``release``) against each run's recorded history."""
+    from relay_notebook.runner.runs import _draft_code, _release_code
+
+    draft = workspace.load_draft(relay)
+    code = _release_code(workspace, relay, release) if release else _draft_code(draft)
+    source = (code.folder / "relay.py").read_text(encoding="utf-8")
+    folders = (
+        [find_run(workspace, r) for r in run_ids] if run_ids else _default_runs(workspace, relay)
+    )
+    reports = []
+    for folder in folders:
+        meta = folder.read_meta()
+        status = str(meta.get("status") or "pending")
+
+        def skipped(verdict: str, outcome: str, message: str) -> ReplayReport:
+            return ReplayReport(folder.run_id, status, verdict, outcome, message)  # noqa: B023
+
+        if meta.get("database", {}).get("kind") == "postgresql":
+            reports.append(
+                skipped(
+                    verdict="unchecked",
+                    outcome="postgresql",
+                    message="runs on PostgreSQL are not replay-checked yet",
+                )
+            )
+            continue
+        if not folder.database.exists():
+            reports.append(
+                skipped(
+                    verdict="compatible",
+                    outcome="no-history",
+                    message="the run recorded nothing yet",
+                )
+            )
+            continue
+        sandbox = Path(tempfile.mkdtemp(prefix="relay-replay-"))
+        try:
+            database = sandbox / "dbos.sqlite"
+            copy_database(folder.database, database)
+            recorded, exists = _recorded(database, folder.run_id)
+            if not exists:
+                reports.append(
+                    skipped(
+                        verdict="compatible",
+                        outcome="no-history",
+                        message="the run recorded nothing yet",
+                    )
+                )
+                continue
+            spec = {
+                "run_id": folder.run_id,
+                "relay": relay,
+                "workspace": str(workspace.home),
+                "sandbox": str(sandbox),
+                "database": str(database),
+                "code_dir": str(code.folder),
+                "entry": "relay.py",
+                "app_version": code.source_hash,
+                "start_step": max((fid for fid, _ in recorded), default=0) + 1,
+                "report_path": str(sandbox / "report.json"),
+                "timeout_s": timeout_s,
+            }
+            report = _spawn(spec, sandbox, timeout_s + 30) or {}
+            reports.append(_judge(folder, status, recorded, report, source))
+        finally:
+            shutil.rmtree(sandbox, ignore_errors=True)
+    return reports
+
+
+def replay_lines(relay: str, reports: list[ReplayReport], code: str = "the draft") -> list[str]:
+    """The terminal's table: one line per run, then hints; the last line sums up."""
+    lines = []
+    for r in reports:
+        where = f" [node {r.node}]" if r.node else ""
+        lines.append(f"{r.run_id:<16} {r.run_status:<20} {r.verdict:<12} {r.message}{where}")
+        if r.hint:
+            lines.append(f"{'':16} hint: {r.hint}")
+    bad = sum(1 for r in reports if not r.compatible)
+    lines.append(
+        f"{relay}: {code} replays {len(reports) - bad} of {len(reports)} recorded runs"
+        + (f"; {bad} incompatible" if bad else "")
+    )
+    return lines
