@@ -1,8 +1,14 @@
-"""The agentworks exception tree: every error authored code can catch, each with a stable code."""
+"""The agentworks exception tree: every error authored code can catch, each with a stable code.
+
+Each class names its entry in ``agentworks.codes`` (part of the registry docs/errors.md is
+generated from).
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from agentworks import codes
 
 __all__ = [
     "AgentError",
@@ -23,7 +29,12 @@ __all__ = [
 class AgentworksError(Exception):
     """Base of the adapter's errors; ``code`` is stable and listed in docs/errors.md."""
 
-    code: ClassVar[str] = "agentworks-error"
+    entry: ClassVar[codes.Code] = codes.AGENTWORKS_ERROR
+    code: ClassVar[str] = entry.code
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.code = cls.entry.code
 
     def __str__(self) -> str:
         return f"{super().__str__()} [{self.code}]"
@@ -32,64 +43,64 @@ class AgentworksError(Exception):
 class NotInRunError(AgentworksError):
     """A platform call (agent, mcp, vault, admit...) made outside a relay run."""
 
-    code = "not-in-run"
+    entry = codes.NOT_IN_RUN
 
 
 class AgentError(AgentworksError):
     """An agent call that cannot go on: bad arguments, too many turns, an unknown tool."""
 
-    code = "agent-error"
+    entry = codes.AGENT_ERROR
 
 
 class AgentOutputError(AgentError):
     """The agent's final message is not JSON, or does not match ``output_schema``."""
 
-    code = "agent-output-invalid"
+    entry = codes.AGENT_OUTPUT_INVALID
 
 
 class ProviderError(AgentworksError):
     """The model provider failed or is misconfigured."""
 
-    code = "provider-error"
+    entry = codes.PROVIDER_ERROR
 
 
 class ToolDefinitionError(AgentworksError):
     """A ``@tool`` that cannot be exposed: missing annotations, unsupported types."""
 
-    code = "tool-definition"
+    entry = codes.TOOL_DEFINITION
 
 
 class ToolError(AgentworksError):
     """A tool call failed: invalid arguments, or the tool raised."""
 
-    code = "tool-error"
+    entry = codes.TOOL_ERROR
 
 
 class ToolResultError(ToolError):
     """A tool returned something that is not JSON or does not match its output model."""
 
-    code = "tool-result-invalid"
+    entry = codes.TOOL_RESULT_INVALID
 
 
 class MCPError(AgentworksError):
     """An MCP server is unknown, not allowed for this relay, or failed."""
 
-    code = "mcp-error"
+    entry = codes.MCP_ERROR
 
 
 class VaultError(AgentworksError):
     """A secret is missing from the vault (and from the environment)."""
 
-    code = "vault-missing"
+    entry = codes.VAULT_MISSING
 
 
 class SecretLeakError(AgentworksError):
     """A vault value was about to be persisted (a step argument or result, a receipt)."""
 
-    code = "secret-leak"
+    entry = codes.SECRET_LEAK
 
 
 class NestedCallError(AgentworksError):
     """An agent or MCP call made from inside a tool callback."""
 
-    code = "nested-call"
+    entry = codes.NESTED_CALL

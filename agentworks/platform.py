@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentworks import codes
 from agentworks._runtime import Runtime, current
 from agentworks._sites import call_site
 from agentworks.errors import AgentworksError, NestedCallError, SecretLeakError
@@ -166,15 +167,14 @@ async def _guarded(
         if state.state == "pending" and not replay_safe:
             rt.stop(
                 "needs_reconciliation",
-                {
-                    "code": "needs-reconciliation",
-                    "message": f"Run {rt.run_id} stopped: {kind} {name!r} (key {key}) "
+                codes.NEEDS_RECONCILIATION.record(
+                    f"Run {rt.run_id} stopped: {kind} {name!r} (key {key}) "
                     f"was interrupted in attempt {state.attempt} before its result was saved, "
                     f"so it may or may not have had its effect. Establish what happened, then "
                     f"run 'relay reconcile {rt.run_id} --result JSON' (the call's result) or "
                     f"'relay reconcile {rt.run_id} --retry' (safe to call again), and recover.",
-                    "call": {"key": key, "kind": kind, "name": name, **call},
-                },
+                    call={"key": key, "kind": kind, "name": name, **call},
+                ),
             )
         safe_call = _safe(rt, call)
         intent = {"kind": kind, "name": name, **safe_call, "replay_safe": replay_safe}

@@ -17,6 +17,7 @@ import hashlib
 import json
 from typing import Any
 
+from agentworks import codes
 from agentworks._runtime import Runtime
 from agentworks.errors import AgentError, SecretLeakError, ToolError
 from agentworks.journal import Journal
@@ -53,15 +54,14 @@ class ToolJournal:
             except Exception as exc:
                 self.rt.stop(
                     "needs_reconciliation",
-                    {
-                        "code": "needs-reconciliation",
-                        "message": f"Run {self.rt.run_id} stopped: agent {self.agent!r} was "
+                    codes.NEEDS_RECONCILIATION.record(
+                        f"Run {self.rt.run_id} stopped: agent {self.agent!r} was "
                         f"interrupted during tool {name!r} and its outcome could not be "
                         f"established ({type(exc).__name__}: {self.rt.redactor.scrub(str(exc))})"
                         f". Supply it with 'relay reconcile {self.rt.run_id} --key {state.key} "
                         f"--result JSON' or allow a retry with --retry, then recover.",
-                        "call": {"key": state.key, "kind": "tool", "name": name},
-                    },
+                        call={"key": state.key, "kind": "tool", "name": name},
+                    ),
                 )
             self.journal.result(state.key, result)
             self.rt.emit("tool_recovered", agent=self.agent, tool=name, key=state.key)

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, cast, get_args, get_
 
 from pydantic import BaseModel, ValidationError
 
+from agentworks import codes
 from agentworks.errors import ToolDefinitionError, ToolError, ToolResultError
 
 __all__ = ["Tool", "ToolArgumentsError", "tool"]
@@ -51,7 +52,7 @@ _JSON_HINT = "return dicts, lists, str, numbers, bools or None, or a Pydantic mo
 class ToolArgumentsError(ToolError):
     """A tool call's arguments do not match its schema; the body did not run."""
 
-    code = "tool-arguments-invalid"
+    entry = codes.TOOL_ARGUMENTS_INVALID
 
 
 class Tool:

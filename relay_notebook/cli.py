@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import commands, inputs, surfaces, time_travel
+from relay_notebook import codes, commands, inputs, surfaces, time_travel
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
@@ -616,7 +616,7 @@ def _main(argv: Sequence[str] | None) -> int:
         args.backend = settings.backend()
         return _COMMANDS[args.command](ws, args)
     except CommandLineError as exc:
-        print(f"relay: error: {exc} [usage]", file=sys.stderr)
+        print(f"relay: error: {exc} [{codes.USAGE.code}]", file=sys.stderr)
         return EXIT_USAGE
     except AdmissionError as exc:
         for d in exc.diagnostics:
@@ -644,7 +644,7 @@ def _main(argv: Sequence[str] | None) -> int:
             traceback.print_exc()
         print(
             f"relay: internal error: {type(exc).__name__}: {exc}. This is a bug in relay_notebook; "
-            f"rerun with RELAY_DEBUG=1 for a traceback [internal-error]",
+            f"rerun with RELAY_DEBUG=1 for a traceback [{codes.INTERNAL_ERROR.code}]",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentworks.journal import CallState, Journal
+from relay_notebook import codes
 from relay_notebook.errors import (
     AdmissionError,
     InvalidCrashSpecError,
@@ -147,7 +148,7 @@ def _helper_diagnostics(draft: Draft) -> list[Diagnostic]:
                 Diagnostic(
                     line=exc.lineno or 1,
                     col=max((exc.offset or 1) - 1, 0),
-                    code="syntax-error",
+                    code=codes.SYNTAX_ERROR.code,
                     message=f"Helper module {rel} does not parse: {exc.msg}; fix the syntax.",
                     file=rel,
                 )

@@ -1,13 +1,16 @@
 """The RelayError tree: every failure a user can meet, each with a stable kebab-case code.
 
-Codes are part of the public contract: they are listed in ``docs/errors.md`` and a test keeps
-the two in step. Messages say what failed, why (expected vs got) and what to type next.
+Codes are part of the public contract: each class names its entry in ``relay_notebook.codes``
+(the code, its meaning, the CLI's exit status), from which ``docs/errors.md`` is generated.
+Messages say what failed, why (expected vs got) and what to type next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from relay_notebook import codes
 
 if TYPE_CHECKING:
     from relay_notebook.source.diagnostics import Diagnostic
@@ -57,9 +60,14 @@ __all__ = [
 class RelayError(Exception):
     """Base of every error the kit raises on purpose; ``code`` is stable."""
 
-    code: ClassVar[str] = "relay-error"
+    entry: ClassVar[codes.Code] = codes.RELAY_ERROR
+    code: ClassVar[str] = entry.code
     #: the `relay` CLI's exit status for this error: 1 for failures, 2 for bad input
-    exit_code: ClassVar[int] = 1
+    exit_code: ClassVar[int] = entry.exit
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.code, cls.exit_code = cls.entry.code, cls.entry.exit
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -72,49 +80,43 @@ class RelayError(Exception):
 class WorkspaceError(RelayError):
     """The workspace folder cannot be used (not a directory, not writable)."""
 
-    code = "workspace-error"
-    exit_code = 2
+    entry = codes.WORKSPACE_ERROR
 
 
 class InvalidNameError(RelayError):
     """A relay name that cannot name a folder safely."""
 
-    code = "invalid-relay-name"
-    exit_code = 2
+    entry = codes.INVALID_RELAY_NAME
 
 
 class InvalidTargetError(RelayError):
     """A TARGET that is neither a relay name nor a readable ``.py`` file."""
 
-    code = "invalid-target"
-    exit_code = 2
+    entry = codes.INVALID_TARGET
 
 
 class InvalidSourceError(RelayError):
     """A relay file that cannot be read as Python source (not UTF-8 or its declared encoding)."""
 
-    code = "invalid-source"
-    exit_code = 2
+    entry = codes.INVALID_SOURCE
 
 
 class RelayNotFoundError(RelayError):
     """No draft of that name in the workspace."""
 
-    code = "relay-not-found"
-    exit_code = 2
+    entry = codes.RELAY_NOT_FOUND
 
 
 class InvalidManifestError(RelayError):
     """``relay.yaml`` is not valid YAML or does not match the manifest schema."""
 
-    code = "invalid-manifest"
-    exit_code = 2
+    entry = codes.INVALID_MANIFEST
 
 
 class AdmissionError(RelayError):
     """The relay's source failed admission; ``diagnostics`` holds every problem found."""
 
-    code = "admission-failed"
+    entry = codes.ADMISSION_FAILED
 
     def __init__(self, relay: str, diagnostics: Sequence[Diagnostic]) -> None:
         errors = [d for d in diagnostics if d.severity == "error"]
@@ -131,192 +133,178 @@ class AdmissionError(RelayError):
 class ReleaseNotFoundError(RelayError):
     """No release of the relay matches the given reference."""
 
-    code = "release-not-found"
-    exit_code = 2
+    entry = codes.RELEASE_NOT_FOUND
 
 
 class InvalidRunIdError(RelayError):
     """A RUN argument that is not of the form RELAY-N."""
 
-    code = "invalid-run-id"
-    exit_code = 2
+    entry = codes.INVALID_RUN_ID
 
 
 class RunNotFoundError(RelayError):
     """No run folder for that run id."""
 
-    code = "run-not-found"
-    exit_code = 2
+    entry = codes.RUN_NOT_FOUND
 
 
 class InvalidInputError(RelayError):
     """The run input is not strict JSON (at most 1 MiB, nested 100 deep) or cannot be read."""
 
-    code = "invalid-input"
-    exit_code = 2
+    entry = codes.INVALID_INPUT
 
 
 class InvalidCrashSpecError(RelayError):
     """A --crash value that is not ``after:STEP[#N]`` or ``during:STEP[#N]``."""
 
-    code = "invalid-crash-spec"
-    exit_code = 2
+    entry = codes.INVALID_CRASH_SPEC
 
 
 class RunLockedError(RelayError):
     """Another process is executing this run right now (single executor per run)."""
 
-    code = "run-locked"
+    entry = codes.RUN_LOCKED
 
 
 class RunRecordDamagedError(RelayError):
     """A run's own file (run.json, its result, its DBOS folder) is missing or unreadable."""
 
-    code = "run-record-damaged"
+    entry = codes.RUN_RECORD_DAMAGED
 
 
 class RunRejectedError(RelayError):
     """A run attempt refused before starting: changed binding, spent budget, passed deadline."""
 
-    code = "run-rejected"
+    entry = codes.RUN_REJECTED
 
 
 class BindingChangedError(RunRejectedError):
     """Recovery refused: something the run was bound to at its first attempt has changed."""
 
-    code = "binding-changed"
+    entry = codes.BINDING_CHANGED
 
 
 class AttemptBudgetError(RunRejectedError):
     """Recovery refused: the run has used all of its process attempts."""
 
-    code = "attempt-budget-exhausted"
+    entry = codes.ATTEMPT_BUDGET_EXHAUSTED
 
 
 class DeadlinePassedError(RunRejectedError):
     """Recovery refused: the run's first deadline has passed."""
 
-    code = "deadline-passed"
+    entry = codes.DEADLINE_PASSED
 
 
 class InvalidSecretError(RelayError):
     """A vault secret name or value that cannot be stored (the value is never shown)."""
 
-    code = "invalid-secret"
-    exit_code = 2
+    entry = codes.INVALID_SECRET
 
 
 class AccessRevokedError(RelayError):
     """The relay's access is revoked: no attempt starts until ``relay grant NAME``."""
 
-    code = "access-revoked"
+    entry = codes.ACCESS_REVOKED
 
 
 class NothingToReconcileError(RelayError):
     """``reconcile`` found no matching uncertain call (or needs ``--key`` to choose one)."""
 
-    code = "nothing-to-reconcile"
-    exit_code = 2
+    entry = codes.NOTHING_TO_RECONCILE
 
 
 class NotDurableError(RunRejectedError):
     """Recovery refused: the run's relay has ``relay_durability: none`` (nothing to resume)."""
 
-    code = "not-durable"
+    entry = codes.NOT_DURABLE
 
 
 class LedgerCorruptError(RelayError):
     """A run's event ledger has a gap in its sequence numbers or another run's events."""
 
-    code = "ledger-corrupt"
+    entry = codes.LEDGER_CORRUPT
 
 
 class ReleaseTamperedError(RelayError):
     """A frozen release file no longer matches its recorded checksum."""
 
-    code = "release-tampered"
+    entry = codes.RELEASE_TAMPERED
 
 
 class InvalidRequestError(RelayError):
     """A REST API request whose body, query or headers are not what the route expects."""
 
-    code = "invalid-request"
-    exit_code = 2
+    entry = codes.INVALID_REQUEST
 
 
 class RequestTooLargeError(InvalidRequestError):
     """A REST API request body over the 4 MiB limit (HTTP 413)."""
 
-    code = "request-too-large"
+    entry = codes.REQUEST_TOO_LARGE
 
 
 class IdempotencyKeyReusedError(RelayError):
     """An ``Idempotency-Key`` already used to start a run of this relay with a different body."""
 
-    code = "idempotency-key-reused"
+    entry = codes.IDEMPOTENCY_KEY_REUSED
 
 
 class InvalidDatabaseUrlError(RelayError):
     """``RELAY_DATABASE_URL`` / ``--database-url`` is not a ``postgresql://`` URL."""
 
-    code = "invalid-database-url"
-    exit_code = 2
+    entry = codes.INVALID_DATABASE_URL
 
 
 class DatabaseUnavailableError(RelayError):
     """The PostgreSQL system database cannot be reached (the password is never shown)."""
 
-    code = "database-unavailable"
+    entry = codes.DATABASE_UNAVAILABLE
 
 
 class DatabaseOwnedError(RelayError):
     """The PostgreSQL database already holds the runs of another workspace."""
 
-    code = "database-owned-by-other-workspace"
+    entry = codes.DATABASE_OWNED
 
 
 class QueueUnavailableError(RelayError):
     """``--queue`` and workers need a PostgreSQL database (``RELAY_DATABASE_URL``)."""
 
-    code = "queue-needs-postgresql"
-    exit_code = 2
+    entry = codes.QUEUE_NEEDS_POSTGRESQL
 
 
 class CheckpointsLostError(RunRejectedError):
     """Recovery refused: checkpoints the run's ledger records are missing from its database."""
 
-    code = "checkpoints-lost"
+    entry = codes.CHECKPOINTS_LOST
 
 
 class RelayHasRunsError(RelayError):
     """``relay delete NAME`` refused: the relay has runs (delete them, or pass ``--force``)."""
 
-    code = "relay-has-runs"
+    entry = codes.RELAY_HAS_RUNS
 
 
 class RunFileNotFoundError(RelayError):
     """No such file in the run's ``execution/`` folder (``relay files RUN`` lists them)."""
 
-    code = "run-file-not-found"
-    exit_code = 2
+    entry = codes.RUN_FILE_NOT_FOUND
 
 
 class RunFileRefusedError(RelayError):
     """A file path outside the run's ``execution/`` folder (``..``, absolute, a symlink out)."""
 
-    code = "run-file-refused"
-    exit_code = 2
+    entry = codes.RUN_FILE_REFUSED
 
 
 class WorkspaceRefusedError(RelayError):
     """A REST request named a workspace the server does not serve (outside its root folder)."""
 
-    code = "workspace-refused"
-    exit_code = 2
+    entry = codes.WORKSPACE_REFUSED
 
 
 class WorkspaceNotFoundError(RelayError):
     """A REST request named a workspace folder that does not exist (no relay saved there yet)."""
 
-    code = "workspace-not-found"
-    exit_code = 2
+    entry = codes.WORKSPACE_NOT_FOUND

@@ -15,6 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
+from relay_notebook import codes
+
 __all__ = [
     "API_PREFIX",
     "Surface",
@@ -139,7 +141,7 @@ def verify_lines(reports: Sequence[Any], surface: Surface) -> list[str]:
             files = "" if surface == "notebook" else f", {len(r.release.files)} files match"
             lines.append(f"{head}: ok{files}")
         else:
-            lines.append(f"{head}: TAMPERED [release-tampered]")
+            lines.append(f"{head}: TAMPERED [{codes.RELEASE_TAMPERED.code}]")
             lines += [f"  {problem}" for problem in r.problems]
     return lines
 

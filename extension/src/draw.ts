@@ -195,10 +195,10 @@ export function badgeWidth(label: string): number {
 
 /** The guarantee tag's colour by kind (source/guarantees.py); red once a body ran again. */
 export const GUARANTEE_COLOURS: Record<string, string> = {
-  'at-least-once': '#475569',
-  'recorded-once': '#1d4ed8',
+  at_least_once: '#475569',
+  recorded_once: '#1d4ed8',
   uncertain: '#b45309',
-  'replay-safe': '#15803d',
+  replay_safe: '#15803d',
   journaled: '#0f766e'
 };
 export const RAN_AGAIN_COLOUR = '#b91c1c';

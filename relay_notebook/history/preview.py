@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworks.journal import Journal
+from relay_notebook import codes
 from relay_notebook.history.database import open_database
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
@@ -94,51 +95,51 @@ def _refusal(
     run_id, relay, status = log.run_id, str(log.run["relay"]), str(log.run["status"])
     if status in ("succeeded", "failed"):
         return "returns", {
-            "code": "finished",
+            "code": codes.FINISHED.code,
             "message": f"Run {run_id} {status}; recovering it returns it as it was and runs "
             f"nothing. Start a new run with: relay run {relay}",
         }
     if log.run.get("live"):
         return "stops", {
-            "code": "run-locked",
+            "code": codes.RUN_LOCKED.code,
             "message": f"Run {run_id} is running now (attempt {len(log.attempts)}); wait for "
             f"it to end before recovering it.",
         }
     if revoked:
         return "stops", {
-            "code": "access-revoked",
+            "code": codes.ACCESS_REVOKED.code,
             "message": f"Recovery of run {run_id} would be denied: relay {relay}'s access is "
             f"revoked. Restore it with: relay grant {relay}",
         }
     if blocking:
         calls = "; ".join(f"{b['call']} (key {b['key']})" for b in blocking)
         return "stops", {
-            "code": "needs-reconciliation",
+            "code": codes.NEEDS_RECONCILIATION.code,
             "message": f"Recovery of run {run_id} stops for reconciliation: {calls} may or may "
             f"not have taken effect. Find out, then run 'relay reconcile {run_id} --result "
             f"JSON' or 'relay reconcile {run_id} --retry', and recover.",
         }
     if not meta.get("durable", True):
         return "stops", {
-            "code": "not-durable",
+            "code": codes.NOT_DURABLE.code,
             "message": f"Run {run_id} ran with relay_durability: none, so nothing was "
             f"checkpointed. Start a new run with: relay run {relay}",
         }
     if len(log.attempts) >= int(meta.get("max_attempts", MAX_ATTEMPTS)):
         return "stops", {
-            "code": "attempt-budget-exhausted",
+            "code": codes.ATTEMPT_BUDGET_EXHAUSTED.code,
             "message": f"Run {run_id} has used all {len(log.attempts)} of its process attempts. "
             f"Start a new run with: relay run {relay}",
         }
     deadline = log.run.get("deadline_ms")
     if isinstance(deadline, int | float) and time.time() * 1000 > deadline:
         return "stops", {
-            "code": "deadline-passed",
+            "code": codes.DEADLINE_PASSED.code,
             "message": f"Run {run_id} passed its deadline. Start a new run with: relay run {relay}",
         }
     missing = lost() if log.attempts else None
     if missing is not None:
-        return "stops", {"code": "checkpoints-lost", "message": missing.message(run_id)}
+        return "stops", {"code": codes.CHECKPOINTS_LOST.code, "message": missing.message(run_id)}
     return None
 
 
@@ -174,7 +175,10 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
 
     refusal = _refusal(log, meta, revoked, blocking, lost)
     outcome, reason = refusal if refusal is not None else ("recover", None)
-    pending = outcome == "recover" or (reason or {}).get("code") not in ("finished", "run-locked")
+    pending = outcome == "recover" or (reason or {}).get("code") not in (
+        codes.FINISHED.code,
+        codes.RUN_LOCKED.code,
+    )
     return RecoveryPreview(
         run_id=folder.run_id,
         relay=folder.relay,

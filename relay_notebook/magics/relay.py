@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 from traitlets import Bool, Undefined, Unicode, default, observe
 
-from relay_notebook import commands, inputs, surfaces
+from relay_notebook import codes, commands, inputs, surfaces
 from relay_notebook.cli import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.magics.runs import RunView, register_view_channel
@@ -31,7 +31,7 @@ def _usage(exc: Exception | str, code: str | None = None) -> UsageError:
     """One line worded for the notebook, ending with its stable code."""
     text = surfaces.reword(" ".join(str(exc).split()), "notebook")
     if code is None and isinstance(exc, CommandLineError | str):
-        code = "usage"
+        code = codes.USAGE.code
     return UsageError(f"{text} [{code}]" if code else text)
 
 
@@ -39,7 +39,12 @@ def _admission(relay: str, lines: list[str], errors: int, then: str) -> UsageErr
     """Every diagnostic on its line with its code, then what to do, with its code."""
     plural = "s" if errors != 1 else ""
     return UsageError(
-        "\n".join([*lines, f"relay {relay!r} {then} ({errors} error{plural}) [admission-failed]"])
+        "\n".join(
+            [
+                *lines,
+                f"relay {relay!r} {then} ({errors} error{plural}) [{codes.ADMISSION_FAILED.code}]",
+            ]
+        )
     )
 
 
@@ -150,7 +155,7 @@ class RelayMagics(Magics):
             joined = re.sub(r"[^A-Za-z0-9]+", "_", " ".join(names)).strip("_").lower()
             raise _usage(
                 f"relay names cannot contain spaces; try {joined or 'my_relay'}",
-                "invalid-relay-name",
+                codes.INVALID_RELAY_NAME.code,
             )
         name = names[0]
         unknown = flags - set(_CELL_OPTIONS)
@@ -207,7 +212,7 @@ class RelayMagics(Magics):
         try:
             args = parser.parse_args(shlex.split(line))
         except (CommandLineError, ValueError) as exc:  # ValueError: shlex, unbalanced quotes
-            raise _usage(exc, "usage") from None
+            raise _usage(exc, codes.USAGE.code) from None
         except SystemExit:
             return None  # -h printed the help
         if args.home:

@@ -27,6 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from relay_notebook import codes
+from relay_notebook.codes import Code
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 
@@ -122,11 +124,8 @@ def _load_relay(code_dir: Path, entry: str) -> ModuleType:
     return module
 
 
-def _error(code: str, message: str, tb: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"code": code, "message": message}
-    if tb:
-        out["traceback"] = tb
-    return out
+def _error(entry: Code, message: str, tb: str | None = None) -> dict[str, Any]:
+    return entry.record(message, traceback=tb) if tb else entry.record(message)
 
 
 def _internal_queue() -> Any:
@@ -189,7 +188,7 @@ async def _run_attempt(
         return {
             "status": "failed",
             "error": _error(
-                "max-recovery-attempts-exceeded",
+                codes.MAX_RECOVERY_ATTEMPTS_EXCEEDED,
                 f"DBOS stopped recovering run {run_id}: it exceeded the workflow's "
                 f"max_recovery_attempts ({exc}). Raise max_recovery_attempts in "
                 f"@DBOS.workflow(...) if the crashes are expected, then start a new run.",
@@ -199,7 +198,7 @@ async def _run_attempt(
         return {
             "status": "failed",
             "error": _error(
-                "nondeterministic-replay",
+                codes.NONDETERMINISTIC_REPLAY,
                 f"Run {run_id} did not replay the same steps as before: {exc}. Workflow code "
                 f"must call the same steps in the same order on every attempt; move time, "
                 f"randomness and I/O into steps.",
@@ -221,7 +220,7 @@ async def _run_attempt(
                 f"({Path(spec['run_dir']) / 'execution'}); use agentworks.run_dir or a "
                 f"relative path."
             )
-        return {"status": "failed", "error": _error("relay-raised", message, tb)}
+        return {"status": "failed", "error": _error(codes.RELAY_RAISED, message, tb)}
     finally:
         from agentworks.mcp import close_pools
 
@@ -242,7 +241,7 @@ def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
         return {
             "status": "failed",
             "error": _error(
-                "result-not-json",
+                codes.RESULT_NOT_JSON,
                 f"run() returned a value that is not JSON ({exc}). Return dicts, lists, "
                 f"strings, numbers, booleans or None.",
             ),
@@ -252,7 +251,7 @@ def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
         return {
             "status": "failed",
             "error": _error(
-                "result-too-large",
+                codes.RESULT_TOO_LARGE,
                 f"run() returned {size:,} bytes of JSON; the limit is {RESULT_LIMIT:,} "
                 f"(128 KiB). Write large data to run_dir and return a reference to it.",
             ),
@@ -301,7 +300,7 @@ def main(spec_path: str) -> None:
         outcome = {
             "status": "failed",
             "error": _error(
-                "relay-import-failed",
+                codes.RELAY_IMPORT_FAILED,
                 f"The relay could not be imported: {type(exc).__name__}: {exc}",
                 user_traceback(exc, code_dir),
             ),
@@ -369,7 +368,7 @@ def _hold_child_lock(
             {
                 "status": "rejected",
                 "error": _error(
-                    "run-locked",
+                    codes.RUN_LOCKED,
                     f"Run {spec['run_id']} is being executed by another process; this attempt "
                     f"did not start.",
                 ),
@@ -448,7 +447,7 @@ async def _run_without_dbos(spec: dict[str, Any], entry: Any) -> dict[str, Any]:
         tb = user_traceback(exc, Path(spec["code_dir"]))
         return {
             "status": "failed",
-            "error": _error("relay-raised", f"{type(exc).__name__}: {exc}", tb),
+            "error": _error(codes.RELAY_RAISED, f"{type(exc).__name__}: {exc}", tb),
         }
     finally:
         from agentworks.mcp import close_pools

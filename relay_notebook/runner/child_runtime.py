@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TextIO
 
 from agentworks import _runtime
 from agentworks.redact import Redactor
+from relay_notebook import codes
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
 from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 from relay_notebook.workspace.access import AccessPolicy
@@ -85,12 +86,11 @@ def install_runtime(
         if not AccessPolicy(workspace).is_granted(relay):
             stop(
                 "denied",
-                {
-                    "code": "access-revoked",
-                    "message": f"Access of relay {relay} was revoked, so {what} was denied and "
+                codes.ACCESS_REVOKED.record(
+                    f"Access of relay {relay} was revoked, so {what} was denied and "
                     f"run {spec['run_id']} stopped. Restore it with 'relay grant {relay}', then "
-                    f"'relay recover {spec['run_id']}'.",
-                },
+                    f"'relay recover {spec['run_id']}'."
+                ),
             )
         if release:
             from relay_notebook.workspace.releases import _read_release, verify_release
@@ -99,12 +99,11 @@ def install_runtime(
             if not report.ok:
                 stop(
                     "denied",
-                    {
-                        "code": "release-tampered",
-                        "message": f"Release v{release['version']} of {relay} changed while "
+                    codes.RELEASE_TAMPERED.record(
+                        f"Release v{release['version']} of {relay} changed while "
                         f"run {spec['run_id']} was running ({'; '.join(report.problems)}); "
-                        f"{what} was denied.",
-                    },
+                        f"{what} was denied."
+                    ),
                 )
 
     crash = spec.get("crash")

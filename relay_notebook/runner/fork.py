@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agentworks.redact import Redactor
+from relay_notebook import codes
 from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
 from relay_notebook.runner.backend import (
     Backend,
@@ -47,7 +48,7 @@ HOLD_QUEUE: Final = "relay-hold"
 class ForkError(RelayError):
     """A fork cannot be made as asked (the call is not in the parent, a database it needs)."""
 
-    code = "fork-refused"
+    entry = codes.FORK_REFUSED
 
 
 @dataclass
@@ -395,8 +396,8 @@ def create_fork(
         except BaseException as exc:
             failed = fork.read_meta()
             failed["status"] = "rejected"
-            code = exc.code if isinstance(exc, RelayError) else "fork-refused"
-            failed["error"] = {"code": code, "message": str(exc)}
+            entry = exc.entry if isinstance(exc, RelayError) else codes.FORK_REFUSED
+            failed["error"] = entry.record(str(exc))
             fork.write_meta(failed)
             raise
     finally:

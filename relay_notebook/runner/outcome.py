@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from relay_notebook import codes
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.checkpoints import read_checkpoints
 from relay_notebook.runner.folders import RunFolder, write_json_atomic
 from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
 
 __all__ = [
-    "CODES",
     "EXIT_CODES",
     "TRACE_LIMIT",
     "RunOutcome",
@@ -41,19 +41,6 @@ TRACE_KINDS = frozenset(
         "attempt_end",
     }
 )
-#: codes of a run's ``error`` (in run.json, ``relay run --json`` and the logs)
-CODES = {
-    "interrupted": "The attempt's process ended before the run finished; recover the run.",
-    "relay-raised": "The relay raised an exception: the run failed and is never restarted.",
-    "relay-import-failed": "Importing the relay's module failed (top-level code raised).",
-    "result-not-json": "run() returned a value that JSON cannot hold.",
-    "result-too-large": "run() returned more than 128 KiB of JSON.",
-    "deadline-exceeded": "The run passed its deadline (one hour by default) and was stopped.",
-    "max-recovery-attempts-exceeded": "DBOS stopped recovering the workflow "
-    "(its max_recovery_attempts was exceeded).",
-    "nondeterministic-replay": "On recovery the workflow called different steps than before.",
-    "run-locked": "Another process was executing the run, so this attempt did not start.",
-}
 EXIT_CODES = {
     "succeeded": 0,
     "failed": 1,
@@ -188,21 +175,19 @@ def settle_attempt(
             result = _take_result(folder, attempt_dir)
     elif deadline_hit:
         status = "failed"
-        error = {
-            "code": "deadline-exceeded",
-            "message": f"Run {folder.run_id} passed its deadline and was stopped; a run keeps "
-            f"its first attempt's deadline. Start a new run with: relay run {folder.relay}",
-        }
+        error = codes.DEADLINE_EXCEEDED.record(
+            f"Run {folder.run_id} passed its deadline and was stopped; a run keeps "
+            f"its first attempt's deadline. Start a new run with: relay run {folder.relay}"
+        )
     else:
         status = "interrupted"
         how = (
             "crashed on purpose (--crash)" if crashed_on_purpose else _exit_description(returncode)
         )
-        error = {
-            "code": "interrupted",
-            "message": f"Attempt {attempt} of run {folder.run_id} {how} before finishing. "
-            f"Recover it with: relay recover {folder.run_id}",
-        }
+        error = codes.INTERRUPTED.record(
+            f"Attempt {attempt} of run {folder.run_id} {how} before finishing. "
+            f"Recover it with: relay recover {folder.run_id}"
+        )
         if stderr_tail and not crashed_on_purpose:
             error["stderr"] = stderr_tail
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
@@ -279,12 +264,11 @@ def _settle_lost(folder: RunFolder, a: dict[str, Any], backend: Backend | None) 
     t0 = _started_ms(folder, attempt, start)
     executed, reused = _classify(folder, attempt, t0, events, backend)
     where = a.get("executor_id") or "its supervisor"
-    error = {
-        "code": "interrupted",
-        "message": f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
+    error = codes.INTERRUPTED.record(
+        f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
         f"{a.get('host', 'this machine')}, which stopped before the attempt ended. Recover it "
-        f"with: relay recover {folder.run_id}",
-    }
+        f"with: relay recover {folder.run_id}"
+    )
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
     writer.emit(
         "attempt_end",
@@ -293,7 +277,7 @@ def _settle_lost(folder: RunFolder, a: dict[str, Any], backend: Backend | None) 
         exit="supervisor lost",
         executed=executed,
         reused=reused,
-        error_code="interrupted",
+        error_code=codes.INTERRUPTED.code,
     )
     writer.sync()
     writer.close()

@@ -46,7 +46,7 @@ CHILD_MODULE: Final = "relay_notebook.runner.replay_child"
 #: runs checked when none are named: the relay's most recent ones
 DEFAULT_RUNS: Final = 10
 TIMEOUT_S: Final = 90.0
-_UNFINISHED: Final = frozenset({"interrupted", "needs-reconciliation", "running", "pending"})
+_UNFINISHED: Final = frozenset({"interrupted", "needs_reconciliation", "running", "pending"})
 
 
 @dataclass

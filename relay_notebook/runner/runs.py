@@ -8,6 +8,7 @@ from typing import Any
 
 from agentworks.journal import Journal
 from agentworks.redact import Redactor
+from relay_notebook import codes
 from relay_notebook.errors import (
     AccessRevokedError,
     AttemptBudgetError,
@@ -411,7 +412,7 @@ def _next_attempt(
             meta,
             "denied",
             {
-                "code": "access-revoked",
+                "code": codes.ACCESS_REVOKED.code,
                 "message": f"{what}: relay {folder.relay}'s access is revoked. Restore it with "
                 f"'relay grant {folder.relay}', {then}.",
             },
@@ -425,7 +426,7 @@ def _next_attempt(
                 meta,
                 "needs_reconciliation",
                 {
-                    "code": "needs-reconciliation",
+                    "code": codes.NEEDS_RECONCILIATION.code,
                     "message": f"Run {run_id} waits for reconciliation of an uncertain call: "
                     f"{calls}. Find out whether it took effect, then run 'relay reconcile "
                     f"{run_id} --result JSON' or 'relay reconcile {run_id} --retry', and "

@@ -20,6 +20,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from relay_notebook import codes
 from relay_notebook.errors import (
     AdmissionError,
     IdempotencyKeyReusedError,
@@ -37,20 +38,13 @@ from relay_notebook.server.service import RelayService
 from relay_notebook.server.workspaces import WorkspaceServices
 from relay_notebook.surfaces import reword
 
-__all__ = ["API_PREFIX", "CODES", "MAX_BODY_BYTES", "ROUTES", "error_status"]
+__all__ = ["API_PREFIX", "MAX_BODY_BYTES", "ROUTES", "error_status"]
 
 API_PREFIX = "relay/api"
 #: the largest request body read; the rest of a longer one is discarded unread (HTTP 413)
 MAX_BODY_BYTES = 4 * 1024 * 1024
-#: codes of errors the HTTP layer itself reports (listed in docs/errors.md)
-CODES = {
-    "forbidden": "The Jupyter server refused the request (HTTP 403): no valid token or login, "
-    "or its authorizer denied it. Send 'Authorization: token TOKEN'.",
-    "route-not-found": "No REST API route matches the URL (HTTP 404); see openapi.yaml.",
-    "method-not-allowed": "The route exists, but not for this HTTP method (HTTP 405).",
-    "http-error": "Another refusal by the Jupyter server itself; the message says which.",
-}
-_HTTP_CODES = {403: "forbidden", 404: "route-not-found", 405: "method-not-allowed"}
+#: codes of errors the HTTP layer itself reports
+_HTTP_CODES = {403: codes.FORBIDDEN, 404: codes.ROUTE_NOT_FOUND, 405: codes.METHOD_NOT_ALLOWED}
 _NOT_FOUND = (RelayNotFoundError, ReleaseNotFoundError, RunNotFoundError, RunFileNotFoundError)
 _UNPROCESSABLE = (AdmissionError, IdempotencyKeyReusedError)
 T = TypeVar("T")
@@ -152,7 +146,7 @@ class RelayAPIHandler(APIHandler):
             return
         self.fail(
             500,
-            "internal-error",
+            codes.INTERNAL_ERROR.code,
             f"The relay API failed unexpectedly ({type(exc).__name__}); this is a bug in "
             f"relay_notebook. The Jupyter server log has the traceback.",
         )
@@ -164,7 +158,7 @@ class RelayAPIHandler(APIHandler):
                 f"{message}: the Jupyter server requires its token. Send the header "
                 f"'Authorization: token TOKEN' (jupyter server list shows the token)."
             )
-        self.fail(status, _HTTP_CODES.get(status, "http-error"), message)
+        self.fail(status, _HTTP_CODES.get(status, codes.HTTP_ERROR).code, message)
 
     def log_exception(
         self,

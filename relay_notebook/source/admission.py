@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Final, Literal
 
+from relay_notebook import codes
 from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.lint import (
     DBOS_FORBIDDEN,
@@ -28,21 +29,8 @@ __all__ = [
 
 EntrypointKind = Literal["workflow", "legacy"]
 
-CODES: Final[dict[str, str]] = {
-    "syntax-error": "The source does not parse as Python.",
-    "missing-entrypoint": "The module defines no top-level `run` function.",
-    "duplicate-entrypoint": "The module defines `run` more than once.",
-    "entrypoint-not-async": "The @DBOS.workflow() `run` is a plain `def`, not `async def`.",
-    "entrypoint-not-workflow": "`run(INPUT)` is not decorated with @DBOS.workflow().",
-    "entrypoint-signature": "`run` takes neither `(INPUT)` nor the legacy `(INPUT, ctx)`.",
-    "dbos-decorator-not-called": "A DBOS decorator lacks its parentheses, so importing fails.",
-    "dbos-not-imported": "`DBOS` is used but never imported or defined.",
-    "dbos-launch-forbidden": "The source launches DBOS, which only the runner may do.",
-    "dbos-destroy-forbidden": "The source destroys or resets DBOS, which only the runner may do.",
-    "dbos-config-forbidden": "The source configures DBOS, which only the runner may do.",
-    "durability-needs-dbos": "`relay_durability: none` is set for a @DBOS.workflow relay, which "
-    "needs DBOS.",
-}
+#: the admission errors: their meanings live in the registry (relay_notebook.codes)
+CODES: Final[dict[str, str]] = codes.meanings("admission")
 
 _ENTRYPOINT: Final = "`@DBOS.workflow() async def run(INPUT)`"
 _LEGACY: Final = "`run(INPUT, ctx)`"

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from relay_notebook import codes
 from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.graph import Edge, FlowGraph, Node
 
@@ -37,22 +38,8 @@ MAX_ID_LENGTH: Final = 64
 MAX_LABEL_LENGTH: Final = 200
 ANNOTATION_NODE_TYPES: Final = ("input", "agent", "script", "decision", "output")
 
-CODES: Final[dict[str, str]] = {
-    "annotation-tokenize": "The source is not valid Python tokens, so no annotation was read.",
-    "annotation-placement": "A `# @relay` comment follows code on its line instead of its own.",
-    "annotation-keyword": "The word after `# @relay` is not `node` or `edge`.",
-    "annotation-json": "The text after `# @relay node` or `# @relay edge` is not one JSON object.",
-    "annotation-node-id": "A node `id` is missing or not a letter then letters, digits, `_`, `-`.",
-    "annotation-duplicate-id": "Two `# @relay node` annotations declare the same `id`.",
-    "annotation-node-type": "A node `type` is not one of input, agent, script, decision, output.",
-    "annotation-label": "A label is missing (nodes), empty, over 200 characters or not one line.",
-    "annotation-field": "A node or edge annotation has a field that is not part of the format.",
-    "annotation-field-type": "An optional node field has the wrong JSON type.",
-    "annotation-edge-end": "An edge `from` or `to` is missing or names no declared node.",
-    "annotation-duplicate-edge": "Two edges have the same `from`, `to` and `label`.",
-    "annotation-too-many-nodes": f"More than {MAX_NODES} nodes are declared.",
-    "annotation-too-many-edges": f"More than {MAX_EDGES} edges are declared.",
-}
+#: the annotation warnings: their meanings live in the registry (relay_notebook.codes)
+CODES: Final[dict[str, str]] = codes.meanings("annotations")
 
 _TEXT_FIELDS: Final = ("description", "input", "output", "system_prompt", "user_message", "model")
 _OPTIONAL_FIELDS: Final = (*_TEXT_FIELDS[:5], "messages", "model", "tools", "skills", "mcp", "call")

@@ -18,12 +18,13 @@ import ast
 from collections.abc import Iterator
 from typing import Final
 
+from relay_notebook import codes
 from relay_notebook.source.diagnostics import Diagnostic
 
 __all__ = ["CODE", "DESCRIPTION", "missing_awaits"]
 
-CODE: Final = "missing-await"
-DESCRIPTION: Final = "An async step or helper is called in a workflow body without await."
+CODE: Final = codes.MISSING_AWAIT.code
+DESCRIPTION: Final = codes.MISSING_AWAIT.meaning
 
 # containers a coroutine can sit in on its way to the call that takes it
 _CONTAINERS: Final = (

@@ -22,18 +22,18 @@ __all__ = ["GUARANTEES", "assign_guarantees", "guarantee_of"]
 
 #: kind → (the badge's short text, the sentence a node's details show)
 GUARANTEES: Final[dict[str, tuple[str, str]]] = {
-    "at-least-once": (
+    "at_least_once": (
         "≥1×",
         "at least once: a crash after the body ran but before its checkpoint was saved runs it "
         "again",
     ),
-    "recorded-once": ("1×", "recorded once: DBOS keeps it in the workflow's history"),
+    "recorded_once": ("1×", "recorded once: DBOS keeps it in the workflow's history"),
     "uncertain": (
         "?",
         "uncertain on crash: if the process dies during the call, nobody knows whether it "
         "acted; the run then needs reconciliation (or declare it replay_safe)",
     ),
-    "replay-safe": ("safe", "replay-safe: repeated after a crash, declared harmless"),
+    "replay_safe": ("safe", "replay-safe: repeated after a crash, declared harmless"),
     "journaled": ("journal", "journaled: restarted from its journal after a crash"),
 }
 #: node types drawn for calls the workflow body makes to DBOS itself
@@ -79,7 +79,7 @@ def guarantee_of(
     kind: str | None = None
     out: dict[str, Any] = {}
     if node.type == "step":
-        kind = "at-least-once"
+        kind = "at_least_once"
         out["retries"] = _retries(details)
         function = (functions or {}).get(str(details.get("function", "")))
         if (
@@ -99,11 +99,11 @@ def guarantee_of(
         elif node.type == "tool":
             return None  # a tool shares its agent call's guarantee
         elif details.get("replay_safe") is True:
-            kind = "replay-safe"
+            kind = "replay_safe"
         else:
             kind = "uncertain"
     elif node.type in _RECORDED:
-        kind = "recorded-once"
+        kind = "recorded_once"
     if kind is None:
         return None
     badge, text = GUARANTEES[kind]

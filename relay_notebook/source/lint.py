@@ -16,23 +16,14 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from relay_notebook import codes
 from relay_notebook.source import awaits
 from relay_notebook.source.diagnostics import Diagnostic
 
 __all__ = ["CODES", "lint_source"]
 
-CODES: Final[dict[str, str]] = {
-    "nondeterministic-time": "A workflow body reads the clock; read it in a step.",
-    "nondeterministic-random": "A workflow body draws random numbers; draw them in a step.",
-    "nondeterministic-uuid": "A workflow body makes a random UUID; make it in a step.",
-    "env-read-in-workflow": "A workflow body reads environment variables; use variables or a step.",
-    "io-in-workflow": "A workflow body does file, network or process I/O; do it in a step.",
-    "set-iteration": "A workflow body iterates over a set, whose order differs between processes.",
-    "sleep-in-workflow": "A workflow body sleeps without DBOS; use DBOS.sleep_async.",
-    "introspection-in-workflow": "A workflow body reads DBOS history, which is checkpointed whole.",
-    "toplevel-side-effect": "Module-level code has an effect that runs on every import.",
-    awaits.CODE: awaits.DESCRIPTION,
-}
+#: the determinism warnings: their meanings live in the registry (relay_notebook.codes)
+CODES: Final[dict[str, str]] = codes.meanings("lint")
 
 _DBOS: Final = "dbos.DBOS"
 # Spellings that resolve without an import, so a missing import does not hide a finding.

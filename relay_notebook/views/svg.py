@@ -144,10 +144,10 @@ def badge_width(text: str) -> float:
 
 #: the guarantee tag's colour by kind (``source.guarantees``); red once a body ran again
 GUARANTEE_COLOURS: Final = {
-    "at-least-once": "#475569",
-    "recorded-once": "#1d4ed8",
+    "at_least_once": "#475569",
+    "recorded_once": "#1d4ed8",
     "uncertain": "#b45309",
-    "replay-safe": "#15803d",
+    "replay_safe": "#15803d",
     "journaled": "#0f766e",
 }
 RAN_AGAIN_COLOUR: Final = "#b91c1c"

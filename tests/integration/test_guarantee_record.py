@@ -25,7 +25,7 @@ def test_a_step_killed_during_its_body_is_marked_as_ran_again(workspace: Workspa
     assert twice == ["fetch#2"]  # the ground truth: the ledger's attempts per call
     graph = overlay_run(commands.graph(workspace, "five"), log)
     fetch, add = graph.node("step-fetch"), graph.node("step-add")
-    assert fetch.details["guarantee"]["kind"] == "at-least-once"
+    assert fetch.details["guarantee"]["kind"] == "at_least_once"
     assert fetch.details["guarantee"]["ran_again"] == ["fetch#2"]
     assert "ran_again" not in add.details["guarantee"]
     assert "≥1× · ran again ×1" in render_svg(graph)

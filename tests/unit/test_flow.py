@@ -579,7 +579,7 @@ async def run(INPUT):
         "replay_safe": True,
         "tools": ["lookup", "search"],
         "mcp": ["crm"],
-        "guarantee": guarantee("replay-safe"),
+        "guarantee": guarantee("replay_safe"),
     }
     assert graph.node("vault-API_TOKEN").details == {"secret": "API_TOKEN"}
     assert graph.node("mcp-crm-update").label == "crm/update"

@@ -56,10 +56,10 @@ def test_each_call_node_says_what_dbos_guarantees() -> None:
     kinds = {n.id: n.details.get("guarantee", {}).get("kind") for n in graph.nodes}
     assert kinds == {
         "input": None,
-        "step-price": "at-least-once",
-        "step-charge": "at-least-once",
-        "step-refund": "at-least-once",
-        "agent-clerk": "replay-safe",
+        "step-price": "at_least_once",
+        "step-charge": "at_least_once",
+        "step-refund": "at_least_once",
+        "agent-clerk": "replay_safe",
         "agent-writer": "uncertain",
         "agent-fetcher": "journaled",
         "output": None,
@@ -89,6 +89,6 @@ def test_the_drawing_carries_one_tag_per_call_node() -> None:
     assert svg.count('class="relay-guarantee ') == 6
     assert "relay-guarantee--uncertain" in svg and ">?</text>" in svg
     step = graph.node("step-price")
-    assert guarantee_tag(step) == ("≥1×", "#475569", "at-least-once")
+    assert guarantee_tag(step) == ("≥1×", "#475569", "at_least_once")
     step.details["guarantee"]["ran_again"] = ["price#1"]
-    assert guarantee_tag(step) == ("≥1× · ran again ×1", "#b91c1c", "at-least-once")
+    assert guarantee_tag(step) == ("≥1× · ran again ×1", "#b91c1c", "at_least_once")
