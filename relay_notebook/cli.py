@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import codes, commands, inputs, surfaces, time_travel
+from relay_notebook import codes, commands, crash_each, inputs, surfaces, time_travel
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
@@ -125,6 +125,8 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
         _add_record_parsers(sub)
 
     time_travel.add_parsers(sub, notebook=notebook)
+    if not notebook:
+        crash_each.add_parsers(sub)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
@@ -599,6 +601,7 @@ _COMMANDS = {
     "worker": _cmd_worker,
     "workers": _cmd_workers,
     **time_travel.cli_commands(_report_outcome, _wait, _progress),
+    **crash_each.cli_commands(),
 }
 
 

@@ -221,6 +221,12 @@ RUN_FILE_REFUSED = _error(
     "a path relative to `execution/`, as `relay files RUN` lists it",
     exit=2,
 )
+CLEAN_RUN_FAILED = _error(
+    "clean-run-failed",
+    "`relay test --crash-each`: the uncrashed run did not succeed, so there is nothing to "
+    "compare crashed runs with.",
+    "fix the relay (`relay logs RUN` shows why the clean run stopped), then test again",
+)
 WORKSPACE_REFUSED = _error(
     "workspace-refused",
     "A REST request named a workspace the server does not serve (outside its root folder).",

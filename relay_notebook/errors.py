@@ -21,6 +21,7 @@ __all__ = [
     "AttemptBudgetError",
     "BindingChangedError",
     "CheckpointsLostError",
+    "CleanRunFailedError",
     "DatabaseOwnedError",
     "DatabaseUnavailableError",
     "DeadlinePassedError",
@@ -296,6 +297,12 @@ class RunFileRefusedError(RelayError):
     """A file path outside the run's ``execution/`` folder (``..``, absolute, a symlink out)."""
 
     entry = codes.RUN_FILE_REFUSED
+
+
+class CleanRunFailedError(RelayError):
+    """``relay test --crash-each``: the uncrashed run did not succeed."""
+
+    entry = codes.CLEAN_RUN_FAILED
 
 
 class WorkspaceRefusedError(RelayError):

@@ -1,12 +1,22 @@
-"""Public helpers for testing relays: a throwaway PostgreSQL server for worker-pool tests.
+"""Public helpers for testing relays, and a pytest plugin for relay authors' own test suites.
 
-Design note: tests of the PostgreSQL backend need a real server, and one that no other
-program shares, so that a test can kill workers and count rows without surprises. The
-helper runs Debian's (or any) PostgreSQL binaries: ``initdb`` into a private folder, then
-``postgres`` on a free loopback port with trust authentication and its socket in the same
-folder. PostgreSQL refuses to run as root, so as root the server runs as the ``postgres``
-system user. Each test takes a fresh database of its own (``server.database_url()``); DBOS
-creates it on first use.
+The plugin (registered as ``relay_notebook`` under ``pytest11``, so installing the kit is
+enough) gives three fixtures:
+
+- ``relay_workspace``: an empty workspace in the test's temporary folder;
+- ``relay_harness``: a ``relay_notebook.harness.RelayHarness`` on it — ``save`` a relay (with
+  scripted agent replies), ``run`` it (optionally ``crash=``), ``recover`` it, read ``logs`` and
+  ``executions``, and ``crash_each`` it;
+- ``relay_postgres``: a private PostgreSQL server for the session (skips the test when no
+  PostgreSQL programs are installed).
+
+The rest of this module is the throwaway PostgreSQL server. Design note: tests of the PostgreSQL
+backend need a real server, and one that no other program shares, so that a test can kill
+workers and count rows without surprises. The helper runs Debian's (or any) PostgreSQL binaries:
+``initdb`` into a private folder, then ``postgres`` on a free loopback port with trust
+authentication and its socket in the same folder. PostgreSQL refuses to run as root, so as root
+the server runs as the ``postgres`` system user. Each test takes a fresh database of its own
+(``server.database_url()``); DBOS creates it on first use.
 """
 
 from __future__ import annotations
@@ -23,8 +33,17 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["PostgresServer", "PostgresUnavailableError", "find_postgres_bin", "postgres_server"]
+__all__ = [
+    "PostgresServer",
+    "PostgresUnavailableError",
+    "find_postgres_bin",
+    "postgres_server",
+    "relay_harness",
+    "relay_postgres",
+    "relay_workspace",
+]
 
 
 class PostgresUnavailableError(RuntimeError):
@@ -153,3 +172,38 @@ def postgres_server(*, fsync: bool = False) -> Iterator[PostgresServer]:
         server.stop()
         log.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- the pytest plugin -------------------------------------------------------------------------
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - the helpers above work without pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture
+    def relay_workspace(tmp_path: Path) -> Any:
+        """An empty relay workspace in the test's temporary folder."""
+        from relay_notebook.workspace import Workspace
+
+        return Workspace(tmp_path / "relays")
+
+    @pytest.fixture
+    def relay_harness(relay_workspace: Any) -> Any:
+        """A ``RelayHarness`` on ``relay_workspace``: save, run, crash, recover, assert."""
+        from relay_notebook.harness import RelayHarness
+
+        return RelayHarness(relay_workspace)
+
+    @pytest.fixture(scope="session")
+    def relay_postgres() -> Iterator[PostgresServer]:
+        """A private PostgreSQL server for the session; ``.database_url()`` gives a fresh
+        database. Skips the test when PostgreSQL's programs are not installed."""
+        try:
+            find_postgres_bin()
+        except PostgresUnavailableError as exc:
+            pytest.skip(str(exc))
+        with postgres_server() as server:
+            yield server

@@ -144,19 +144,19 @@ def test_the_workspace_id_is_whole_when_many_processes_create_it(tmp_path: Path)
 
 
 def test_reading_while_dbos_creates_its_tables_reads_nothing(five: Any, database_url: str) -> None:
-    """A half-migrated DBOS schema (the first child still creating it) reads as no rows yet."""
+    """A half-migrated DBOS schema (another process still creating it: creating a run now
+    migrates it fully first, so it is replaced by half of it here) reads as no rows yet."""
     ws, draft, inp = five
     backend = resolve_backend(database_url)
-    from relay_notebook.runner.backend import prepare_database
     from relay_notebook.runner.checkpoints import read_checkpoints, read_workflow_status
     from relay_notebook.runner.runs import create_run
 
-    prepare_database(backend, ws.home)
+    folder = create_run(ws, draft, run_input=inp, backend=backend)
     with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA dbos CASCADE")
         conn.execute("CREATE SCHEMA dbos")
         conn.execute("CREATE TABLE dbos.workflow_status (workflow_uuid text PRIMARY KEY)")
         conn.execute("CREATE TABLE dbos.operation_outputs (workflow_uuid text, function_id int)")
-    folder = create_run(ws, draft, run_input=inp, backend=backend)
     assert read_checkpoints(folder) == [] and read_workflow_status(folder) is None
     log = read_run_log(ws, folder.run_id)
     assert log.steps == [] and log.run["status"] == "pending"

@@ -1,0 +1,205 @@
+"""``relay test NAME --crash-each``: crash a relay at every point it can crash, recover each run,
+and compare with an uncrashed run.
+
+Design note: the relay runs once cleanly; every call of that run's workflow (steps, agent and
+MCP calls) then gives two crash points, ``after:CALL#N`` (its checkpoint saved) and
+``during:CALL#N`` (its body ran, no checkpoint). Each point is a real run killed there and
+recovered until it settles, exactly as a user would with ``--crash`` and ``relay recover``.
+Two things are reported: a run whose result differs from the clean one (something in the
+workflow body is not deterministic — time, randomness, I/O outside steps — or a step is not
+safe to repeat), and the calls whose bodies ran more than once (the at-least-once steps that
+must be idempotent). A run that stops for reconciliation (an uncertain agent or MCP call killed
+mid-way) is reported as such, not as a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from relay_notebook import commands, inputs
+from relay_notebook.errors import CleanRunFailedError
+from relay_notebook.workspace import Workspace
+
+__all__ = ["CrashEachReport", "CrashPoint", "add_parsers", "cli_commands", "crash_each"]
+
+_SETTLED: Final = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
+MAX_RECOVERIES: Final = 3
+TIMEOUT_S: Final = 120.0
+
+
+@dataclass
+class CrashPoint:
+    """One crashed-and-recovered run."""
+
+    point: str
+    run_id: str
+    status: str
+    attempts: int
+    same_result: bool | None
+    ran_again: list[str] = field(default_factory=list)
+    result: Any = None
+    note: str = ""
+
+
+@dataclass
+class CrashEachReport:
+    """The clean run and every crash point; ``ok`` when every recovered result matches."""
+
+    relay: str
+    clean_run: str
+    clean_result: Any
+    points: list[CrashPoint]
+
+    @property
+    def differing(self) -> list[CrashPoint]:
+        return [p for p in self.points if p.same_result is False]
+
+    @property
+    def repeated(self) -> list[str]:
+        """Calls whose bodies ran more than once at some crash point (must be idempotent)."""
+        seen: dict[str, None] = {}
+        for p in self.points:
+            seen.update(dict.fromkeys(p.ran_again))
+        return list(seen)
+
+    @property
+    def ok(self) -> bool:
+        return not self.differing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "relay": self.relay,
+            "clean_run": self.clean_run,
+            "clean_result": self.clean_result,
+            "ok": self.ok,
+            "differing": [p.point for p in self.differing],
+            "repeated": self.repeated,
+            "points": [asdict(p) for p in self.points],
+        }
+
+
+def _calls(workspace: Workspace, run_id: str) -> list[str]:
+    """The clean run's root-workflow calls in order, as crash targets (``fetch#2``)."""
+    log = commands.logs(workspace, run_id)
+    return [
+        f"{s['name']}#{s['occurrence']}"
+        for s in log.steps
+        if s["workflow_id"] == run_id and not str(s["name"]).startswith("DBOS.")
+    ]
+
+
+def _ran_again(workspace: Workspace, run_id: str) -> list[str]:
+    log = commands.logs(workspace, run_id)
+    return [f"{s['name']}#{s['occurrence']}" for s in log.steps if len(s["executed_in"]) > 1]
+
+
+def crash_each(
+    workspace: Workspace,
+    relay: str,
+    run_input: Any = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> CrashEachReport:
+    """Run ``relay`` cleanly, then crashed at every point and recovered (see the module note)."""
+    clean = commands.run(workspace, relay, run_input=run_input).wait(TIMEOUT_S)
+    if clean.status != "succeeded":
+        raise CleanRunFailedError(
+            f"The clean run {clean.run_id} of {relay} ended {clean.status} "
+            f"({(clean.error or {}).get('message', 'no error')}); --crash-each compares "
+            f"crashed runs with a clean one, so fix that first (relay logs {clean.run_id})."
+        )
+    points = []
+    for call in _calls(workspace, clean.run_id):
+        for when in ("after", "during"):
+            point = f"{when}:{call}"
+            if progress:
+                progress(point)
+            first = commands.run(workspace, relay, run_input=run_input, crash=point)
+            outcome = first.wait(TIMEOUT_S)
+            note = ""
+            if outcome.status != "interrupted":
+                note = f"the run ended {outcome.status} before the crash point"
+            recoveries = 0
+            while outcome.status not in _SETTLED and recoveries < MAX_RECOVERIES:
+                outcome = commands.recover(workspace, first.run_id).wait(TIMEOUT_S)
+                recoveries += 1
+            same: bool | None = None
+            if outcome.status == "succeeded":
+                same = outcome.result == clean.result
+            elif outcome.status == "needs_reconciliation":
+                note = "stopped for reconciliation: an uncertain call was killed mid-way"
+            else:
+                same = False
+                note = note or f"ended {outcome.status}: {(outcome.error or {}).get('message')}"
+            points.append(
+                CrashPoint(
+                    point, first.run_id, outcome.status, outcome.attempt, same,
+                    _ran_again(workspace, first.run_id), outcome.result, note,
+                )
+            )  # fmt: skip
+    return CrashEachReport(relay, clean.run_id, clean.result, points)
+
+
+def report_lines(report: CrashEachReport) -> list[str]:
+    """The terminal's table, then what was found."""
+    width = max([len(p.point) for p in report.points] + [5])
+    lines = [f"clean run {report.clean_run}: {json.dumps(report.clean_result)}"]
+    lines.append(f"{'point':<{width}}  {'run':<12} {'status':<20} result     ran again")
+    for p in report.points:
+        same = {True: "same", False: "DIFFERS", None: "–"}[p.same_result]
+        again = ", ".join(p.ran_again) or "–"
+        tail = f"  ({p.note})" if p.note else ""
+        lines.append(f"{p.point:<{width}}  {p.run_id:<12} {p.status:<20} {same:<10} {again}{tail}")
+    if report.differing:
+        lines.append(
+            f"{len(report.differing)} crash point(s) changed the result: "
+            + ", ".join(p.point for p in report.differing)
+            + " — something in the workflow body is not deterministic (time, randomness, I/O "
+            "outside steps), or a step is not safe to repeat"
+        )
+    if report.repeated:
+        lines.append(
+            "bodies that ran more than once (at-least-once steps: make them idempotent): "
+            + ", ".join(report.repeated)
+        )
+    verdict = "ok" if report.ok else "FAILED"
+    lines.append(f"{report.relay}: {len(report.points)} crash points, {verdict}")
+    return lines
+
+
+def add_parsers(sub: Any) -> None:
+    """``relay test NAME --crash-each`` on the CLI's subparsers."""
+    p = sub.add_parser("test", help="crash a relay at every point and recover each run")
+    p.add_argument("name", metavar="NAME", help="the relay to test")
+    p.add_argument(
+        "--crash-each", action="store_true", required=True,
+        help="crash after and during every call of a clean run, recover, compare the results",
+    )  # fmt: skip
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="JSON", help="the run input (default: {})")
+    src.add_argument("--input-file", metavar="FILE", help="read the run input from a file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cli_commands() -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
+    def cmd_test(ws: Workspace, args: argparse.Namespace) -> int:
+        import sys
+
+        run_input = inputs.run_input(text=args.input, file=args.input_file)
+
+        def progress(point: str) -> None:
+            if not args.json:
+                print(f"crashing {point} …", file=sys.stderr, flush=True)
+
+        report = crash_each(ws, args.name, run_input, progress=progress)
+        if args.json:
+            print(json.dumps(report.to_dict(), indent=2, default=repr))
+        else:
+            print("\n".join(report_lines(report)))
+        return 0 if report.ok else 1
+
+    return {"test": cmd_test}

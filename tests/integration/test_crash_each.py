@@ -1,0 +1,106 @@
+"""``--crash-each`` on real runs: a clean relay passes, planted faults are found."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from relay_notebook.cli import main as cli_main
+from relay_notebook.harness import RelayHarness
+from relay_notebook.workspace import Workspace
+
+FIVE = Path(__file__).parents[1] / "relays" / "five.py"
+# the workflow body reads the clock and lets it choose a branch: recovery may take the other one
+CLOCKED = """import time
+from dbos import DBOS
+
+
+@DBOS.step()
+def early():
+    return "early"
+
+
+@DBOS.step()
+def late():
+    return "late"
+
+
+@DBOS.step()
+def done(parts):
+    return parts
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    first = early()
+    branch = late() if time.time() > INPUT["switch_at"] else early()
+    return done([first, branch])
+"""
+# charge appends to a file and returns the total charged: running it twice charges twice
+CHARGE = """from dbos import DBOS
+
+
+@DBOS.step()
+def charge(amount):
+    with open("charges.log", "a") as f:
+        f.write(f"{amount}\\n")
+    with open("charges.log") as f:
+        return sum(int(line) for line in f)
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return {"charged": charge(INPUT["amount"])}
+"""
+
+
+@pytest.fixture
+def harness(workspace: Workspace) -> RelayHarness:
+    return RelayHarness(workspace)
+
+
+def test_a_clean_relay_passes_every_crash_point(harness: RelayHarness) -> None:
+    """five with n=1: after and during fetch#1 and add#1, each recovered to the same total;
+    the during-points ran their body twice (listed, not a failure)."""
+    harness.save("five", FIVE)
+    report = harness.crash_each("five", {"n": 1})
+    assert report.ok and report.clean_result == {"total": 0}
+    assert [p.point for p in report.points] == [
+        "after:fetch#1", "during:fetch#1", "after:add#1", "during:add#1",
+    ]  # fmt: skip
+    assert all(p.status == "succeeded" and p.same_result for p in report.points)
+    assert report.repeated == ["fetch#1", "add#1"]
+
+
+def test_time_steering_a_branch_is_found(harness: RelayHarness) -> None:
+    """The clean run takes the early branch; crashed runs and their recoveries, later, do not:
+    their results differ and the report fails."""
+    harness.save("clocked", CLOCKED)
+    report = harness.crash_each("clocked", {"switch_at": time.time() + 8})
+    assert report.clean_result == ["early", "early"]
+    assert not report.ok and report.differing
+
+
+def test_a_step_that_is_not_safe_to_repeat_is_found(harness: RelayHarness) -> None:
+    """Killed during charge, the recovery charges again: the result differs at that point
+    only, and charge#1 is listed among the bodies that ran twice."""
+    harness.save("pay", CHARGE)
+    report = harness.crash_each("pay", {"amount": 5})
+    assert report.clean_result == {"charged": 5}
+    assert [p.point for p in report.differing] == ["during:charge#1"]
+    assert report.differing[0].result == {"charged": 10}
+    assert report.repeated == ["charge#1"]
+
+
+def test_the_cli_prints_json_and_exits_1_on_a_finding(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    RelayHarness(workspace).save("pay", CHARGE)
+    argv = ["--home", str(workspace.home), "test", "pay", "--crash-each", "--json"]
+    assert cli_main([*argv, "--input", '{"amount": 2}']) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["differing"] == ["during:charge#1"]
+    assert doc["repeated"] == ["charge#1"]
