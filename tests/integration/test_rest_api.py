@@ -34,9 +34,9 @@ from referencing.jsonschema import DRAFT202012
 from relay_notebook.server import OPENAPI_PATH
 from relay_notebook.server.handlers import ROUTES, NoRouteHandler
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
 ROOT = Path(__file__).resolve().parents[2]
-RELAYS = ROOT / "tests" / "relays"
 SPEC: dict[str, Any] = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
 GRAPH_SCHEMA = ROOT / "relay_notebook" / "schemas" / "relay-graph-v1.schema.json"
 REGISTRY: Registry[Any] = Registry().with_resources(
@@ -61,25 +61,8 @@ SHOP = textwrap.dedent(
         return {"paid": paid}
     """
 )
-NAP = textwrap.dedent(
-    """
-    import asyncio
-
-    from dbos import DBOS
-
-
-    @DBOS.step()
-    async def nap(seconds):
-        await asyncio.sleep(seconds)
-        return seconds
-
-
-    @DBOS.workflow()
-    async def run(INPUT):
-        return {"slept": await nap(INPUT["seconds"])}
-    """
-)
-BAD = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+NAP = relay_source("slow")
+BAD = relay_source("bad")
 
 
 @dataclass
@@ -232,7 +215,7 @@ def stop_server(server: Server) -> None:
 def seed(home: Path) -> None:
     """The relays the tests call: five (native DBOS), shop (legacy ctx), nap, and a bad one."""
     ws = Workspace(home)
-    ws.save_draft("five", (RELAYS / "five.py").read_text(encoding="utf-8"))
+    ws.save_draft("five", relay_source("five"))
     ws.save_draft("shop", SHOP)
     ws.save_draft("nap", NAP)
     ws.save_draft("broken", BAD)

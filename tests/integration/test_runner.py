@@ -23,42 +23,9 @@ from relay_notebook.history import read_run_log
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.ledger import read_events
 from relay_notebook.workspace import Manifest, Workspace, freeze_release
+from tests.relays import relay_source
 
-FIVE_STEPS = textwrap.dedent(
-    """
-    import os
-    from dbos import DBOS
-
-    def note(ledger, line):
-        fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        os.write(fd, (line + "\\n").encode())
-        os.close(fd)
-
-    @DBOS.step()
-    async def load(ledger, n):
-        note(ledger, "load")
-        return list(range(n))
-
-    @DBOS.step()
-    async def square(ledger, x):
-        note(ledger, f"square {x}")
-        return x * x
-
-    @DBOS.step()
-    def total(ledger, values):
-        note(ledger, "total")
-        return sum(values)
-
-    @DBOS.workflow()
-    async def run(INPUT):
-        ledger = INPUT["ledger"]
-        items = await load(ledger, INPUT["n"])
-        squares = []
-        for x in items:
-            squares.append(await square(ledger, x))
-        return {"squares": squares, "total": total(ledger, squares)}
-    """
-)
+FIVE_STEPS = relay_source("five_steps")
 # load, square x3, total: five step calls in order
 CALLS = ["load", "square", "square", "square", "total"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from relay_notebook import commands
@@ -15,11 +14,9 @@ from relay_notebook.magics.runs import RunView, ViewChannel
 from relay_notebook.views.live import Throttle
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
-RELAYS = Path(__file__).parents[1] / "relays"
-
-
-ORDER = (RELAYS / "order.py").read_text(encoding="utf-8")
+ORDER = relay_source("order")
 BIG = {"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "unit": 70}]}
 
 
