@@ -13,7 +13,6 @@ import contextlib
 import io
 import json
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from relay_notebook.history import list_runs, read_run_log
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.ledger import EventWriter, check_events, read_events
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 from tests.relays import relay_source
 
 
@@ -44,15 +44,6 @@ def coded_line(ws: Workspace, *args: str) -> str:
     assert code in (1, 2) and len(lines) == 1, err
     assert "[internal-error]" not in lines[0] and lines[0].startswith("relay: error: "), err
     return lines[0]
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from referencing.jsonschema import DRAFT202012
 from relay_notebook.server import OPENAPI_PATH
 from relay_notebook.server.handlers import ROUTES, NoRouteHandler
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 from tests.relays import relay_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,13 +116,12 @@ class Server:
 
     def finish(self, run_id: str, timeout: float = 120) -> dict[str, Any]:
         """Poll the run until it is neither pending nor running."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def finished() -> dict[str, Any] | None:
             run: dict[str, Any] = self.call("GET", "/runs/{run_id}", {"run_id": run_id}).body
-            if run["status"] not in UNFINISHED:
-                return run
-            assert time.monotonic() < deadline, f"run {run_id} still {run['status']}"
-            time.sleep(0.1)
+            return run if run["status"] not in UNFINISHED else None
+
+        return wait_until(finished, timeout, 0.1, what=f"run {run_id} to finish")
 
 
 def validate(reply: Reply, method: str, template: str) -> None:
@@ -185,19 +184,18 @@ def start_server(root: Path, *extra: str, home: Path | None = None) -> Server:
             start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 60
-    while True:
+
+    def ready() -> bool:
         assert process.poll() is None, f"jupyter server exited:\n{log.read_text()[-3000:]}"
         request = urllib.request.Request(url + "api/status")
         request.add_header("Authorization", f"token {TOKEN}")
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
-                if response.status == 200:
-                    break
+                return bool(response.status == 200)
         except (urllib.error.URLError, ConnectionError):
-            pass
-        assert time.monotonic() < deadline, f"server not ready:\n{log.read_text()[-3000:]}"
-        time.sleep(0.1)
+            return False
+
+    wait_until(ready, 60, 0.1, what=lambda: f"the server to answer:\n{log.read_text()[-3000:]}")
     return Server(url, home or root / "relays", process, log)
 
 
@@ -560,10 +558,11 @@ def test_keys_survive_a_restart_and_shutdown_interrupts_live_runs(tmp_path: Path
         body = {"input": {"seconds": 600}}
         started = first.call("POST", "/relays/{name}/runs", {"name": "nap"}, body=body, headers=key)
         run_id = started.body["run_id"]
-        deadline = time.monotonic() + 60
-        while not first.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["steps"]:
-            assert time.monotonic() < deadline, "the nap step never started"
-            time.sleep(0.1)
+        wait_until(
+            lambda: first.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["steps"],
+            interval=0.1,
+            what="the nap step to start",
+        )
     finally:
         stop_server(first)
     assert (home / ".relay_api" / "idempotency.json").is_file()

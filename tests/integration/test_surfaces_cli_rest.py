@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from relay_notebook.runner.run_input import MAX_INPUT_BYTES
 from relay_notebook.workspace import Workspace
 from tests.integration.test_rest_api import Server, start_server, stop_server
+from tests.polling import wait_until
 from tests.relays import relay_path, relay_source
 
 BAD = relay_source("bad")
@@ -110,10 +110,10 @@ def test_a_broken_draft_is_listed_broken_by_the_cli_and_the_api(server: Server) 
 
 def wait_for_status(server: Server, run_id: str, status: str) -> None:
     """Poll the run until its status is ``status``."""
-    deadline = time.monotonic() + 60
-    while server.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["status"] != status:
-        assert time.monotonic() < deadline, f"run {run_id} never {status}"
-        time.sleep(0.05)
+    wait_until(
+        lambda: server.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["status"] == status,
+        what=f"run {run_id} to be {status}",
+    )
 
 
 def test_deletes_refuse_live_runs_and_keep_releases(server: Server) -> None:

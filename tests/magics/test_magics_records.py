@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -19,15 +17,6 @@ from relay_notebook.views.records import RecoveryPreviewView
 from tests.relays import relay_source
 
 BAD_CELL = relay_source("bad")
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-    return value
 
 
 def magic(ip: Any, line: str) -> Any:

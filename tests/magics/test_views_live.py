@@ -14,6 +14,7 @@ from relay_notebook.magics.runs import RunView, ViewChannel
 from relay_notebook.views.live import Throttle
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 from tests.relays import relay_source
 
 ORDER = relay_source("order")
@@ -163,10 +164,9 @@ def test_the_recovery_lab_widget_runs_a_scenario(workspace: Workspace) -> None:
         assert "orders created</th><td>1" in lab.report.value
         lab._in_background(lab._start)  # a button click: the kernel thread is not blocked
         assert all(b.disabled for b in lab._buttons)
-        for _ in range(1200):
-            if not any(b.disabled for b in lab._buttons):
-                break
-            time.sleep(0.05)
+        wait_until(
+            lambda: not any(b.disabled for b in lab._buttons), what="the lab's buttons to enable"
+        )
         assert "recovery-lab-2" in lab.report.value
     finally:
         lab.lab.service.stop()
