@@ -10,8 +10,8 @@ import pytest
 
 from relay_notebook.testing import PostgresServer, postgres_server
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
-RELAYS = Path(__file__).parent / "relays"
 SERVERS = Path(__file__).parent / "servers"
 
 
@@ -32,7 +32,7 @@ def workspace(tmp_path: Path) -> Workspace:
 @pytest.fixture
 def invoice_source() -> str:
     """The SPEC §2 invoice relay."""
-    return (RELAYS / "invoice.py").read_text(encoding="utf-8")
+    return relay_source("invoice")
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,9 @@ from pathlib import Path
 
 import pytest
 
-RELAYS = Path(__file__).parent.parent / "relays"
-BAD = """from dbos import DBOS
+from tests.relays import relay_path, relay_source
 
-def run(INPUT):
-    DBOS.launch()
-    return 1
-"""
+BAD = relay_source("bad")
 
 
 def relay(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -45,10 +41,10 @@ def home(tmp_path: Path) -> Path:
 
 def test_check_a_good_file_admits_it_and_saves_the_draft(home: Path) -> None:
     """`relay check invoice.py` exits 0, says admitted, and saves the draft."""
-    proc = relay(home, "check", str(RELAYS / "invoice.py"))
+    proc = relay(home, "check", str(relay_path("invoice")))
     assert proc.returncode == 0, proc.stderr
     assert "invoice: admitted (0 errors" in proc.stdout
-    assert (home / "invoice" / "relay.py").read_text() == (RELAYS / "invoice.py").read_text()
+    assert (home / "invoice" / "relay.py").read_text() == relay_source("invoice")
 
 
 def test_check_json_reports_every_diagnostic(home: Path, tmp_path: Path) -> None:
@@ -65,14 +61,14 @@ def test_check_json_reports_every_diagnostic(home: Path, tmp_path: Path) -> None
 
 def test_check_by_name_after_saving(home: Path) -> None:
     """A relay saved once is checked again by its name."""
-    relay(home, "check", str(RELAYS / "invoice.py"))
+    relay(home, "check", str(relay_path("invoice")))
     proc = relay(home, "check", "invoice")
     assert proc.returncode == 0 and "admitted" in proc.stdout
 
 
 def test_graph_text_json_and_svg(home: Path) -> None:
     """`graph` prints a readable listing, a relay-graph/v1 document, or an SVG."""
-    relay(home, "check", str(RELAYS / "invoice.py"))
+    relay(home, "check", str(relay_path("invoice")))
     text = relay(home, "graph", "invoice")
     assert text.returncode == 0
     assert text.stdout.startswith("flow graph of invoice:")
@@ -86,7 +82,7 @@ def test_graph_text_json_and_svg(home: Path) -> None:
 
 def test_publish_releases_and_verify(home: Path) -> None:
     """publish prints relay/version/hash, is idempotent, and verify confirms the files."""
-    proc = relay(home, "publish", str(RELAYS / "invoice.py"), "--json")
+    proc = relay(home, "publish", str(relay_path("invoice")), "--json")
     assert proc.returncode == 0, proc.stderr
     first = json.loads(proc.stdout)
     assert first["relay"] == "invoice" and first["version"] == 1 and len(first["hash"]) == 64
@@ -100,7 +96,7 @@ def test_publish_releases_and_verify(home: Path) -> None:
 
 def test_verify_exits_1_on_tampering(home: Path) -> None:
     """Editing a frozen file makes `verify` name it and exit 1."""
-    first = json.loads(relay(home, "publish", str(RELAYS / "invoice.py"), "--json").stdout)
+    first = json.loads(relay(home, "publish", str(relay_path("invoice")), "--json").stdout)
     frozen = home / "invoice" / "releases" / first["hash"] / "relay.py"
     os.chmod(frozen, 0o644)
     frozen.write_text(frozen.read_text() + "\n# edited\n")
@@ -145,7 +141,7 @@ def test_bad_input_is_one_line_with_a_code(
 
 def test_verify_unpublished_relay_says_to_publish(home: Path) -> None:
     """verify on a relay with no releases says how to publish one."""
-    relay(home, "check", str(RELAYS / "invoice.py"))
+    relay(home, "check", str(relay_path("invoice")))
     proc = relay(home, "verify", "invoice")
     assert proc.returncode == 2
     assert "relay publish invoice" in proc.stderr
@@ -154,7 +150,7 @@ def test_verify_unpublished_relay_says_to_publish(home: Path) -> None:
 
 def test_bad_manifest_is_reported_not_a_traceback(home: Path) -> None:
     """A broken relay.yaml is one clear line naming the bad key."""
-    relay(home, "check", str(RELAYS / "invoice.py"))
+    relay(home, "check", str(relay_path("invoice")))
     (home / "invoice" / "relay.yaml").write_text("kind: relay\nvariables:\n  n: 3\n")
     proc = relay(home, "check", "invoice")
     assert proc.returncode == 2
@@ -166,7 +162,7 @@ def test_relay_home_environment_variable(tmp_path: Path) -> None:
     """Without --home the CLI uses $RELAY_HOME."""
     env = {**os.environ, "RELAY_HOME": str(tmp_path / "ws")}
     proc = subprocess.run(
-        [sys.executable, "-m", "relay_notebook.cli", "check", str(RELAYS / "invoice.py")],
+        [sys.executable, "-m", "relay_notebook.cli", "check", str(relay_path("invoice"))],
         capture_output=True,
         text=True,
         env=env,
@@ -203,19 +199,7 @@ def test_analysis_never_executes_the_source(home: Path, tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-LOOP = """from dbos import DBOS
-
-@DBOS.step()
-async def double(x):
-    return 2 * x
-
-@DBOS.workflow()
-async def run(INPUT):
-    out = []
-    for x in INPUT["xs"]:
-        out.append(await double(x))
-    return {"out": out}
-"""
+LOOP = relay_source("doubler")
 
 
 def test_run_crash_recover_runs_and_logs(home: Path, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import contextlib
 import io
 import json
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,8 @@ from relay_notebook.history import list_runs, read_run_log
 from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.ledger import EventWriter, check_events, read_events
 from relay_notebook.workspace import Workspace
-
-RELAYS = Path(__file__).parent.parent / "relays"
+from tests.polling import wait_until
+from tests.relays import relay_source
 
 
 def relay(ws: Workspace, *args: str) -> tuple[int, str, str]:
@@ -47,20 +46,11 @@ def coded_line(ws: Workspace, *args: str) -> str:
     return lines[0]
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-    return value
-
-
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     """A workspace with three runs of five: succeeded (1), interrupted (2), succeeded (3)."""
     ws = Workspace(tmp_path_factory.mktemp("damage") / "relays")
-    ws.save_draft("five", (RELAYS / "five.py").read_text(encoding="utf-8"))
+    ws.save_draft("five", relay_source("five"))
     outcomes = [
         commands.run(ws, "five", run_input={"n": 2}, crash=crash).wait(120)
         for crash in (None, "after:fetch", None)
@@ -166,7 +156,7 @@ def test_a_recover_refused_while_an_attempt_runs_keeps_the_ledger_readable(
 ) -> None:
     """A recover held as denied during a live attempt appends its event without a seq clash."""
     ws = Workspace(tmp_path / "relays")
-    ws.save_draft("nap", (RELAYS / "nap.py").read_text(encoding="utf-8"))
+    ws.save_draft("nap", relay_source("nap"))
     handle = commands.run(ws, "nap", run_input={"seconds": 2})
     folder = handle.folder
     wait_until(lambda: any(e["kind"] == "step_start" for e in read_events(folder.events)))

@@ -16,10 +16,10 @@ from relay_notebook import commands
 from relay_notebook.runner.crash import parse_crash_spec
 from relay_notebook.runner.fork import ForkError, start_fork
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
-RELAYS = Path(__file__).parents[1] / "relays"
-SHIPPING = (RELAYS / "shipping.py").read_text(encoding="utf-8")
-ORDER = (RELAYS / "order.py").read_text(encoding="utf-8")
+SHIPPING = relay_source("shipping")
+ORDER = relay_source("order")
 BIG = {"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "unit": 70}]}
 
 

@@ -23,8 +23,8 @@ from relay_notebook.cli import main
 from relay_notebook.server.handlers import MAX_BODY_BYTES
 from relay_notebook.workspace import Workspace
 from tests.integration.test_rest_api import Server, start_server, stop_server
+from tests.relays import relay_path, relay_source
 
-RELAYS = Path(__file__).parent.parent / "relays"
 FUZZ = settings(
     max_examples=150,
     deadline=3000,
@@ -37,8 +37,8 @@ FUZZ = settings(
 def seed(home: Path) -> None:
     """five (revoked: nothing ever runs), nap (granted, for real runs) and a damaged run."""
     ws = Workspace(home)
-    ws.save_draft("five", (RELAYS / "five.py").read_text(encoding="utf-8"))
-    ws.save_draft("nap", (RELAYS / "nap.py").read_text(encoding="utf-8"))
+    ws.save_draft("five", relay_source("five"))
+    ws.save_draft("nap", relay_source("nap"))
     damaged = home / "five" / "runs" / "iteration-1-hook"
     damaged.mkdir(parents=True)
     (damaged / "run.json").write_text('{"run_id": "five-1", "attem')
@@ -90,7 +90,7 @@ def command_lines(draw: st.DrawFn, root: Path) -> list[str]:
         prefix += ["--database-url", draw(argv_text | st.just("postgresql://u@[::1/db"))]
     path = st.sampled_from(
         [str(root / "latin.json"), str(root / "latin.py"), str(root / "plain"), "/proc",
-         "/dev/null", str(root / "nope.py"), "a" * 300 + ".py", str(RELAYS / "five.py")]
+         "/dev/null", str(root / "nope.py"), "a" * 300 + ".py", str(relay_path("five"))]
     ) | argv_text  # fmt: skip
     name = st.sampled_from(["five", "nap", "ghost"]) | argv_text
     target = name | path

@@ -8,8 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,7 @@ from relay_notebook.views.tables import (
 )
 from relay_notebook.views.timeline import TRACE_NAMES, timeline_figure
 from relay_notebook.workspace import Manifest, Workspace
+from tests.polling import wait_until
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "relay_notebook/schemas/relay-graph-v1.schema.json").read_text()
@@ -449,17 +448,6 @@ def test_reading_an_interrupted_run_changes_nothing(workspace: Workspace) -> Non
     assert recover(workspace, first.run_id).status == "succeeded"
 
 
-def poll(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    """Call ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_running_run_can_be_read(workspace: Workspace) -> None:
     """While a step waits, the records show it running and the run goes on undisturbed."""
     workspace.save_draft("waits", WAITS)
@@ -470,7 +458,7 @@ def test_a_running_run_can_be_read(workspace: Workspace) -> None:
         names = [(s["name"], s["status"]) for s in log.steps]
         return log if ("wait_for_go", "running") in names else None
 
-    log = poll(waiting, "the second step to start")
+    log = wait_until(waiting, what="the second step to start")
     assert log.run["live"] is True and log.run["status"] == "running"
     assert [(s["name"], s["status"], s["executed_in"]) for s in log.steps] == [
         ("first", "checkpointed", [1]),

@@ -13,14 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_runner import CALLS, FIVE_STEPS, go, side_effects
+from test_runner import CALLS, go, side_effects
 
 from relay_notebook.errors import CheckpointsLostError
 from relay_notebook.history.preview import preview_recovery
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.folders import RunFolder, find_run
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
+FIVE_STEPS = relay_source("five_steps")
 ONCE = Counter(["load", "square 0", "square 1", "square 2", "total"])
 RESULT = {"squares": [0, 1, 4], "total": 5}
 INPUT = {"ledger": "effects.log", "n": 3}

@@ -8,12 +8,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from relay_notebook.runner import start_recovery
 from relay_notebook.runner.folders import find_run
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 
 SLOW = textwrap.dedent(
     """
@@ -61,17 +61,18 @@ def _orphan_run(ws: Workspace, *, confined: bool = True) -> tuple[str, int]:
     return info["run_id"], info["child"]
 
 
-def _wait_gone(pid: int) -> None:
-    """Until no process of the child's group is left (under bubblewrap, the relay's own
+def _gone(pid: int) -> bool:
+    """No process of the child's group is left (under bubblewrap, the relay's own
     interpreter outlives bwrap for a moment, holding the run lock)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"process group {pid} still running")
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _wait_gone(pid: int) -> None:
+    wait_until(lambda: _gone(pid), timeout=30, what=f"process group {pid} to end")
 
 
 def test_a_child_that_finished_alone_is_settled_with_its_own_outcome(workspace: Workspace) -> None:

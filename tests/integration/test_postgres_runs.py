@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_runner import FIVE_STEPS, go, side_effects
+from test_runner import go, side_effects
 
 from relay_notebook.errors import DatabaseOwnedError, InvalidDatabaseUrlError, RunLockedError
 from relay_notebook.history import read_run_log
@@ -22,6 +22,9 @@ from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.runs import create_run
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
+
+FIVE_STEPS = relay_source("five_steps")
 
 
 @pytest.fixture

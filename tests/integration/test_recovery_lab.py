@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 
 import psycopg
@@ -18,6 +17,7 @@ from relay_notebook.history import read_run_log
 from relay_notebook.lab import LAB_RELAY, Lab, OrderService
 from relay_notebook.runner.ledger import read_events
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -140,10 +140,13 @@ def test_revoking_during_a_run_stops_it_at_the_next_admission(lab: Lab) -> None:
         },
     )
     events = ws.relay_dir(LAB_RELAY) / "runs" / "iteration-1-hook" / "dbos_events.jsonl"
-    for _ in range(600):  # poll until price's body is sleeping
-        if any(e["kind"] == "step_start" and e["step"] == "price" for e in read_events(events)):
-            break
-        time.sleep(0.05)
+    wait_until(  # price's body is sleeping
+        lambda: any(
+            e["kind"] == "step_start" and e["step"] == "price" for e in read_events(events)
+        ),
+        timeout=30,
+        what="price's body to start",
+    )
     lab.revoke()
     denied = handle.wait(120)
     assert denied.status == "denied" and f"relay grant {LAB_RELAY}" in denied.error["message"]

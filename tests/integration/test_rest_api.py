@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,9 +33,10 @@ from referencing.jsonschema import DRAFT202012
 from relay_notebook.server import OPENAPI_PATH
 from relay_notebook.server.handlers import ROUTES, NoRouteHandler
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
+from tests.relays import relay_source
 
 ROOT = Path(__file__).resolve().parents[2]
-RELAYS = ROOT / "tests" / "relays"
 SPEC: dict[str, Any] = yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
 GRAPH_SCHEMA = ROOT / "relay_notebook" / "schemas" / "relay-graph-v1.schema.json"
 REGISTRY: Registry[Any] = Registry().with_resources(
@@ -61,25 +61,8 @@ SHOP = textwrap.dedent(
         return {"paid": paid}
     """
 )
-NAP = textwrap.dedent(
-    """
-    import asyncio
-
-    from dbos import DBOS
-
-
-    @DBOS.step()
-    async def nap(seconds):
-        await asyncio.sleep(seconds)
-        return seconds
-
-
-    @DBOS.workflow()
-    async def run(INPUT):
-        return {"slept": await nap(INPUT["seconds"])}
-    """
-)
-BAD = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+NAP = relay_source("slow")
+BAD = relay_source("bad")
 
 
 @dataclass
@@ -133,13 +116,12 @@ class Server:
 
     def finish(self, run_id: str, timeout: float = 120) -> dict[str, Any]:
         """Poll the run until it is neither pending nor running."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def finished() -> dict[str, Any] | None:
             run: dict[str, Any] = self.call("GET", "/runs/{run_id}", {"run_id": run_id}).body
-            if run["status"] not in UNFINISHED:
-                return run
-            assert time.monotonic() < deadline, f"run {run_id} still {run['status']}"
-            time.sleep(0.1)
+            return run if run["status"] not in UNFINISHED else None
+
+        return wait_until(finished, timeout, 0.1, what=f"run {run_id} to finish")
 
 
 def validate(reply: Reply, method: str, template: str) -> None:
@@ -202,19 +184,18 @@ def start_server(root: Path, *extra: str, home: Path | None = None) -> Server:
             start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 60
-    while True:
+
+    def ready() -> bool:
         assert process.poll() is None, f"jupyter server exited:\n{log.read_text()[-3000:]}"
         request = urllib.request.Request(url + "api/status")
         request.add_header("Authorization", f"token {TOKEN}")
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
-                if response.status == 200:
-                    break
+                return bool(response.status == 200)
         except (urllib.error.URLError, ConnectionError):
-            pass
-        assert time.monotonic() < deadline, f"server not ready:\n{log.read_text()[-3000:]}"
-        time.sleep(0.1)
+            return False
+
+    wait_until(ready, 60, 0.1, what=lambda: f"the server to answer:\n{log.read_text()[-3000:]}")
     return Server(url, home or root / "relays", process, log)
 
 
@@ -232,7 +213,7 @@ def stop_server(server: Server) -> None:
 def seed(home: Path) -> None:
     """The relays the tests call: five (native DBOS), shop (legacy ctx), nap, and a bad one."""
     ws = Workspace(home)
-    ws.save_draft("five", (RELAYS / "five.py").read_text(encoding="utf-8"))
+    ws.save_draft("five", relay_source("five"))
     ws.save_draft("shop", SHOP)
     ws.save_draft("nap", NAP)
     ws.save_draft("broken", BAD)
@@ -577,10 +558,11 @@ def test_keys_survive_a_restart_and_shutdown_interrupts_live_runs(tmp_path: Path
         body = {"input": {"seconds": 600}}
         started = first.call("POST", "/relays/{name}/runs", {"name": "nap"}, body=body, headers=key)
         run_id = started.body["run_id"]
-        deadline = time.monotonic() + 60
-        while not first.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["steps"]:
-            assert time.monotonic() < deadline, "the nap step never started"
-            time.sleep(0.1)
+        wait_until(
+            lambda: first.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["steps"],
+            interval=0.1,
+            what="the nap step to start",
+        )
     finally:
         stop_server(first)
     assert (home / ".relay_api" / "idempotency.json").is_file()
@@ -655,7 +637,7 @@ def test_a_notebooks_own_workspace_is_served_by_parameter(server: Server) -> Non
     notebook's kernel uses): its relays, a run started and finished there, and its description;
     the server's own stays as it was; a folder outside the root or missing is refused."""
     root = server.home.parent
-    Workspace(root / "notebooks" / "relays").save_draft("solo", (RELAYS / "five.py").read_text())
+    Workspace(root / "notebooks" / "relays").save_draft("solo", relay_source("five"))
     own = server.call("GET", "/workspace").body
     assert own["home"] == str(server.home) and own["label"] == "relays" and own["default"]
     query = "?workspace=notebooks/relays"
@@ -669,11 +651,12 @@ def test_a_notebooks_own_workspace_is_served_by_parameter(server: Server) -> Non
         "POST", "/relays/{name}/runs", {"name": "solo"}, body={"input": {"n": 2}}, query=query
     )
     run_id = started.body["run_id"]
-    run = server.call("GET", "/runs/{run_id}", {"run_id": run_id}, query=query).body
-    deadline = time.monotonic() + 120
-    while run["status"] in UNFINISHED and time.monotonic() < deadline:
-        time.sleep(0.1)
+
+    def finished() -> dict[str, object] | None:
         run = server.call("GET", "/runs/{run_id}", {"run_id": run_id}, query=query).body
+        return None if run["status"] in UNFINISHED else run
+
+    run = wait_until(finished, timeout=120, what=f"run {run_id} to finish")
     assert run["status"] == "succeeded" and run["result"] == {"total": 10}
     assert len(list((root / "notebooks" / "relays" / "solo" / "runs").glob("*/run.json"))) == 1
     missing = server.call("GET", "/runs/{run_id}", {"run_id": run_id})

@@ -22,7 +22,7 @@ from tests.integration.test_rest_api import (
     stop_server,
     validate,
 )
-from tests.integration.test_run_files import RELAY, SCRIPT
+from tests.relays import relay_script, relay_source
 
 ONE = "/runs/{run_id}/files/{path}"
 SECRET = "s3cr3t-value-42"
@@ -34,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("files") / "root"
     root.mkdir()
     ws = Workspace(root / "relays")
-    setup_relay(ws, RELAY, SCRIPT)
+    setup_relay(ws, relay_source("agent_files"), relay_script("agent_files"))
     first = commands.run(ws, "r").wait(120)
     assert commands.recover(ws, first.run_id).wait(120).status == "succeeded"
     commands.vault_set(ws, "TOKEN", SECRET)

@@ -23,42 +23,10 @@ from relay_notebook.history import read_run_log
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.ledger import read_events
 from relay_notebook.workspace import Manifest, Workspace, freeze_release
+from tests.polling import wait_until
+from tests.relays import relay_source
 
-FIVE_STEPS = textwrap.dedent(
-    """
-    import os
-    from dbos import DBOS
-
-    def note(ledger, line):
-        fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        os.write(fd, (line + "\\n").encode())
-        os.close(fd)
-
-    @DBOS.step()
-    async def load(ledger, n):
-        note(ledger, "load")
-        return list(range(n))
-
-    @DBOS.step()
-    async def square(ledger, x):
-        note(ledger, f"square {x}")
-        return x * x
-
-    @DBOS.step()
-    def total(ledger, values):
-        note(ledger, "total")
-        return sum(values)
-
-    @DBOS.workflow()
-    async def run(INPUT):
-        ledger = INPUT["ledger"]
-        items = await load(ledger, INPUT["n"])
-        squares = []
-        for x in items:
-            squares.append(await square(ledger, x))
-        return {"squares": squares, "total": total(ledger, squares)}
-    """
-)
+FIVE_STEPS = relay_source("five_steps")
 # load, square x3, total: five step calls in order
 CALLS = ["load", "square", "square", "square", "total"]
 
@@ -182,10 +150,11 @@ def test_cancel_interrupts_the_attempt(workspace: Workspace) -> None:
     draft = workspace.save_draft("slow", SLOW)
     handle = start_run(workspace, draft, run_input={"seconds": 30})
     folder = workspace.relay_dir("slow") / "runs" / "iteration-1-hook"
-    for _ in range(600):  # poll the ledger until the step body has started
-        if any(e["kind"] == "step_start" for e in read_events(folder / "dbos_events.jsonl")):
-            break
-        time.sleep(0.05)
+    wait_until(  # the ledger shows the step body has started
+        lambda: any(e["kind"] == "step_start" for e in read_events(folder / "dbos_events.jsonl")),
+        timeout=30,
+        what="the step body to start",
+    )
     out = handle.cancel(grace=2)
     assert out.status == "interrupted"
 
@@ -275,8 +244,8 @@ def test_recovery_after_the_deadline_is_refused(five: Any) -> None:
     first = go(start_run(ws, draft, run_input=inp, crash=crash, deadline_s=3.0))
     assert first.status == "interrupted"
     deadline = time.time() + 3.0
-    while time.time() < deadline + 0.1:  # wall-clock deadlines can only be waited out
-        time.sleep(0.1)
+    # wall-clock deadlines can only be waited out
+    wait_until(lambda: time.time() >= deadline + 0.1, 10, 0.1, what="the deadline to pass")
     with pytest.raises(DeadlinePassedError, match="deadline passed"):
         start_recovery(ws, first.run_id)
 

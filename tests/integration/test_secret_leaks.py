@@ -26,8 +26,8 @@ from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Manifest, Workspace
+from tests.relays import relay_source
 
-RELAYS = Path(__file__).resolve().parents[1] / "relays"
 NAME, SECRET = "LEAK_TOKEN", "lk7Qz9-vault-VALUE-31415926"
 SCRIPT = {
     "looker": [{"tool_calls": [{"name": "lookup", "arguments": {"sku": "A"}}]}, {"content": "ok"}],
@@ -173,10 +173,10 @@ def relay(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[i
 @pytest.fixture
 def home(workspace: Workspace) -> Path:
     """A workspace holding the leaky relay, its model script and the secret in the vault."""
-    source = (RELAYS / "leaky.py").read_text(encoding="utf-8")
+    source = relay_source("leaky")
     workspace.save_draft("leaky", source, Manifest(model="scripted:fixtures.json"))
     (workspace.relay_dir("leaky") / "fixtures.json").write_text(json.dumps(SCRIPT))
-    plain = (RELAYS / "leaky_plain.py").read_text(encoding="utf-8")
+    plain = relay_source("leaky_plain")
     workspace.save_draft("plain", plain, Manifest(relay_durability="none"))
     commands.vault_set(workspace, NAME, SECRET)
     commands.vault_set(workspace, QUOTED_NAME, QUOTED)

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,10 @@ import pytest
 from relay_notebook.runner.run_input import MAX_INPUT_BYTES
 from relay_notebook.workspace import Workspace
 from tests.integration.test_rest_api import Server, start_server, stop_server
+from tests.polling import wait_until
+from tests.relays import relay_path, relay_source
 
-RELAYS = Path(__file__).parent.parent / "relays"
-BAD = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+BAD = relay_source("bad")
 DEEP = "[" * 150 + "]" * 150
 BIG = json.dumps({"blob": "x" * MAX_INPUT_BYTES})
 SURROGATE = '{"text": "\\udcff"}'
@@ -53,7 +53,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A Jupyter server with the REST API on a workspace holding nap (with a run) and bad."""
     root = tmp_path_factory.mktemp("surfaces") / "root"
     ws = Workspace(root / "relays")
-    ws.save_draft("nap", (RELAYS / "nap.py").read_text())
+    ws.save_draft("nap", relay_source("nap"))
     ws.save_draft("bad", BAD)
     assert relay(ws.home, "run", "nap").returncode == 0
     srv = start_server(root)
@@ -110,10 +110,10 @@ def test_a_broken_draft_is_listed_broken_by_the_cli_and_the_api(server: Server) 
 
 def wait_for_status(server: Server, run_id: str, status: str) -> None:
     """Poll the run until its status is ``status``."""
-    deadline = time.monotonic() + 60
-    while server.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["status"] != status:
-        assert time.monotonic() < deadline, f"run {run_id} never {status}"
-        time.sleep(0.05)
+    wait_until(
+        lambda: server.call("GET", "/runs/{run_id}", {"run_id": run_id}).body["status"] == status,
+        what=f"run {run_id} to be {status}",
+    )
 
 
 def test_deletes_refuse_live_runs_and_keep_releases(server: Server) -> None:
@@ -147,7 +147,7 @@ def test_deletes_refuse_live_runs_and_keep_releases(server: Server) -> None:
 def test_the_cli_deletes_a_run_and_then_the_relay(tmp_path: Path) -> None:
     """`relay delete RUN`, then `relay delete NAME` once it has no runs; ids are not reused."""
     home = tmp_path / "relays"
-    assert relay(home, "check", str(RELAYS / "nap.py")).returncode == 0
+    assert relay(home, "check", str(relay_path("nap"))).returncode == 0
     assert relay(home, "run", "nap").returncode == 0
     refused = relay(home, "delete", "nap")
     assert refused.returncode == 1 and "relay delete nap --force" in refused.stderr

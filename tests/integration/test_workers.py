@@ -25,6 +25,7 @@ from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.ledger import read_events
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 
 # Each step notes its body in effects.log (in the run's execution folder) and takes a little
 # while, so a worker can be killed in the middle of the run.
@@ -99,14 +100,6 @@ def pool(
         proc.wait()
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _steps_done(ws: Workspace, run_id: str, attempt: int) -> int:
     folder = find_run(ws, run_id)
     if not folder.events.exists():
@@ -130,7 +123,7 @@ def test_a_killed_workers_runs_are_recovered_by_the_others(pool: Any) -> None:
     ]
     # both runs of one release on the victim, so their recoveries overlap elsewhere
     for q in runs:
-        _wait_for(lambda q=q: _steps_done(ws, q.run_id, 1) >= 3, what=f"{q.run_id} underway")
+        wait_until(lambda q=q: _steps_done(ws, q.run_id, 1) >= 3, what=f"{q.run_id} underway")
     start("w-b")
     start("w-c")
     time.sleep(1.5)  # the two new workers are up and heartbeating
@@ -232,7 +225,7 @@ def test_a_worker_waits_while_another_executor_holds_the_run(pool: Any) -> None:
                 ).fetchone()
             return row == ("PENDING", "w-a")
 
-        _wait_for(taken, what="w-a to take the invocation")
+        wait_until(taken, what="w-a to take the invocation")
         time.sleep(2.5)  # past the lock's grace: the worker is waiting, not running
         assert find_run(ws, queued.run_id).read_meta()["attempts"] == []
     finally:

@@ -11,33 +11,11 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from relay_notebook.views.mime import GRAPH_MIME, CheckView, GraphView, RunsView
+from tests.relays import relay_source
 
-GOOD = """from dbos import DBOS
+GOOD = relay_source("doubler")
 
-@DBOS.step()
-async def double(x):
-    return 2 * x
-
-@DBOS.workflow()
-async def run(INPUT):
-    out = []
-    for x in INPUT["xs"]:
-        out.append(await double(x))
-    return {"out": out}
-"""
-
-SLOW = """import asyncio
-from dbos import DBOS
-
-@DBOS.step()
-async def nap(seconds):
-    await asyncio.sleep(seconds)
-    return seconds
-
-@DBOS.workflow()
-async def run(INPUT):
-    return {"slept": await nap(INPUT["seconds"])}
-"""
+SLOW = relay_source("slow")
 
 
 def test_relay_cell_saves_checks_and_draws_without_executing(ip: Any, tmp_path: Path) -> None:
@@ -58,7 +36,7 @@ def test_relay_cell_saves_checks_and_draws_without_executing(ip: Any, tmp_path: 
 
 def test_admission_errors_name_cell_lines(ip: Any) -> None:
     """A bad cell raises one UsageError listing every problem with its cell line."""
-    bad = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+    bad = relay_source("bad")
     with pytest.raises(UsageError) as info:
         ip.run_cell_magic("relay", "bad", bad)
     text = str(info.value)

@@ -12,7 +12,7 @@ import pytest
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-RELAYS = Path(__file__).parent.parent / "relays"
+from tests.relays import relay_source
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_config_home_moves_the_workspace(configured: Any, tmp_path: Path) -> Non
     chosen = tmp_path / "configured"
     configured.run_line_magic("config", f"RelayMagics.home = {str(chosen)!r}")
     with capture_output():
-        configured.run_cell_magic("relay", "nap --no-graph", (RELAYS / "nap.py").read_text())
+        configured.run_cell_magic("relay", "nap --no-graph", relay_source("nap"))
         assert configured.run_line_magic("relay", "run nap --wait") == {"slept": 0}
     assert (chosen / "nap" / "relay.py").is_file()
     assert [r["run_id"] for r in configured.run_line_magic("relay", "runs --json")] == ["nap-1"]
@@ -53,7 +53,7 @@ def _magics(ip: Any) -> Any:
 def _nap_run(ip: Any) -> dict[str, Any]:
     """Save and run the nap relay; the run's run.json."""
     with capture_output():
-        ip.run_cell_magic("relay", "nap --no-graph", (RELAYS / "nap.py").read_text())
+        ip.run_cell_magic("relay", "nap --no-graph", relay_source("nap"))
         assert ip.run_line_magic("relay", "run nap --wait") == {"slept": 0}
     home = _magics(ip).workspace.home
     meta: dict[str, Any] = json.loads((home / "nap/runs/iteration-1-hook/run.json").read_text())

@@ -10,11 +10,12 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-RELAYS = Path(__file__).parent.parent / "relays"
+from tests.relays import relay_source
+
 #: a hint that tells a notebook user to type a terminal command
 CLI_HINT = re.compile(r"(?<![%\w])relay (run|runs|recover|logs|grant|reconcile|check|delete)\b")
 CODED = re.compile(r"\[[a-z]+(-[a-z0-9]+)*\]$")
-BAD_CELL = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
+BAD_CELL = relay_source("bad")
 
 
 def usage_error(ip: Any, source: str) -> str:
@@ -37,7 +38,7 @@ def usage_error(ip: Any, source: str) -> str:
 def nap(ip: Any) -> Any:
     """The shell with relay ``nap`` saved."""
     with capture_output():
-        ip.run_cell_magic("relay", "nap --no-graph", (RELAYS / "nap.py").read_text())
+        ip.run_cell_magic("relay", "nap --no-graph", relay_source("nap"))
     return ip
 
 
@@ -66,7 +67,7 @@ def test_bad_input_text_and_files_are_invalid_input(nap: Any, tmp_path: Path) ->
 
 def test_cell_names_and_options_are_checked(ip: Any) -> None:
     """`%%relay My Flow` says names cannot contain spaces; no name or a bad option is [usage]."""
-    cell = (RELAYS / "nap.py").read_text()
+    cell = relay_source("nap")
     message = usage_error(ip, f"%%relay My Flow\n{cell}")
     assert message == "relay names cannot contain spaces; try my_flow [invalid-relay-name]"
     assert usage_error(ip, f"%%relay\n{cell}").endswith("[usage]")
@@ -103,5 +104,5 @@ def test_a_cell_that_cannot_be_published_is_one_coded_line(nap: Any) -> None:
     """`%%relay NAME --publish` refused by publish (a reserved file name): coded, no traceback."""
     home = nap.magics_manager.registry["RelayMagics"].workspace.home
     (home / "nap" / "RELEASE.json").write_text("{}")
-    message = usage_error(nap, f"%%relay nap --publish\n{(RELAYS / 'nap.py').read_text()}")
+    message = usage_error(nap, f"%%relay nap --publish\n{relay_source('nap')}")
     assert "RELEASE.json" in message and message.endswith("[invalid-target]")

@@ -10,8 +10,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from relay_notebook.runner.run_input import MAX_INPUT_BYTES
-
-RELAYS = Path(__file__).parent.parent / "relays"
+from tests.relays import relay_source
 
 
 def runs_of(tmp_path: Path, relay: str) -> list[Path]:
@@ -21,7 +20,7 @@ def runs_of(tmp_path: Path, relay: str) -> list[Path]:
 
 def test_variables_that_are_not_bounded_json_are_usage_errors(ip: Any, tmp_path: Path) -> None:
     """NaN, lone surrogates, deep nesting or over 1 MiB in a variable: one coded line, no run."""
-    ip.run_cell_magic("relay", "nap", (RELAYS / "nap.py").read_text())
+    ip.run_cell_magic("relay", "nap", relay_source("nap"))
     deep: list[Any] = []
     for _ in range(150):
         deep = [deep]
@@ -42,7 +41,7 @@ def test_variables_that_are_not_bounded_json_are_usage_errors(ip: Any, tmp_path:
 
 def test_input_files_are_read_bounded_and_strict(ip: Any, tmp_path: Path) -> None:
     """--input-file that is missing, not UTF-8, NaN or over 1 MiB is a coded UsageError."""
-    ip.run_cell_magic("relay", "nap", (RELAYS / "nap.py").read_text())
+    ip.run_cell_magic("relay", "nap", relay_source("nap"))
     files = {
         "latin.json": b'{"a": "caf\xe9"}',
         "nan.json": b'{"seconds": NaN}',

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from relay_notebook.commands import QueuedRun
+from tests.polling import wait_until
 
 STEADY = """import asyncio
 from dbos import DBOS
@@ -47,12 +47,13 @@ def test_queue_waits_for_a_worker_and_binds_the_result(
         assert value == {"value": 42} and ip.user_ns["res"] == {"value": 42}
         queued = ip.run_line_magic("relay", "run steady --queue --input '{\"x\": 1}'")
         assert isinstance(queued, QueuedRun) and queued.wait(60).result == {"value": 2}
-        deadline = time.monotonic() + 30
-        while True:
-            table = ip.run_line_magic("relay", "workers")
-            if "nb-worker" in list(table["executor_id"]) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        wait_until(
+            lambda: "nb-worker" in list(ip.run_line_magic("relay", "workers")["executor_id"]),
+            timeout=30,
+            interval=0.2,
+            what="nb-worker in %relay workers",
+        )
+        table = ip.run_line_magic("relay", "workers")
         assert list(table["executor_id"]) == ["nb-worker"] and bool(table["alive"][0])
     finally:
         worker.kill()

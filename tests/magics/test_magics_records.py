@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -17,18 +14,9 @@ from IPython.utils.capture import capture_output
 
 from relay_notebook.surfaces import duration_text
 from relay_notebook.views.records import RecoveryPreviewView
+from tests.relays import relay_source
 
-RELAYS = Path(__file__).parent.parent / "relays"
-BAD_CELL = "from dbos import DBOS\n\ndef run(INPUT):\n    DBOS.launch()\n    return 1\n"
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 60.0) -> Any:
-    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-    return value
+BAD_CELL = relay_source("bad")
 
 
 def magic(ip: Any, line: str) -> Any:
@@ -41,7 +29,7 @@ def magic(ip: Any, line: str) -> Any:
 def crashed(ip: Any) -> Any:
     """The shell after run nap-1 crashed on purpose after its first step."""
     with capture_output():
-        ip.run_cell_magic("relay", "nap --no-graph", (RELAYS / "nap.py").read_text())
+        ip.run_cell_magic("relay", "nap --no-graph", relay_source("nap"))
     magic(ip, "run nap --crash after:nap --wait")
     return ip
 
@@ -133,7 +121,7 @@ def test_deleting_a_relay_takes_its_runs_only_with_force(crashed: Any) -> None:
     }
     assert magic(crashed, "relays --json") == []
     with capture_output():
-        crashed.run_cell_magic("relay", "nap --no-graph", (RELAYS / "nap.py").read_text())
+        crashed.run_cell_magic("relay", "nap --no-graph", relay_source("nap"))
     magic(crashed, "run nap --wait")
     assert [r["run_id"] for r in magic(crashed, "runs nap --json")] == ["nap-2"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from relay_notebook import commands
@@ -15,11 +14,10 @@ from relay_notebook.magics.runs import RunView, ViewChannel
 from relay_notebook.views.live import Throttle
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
+from tests.relays import relay_source
 
-RELAYS = Path(__file__).parents[1] / "relays"
-
-
-ORDER = (RELAYS / "order.py").read_text(encoding="utf-8")
+ORDER = relay_source("order")
 BIG = {"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "unit": 70}]}
 
 
@@ -166,10 +164,9 @@ def test_the_recovery_lab_widget_runs_a_scenario(workspace: Workspace) -> None:
         assert "orders created</th><td>1" in lab.report.value
         lab._in_background(lab._start)  # a button click: the kernel thread is not blocked
         assert all(b.disabled for b in lab._buttons)
-        for _ in range(1200):
-            if not any(b.disabled for b in lab._buttons):
-                break
-            time.sleep(0.05)
+        wait_until(
+            lambda: not any(b.disabled for b in lab._buttons), what="the lab's buttons to enable"
+        )
         assert "recovery-lab-2" in lab.report.value
     finally:
         lab.lab.service.stop()

@@ -11,28 +11,9 @@ import pytest
 from relay_notebook.source import admission, lint
 from relay_notebook.source.admission import admit_source, check_source, entrypoint_kind
 from relay_notebook.source.diagnostics import Diagnostic
+from tests.relays import relay_source
 
-INVOICE = """\
-from dbos import DBOS
-from agentworks import agent
-
-@DBOS.step(name="extract_invoice")
-async def extract_invoice(text):
-    return await agent(name="extract", system_prompt="Extract invoice fields as JSON.",
-                       user_message=text, output_schema={"type": "object"})
-
-@DBOS.step()
-async def review(invoice):
-    return await agent(name="review", system_prompt="Review a large invoice; return it as JSON.",
-                       user_message=str(invoice), output_schema={"type": "object"})
-
-@DBOS.workflow(max_recovery_attempts=3)
-async def run(INPUT):
-    invoice = await extract_invoice(INPUT["text"])
-    if invoice["amount"] > 1000:
-        invoice = await review(invoice)
-    return {"invoice": invoice}
-"""
+INVOICE = relay_source("spec_invoice")
 
 LEGACY_SYNC = """\
 def run(INPUT, ctx):

@@ -22,8 +22,7 @@ from relay_notebook.runner.run_input import MAX_INPUT_BYTES, check_run_input
 from relay_notebook.runner.runs import create_run
 from relay_notebook.workspace import Manifest, Workspace, parse_manifest
 from relay_notebook.workspace.manifest import MAX_MANIFEST_BYTES
-
-RELAYS = Path(__file__).parent.parent / "relays"
+from tests.relays import relay_path, relay_source
 
 
 def relay(home: Path, *args: str) -> tuple[int, str, str]:
@@ -54,7 +53,7 @@ def bomb(levels: int) -> str:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """A workspace holding the five relay (saved, never run)."""
-    Workspace(tmp_path / "relays").save_draft("five", (RELAYS / "five.py").read_text())
+    Workspace(tmp_path / "relays").save_draft("five", relay_source("five"))
     return tmp_path / "relays"
 
 
@@ -104,7 +103,7 @@ def test_a_bom_or_a_coding_declaration_is_read_as_python_reads_it(
     home: Path, tmp_path: Path
 ) -> None:
     """Sources with a UTF-8 BOM or a latin-1 coding line are admitted and kept byte for byte."""
-    body = (RELAYS / "five.py").read_text()
+    body = relay_source("five")
     bom = tmp_path / "withbom.py"
     bom.write_bytes(b"\xef\xbb\xbf" + body.encode())
     latin = tmp_path / "latin.py"
@@ -195,7 +194,7 @@ def test_names_and_homes_the_file_system_refuses_are_coded_errors(
     assert error_line(home, "check", "a" * 300).endswith("[invalid-relay-name]")
     assert error_line(home, "check", "a" * 300 + ".py").endswith("[invalid-relay-name]")
     assert error_line(home, "releases", "é" * 200).endswith("[invalid-relay-name]")
-    five = str(RELAYS / "five.py")
+    five = str(relay_path("five"))
     assert error_line(Path("/proc"), "check", five).endswith("[workspace-error]")
     (tmp_path / "plain").write_text("x")
     assert error_line(tmp_path / "plain" / "sub", "check", five).endswith("[workspace-error]")
@@ -208,14 +207,14 @@ def test_names_and_homes_the_file_system_refuses_are_coded_errors(
 def test_durability_none_with_a_dbos_workflow_is_refused_with_the_reason(home: Path) -> None:
     """A @DBOS.workflow relay with relay_durability: none fails admission saying why."""
     ws = Workspace(home)
-    ws.save_draft("five", (RELAYS / "five.py").read_text(), Manifest(relay_durability="none"))
+    ws.save_draft("five", relay_source("five"), Manifest(relay_durability="none"))
     code, out, _ = relay(home, "check", "five", "--json")
     report = json.loads(out)
     assert code == 1 and [d["code"] for d in report["diagnostics"]] == ["durability-needs-dbos"]
     assert "relay_durability: none" in report["diagnostics"][0]["message"]
     code, _, err = relay(home, "run", "five")
     assert code == 1 and err.strip().splitlines()[-1].endswith("[admission-failed]")
-    ws.save_draft("once", (RELAYS / "once.py").read_text(), Manifest(relay_durability="none"))
+    ws.save_draft("once", relay_source("once"), Manifest(relay_durability="none"))
     assert relay(home, "check", "once")[0] == 0  # a legacy relay runs once without DBOS
 
 
@@ -232,7 +231,7 @@ def _save_many(home: str, source: str, rounds: int) -> int:
 
 def test_concurrent_draft_saves_never_collide_or_publish_an_empty_file(home: Path) -> None:
     """Four processes saving one draft at once all succeed and never read a partial relay.py."""
-    source = (RELAYS / "five.py").read_text()
+    source = relay_source("five")
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(4) as pool:
         bad = pool.starmap(_save_many, [(str(home), source, 150)] * 4)

@@ -18,6 +18,7 @@ from relay_notebook.source import graph as graph_module
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.guarantees import GUARANTEES
+from tests.relays import relay_source
 
 SCHEMA = json.loads(
     (Path(graph_module.__file__).parents[1] / "schemas" / "relay-graph-v1.schema.json").read_text()
@@ -26,27 +27,7 @@ VALIDATOR = Draft202012Validator(SCHEMA)
 
 Edges = set[tuple[str, str, str | None]]
 
-INVOICE = """\
-from dbos import DBOS
-from agentworks import agent
-
-@DBOS.step(name="extract_invoice")
-async def extract_invoice(text):
-    return await agent(name="extract", system_prompt="Extract invoice fields as JSON.",
-                       user_message=text, output_schema={"type": "object"})
-
-@DBOS.step()
-async def review(invoice):
-    return await agent(name="review", system_prompt="Review a large invoice; return it as JSON.",
-                       user_message=str(invoice), output_schema={"type": "object"})
-
-@DBOS.workflow(max_recovery_attempts=3)
-async def run(INPUT):
-    invoice = await extract_invoice(INPUT["text"])
-    if invoice["amount"] > 1000:
-        invoice = await review(invoice)
-    return {"invoice": invoice}
-"""
+INVOICE = relay_source("spec_invoice")
 
 STEPS = """\
 import asyncio

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from relay_notebook import commands
@@ -16,8 +14,7 @@ from relay_notebook.surfaces import (
     verify_lines,
 )
 from relay_notebook.workspace import Workspace
-
-RELAYS = Path(__file__).parent.parent / "relays"
+from tests.relays import relay_source
 
 MESSAGE = (
     "Run nap-3 was interrupted. Recover it with: relay recover nap-3. No run 'x-1'. List runs "
@@ -78,7 +75,7 @@ def test_durations_are_active_time_with_the_wall_time_beside(
 def test_command_results_render_once_per_surface(workspace: Workspace) -> None:
     """Publish, releases and verify read the same everywhere; the notebook's lines hold no
     clock times (saved outputs are compared by nbval), the terminal's add dates and counts."""
-    workspace.save_draft("nap", (RELAYS / "nap.py").read_text())
+    workspace.save_draft("nap", relay_source("nap"))
     first = commands.publish(workspace, "nap")
     again = commands.publish(workspace, "nap")
     ref = f"v1 ({first.release.short_hash})"

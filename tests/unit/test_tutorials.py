@@ -11,9 +11,9 @@ import pytest
 
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.layout import layout_graph
+from tests.relays import relay_source
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
-RELAYS = Path(__file__).parents[1] / "relays"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -50,7 +50,7 @@ def _floats(value: Any) -> list[float]:
 def test_graph_documents_write_whole_numbers_as_integers() -> None:
     """Laid-out coordinates that are whole numbers are ints, so JupyterLab saving 68.0 as 68
     does not change a stored output."""
-    graph = layout_graph(build_flow_graph((RELAYS / "order.py").read_text(), relay="order"))
+    graph = layout_graph(build_flow_graph(relay_source("order"), relay="order"))
     doc = json.loads(json.dumps(graph.to_dict()))
     assert doc["layout"]["width"] > 0
     assert [f for f in _floats(doc) if f.is_integer()] == []

@@ -1,0 +1,5 @@
+from dbos import DBOS
+
+def run(INPUT):
+    DBOS.launch()
+    return 1
