@@ -125,12 +125,20 @@ class PublishResult:
     release: Release
     created: bool
     report: CheckReport
+    #: in-flight runs of the previous release replayed on this one (``runner.replay``)
+    replay: list[Any] = field(default_factory=list)
+
+    @property
+    def stranded(self) -> list[Any]:
+        """The in-flight runs of the previous release that would not replay on this one."""
+        return [r for r in self.replay if not r.compatible]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.release.to_dict(),
             "created": self.created,
             "warnings": [d.to_dict() for d in self.report.warnings],
+            "replay": [r.to_dict() for r in self.replay],
         }
 
 
@@ -208,7 +216,35 @@ def publish(workspace: Workspace, target: str) -> PublishResult:
     if not report.ok:
         raise AdmissionError(draft.name, report.diagnostics)
     release, created = freeze_release(draft, workspace)
-    return PublishResult(release, created, report)
+    return PublishResult(release, created, report, _replay_in_flight(workspace, release, created))
+
+
+#: run statuses a recovery can still continue: the runs a new release must replay
+_IN_FLIGHT = frozenset({"interrupted", "needs_reconciliation"})
+
+
+def _replay_in_flight(workspace: Workspace, release: Release, created: bool) -> list[Any]:
+    """The previous release's in-flight runs, replayed on ``release`` (publishing warns)."""
+    from relay_notebook.errors import RelayError
+    from relay_notebook.runner.folders import list_run_folders
+    from relay_notebook.runner.replay import replay_check
+
+    previous = [r for r in list_releases(workspace, release.relay) if r.version < release.version]
+    if not created or not previous:
+        return []
+    version = previous[-1].version
+    ids = []
+    for folder in list_run_folders(workspace, release.relay):
+        try:
+            meta = folder.read_meta()
+        except RelayError:
+            continue
+        if (
+            meta.get("status") in _IN_FLIGHT
+            and (meta.get("release") or {}).get("version") == version
+        ):
+            ids.append(folder.run_id)
+    return replay_check(workspace, release.relay, ids, release=release.ref) if ids else []
 
 
 def releases(workspace: Workspace, name: str) -> list[Release]:

@@ -118,7 +118,15 @@ def published_line(result: Any, surface: Surface) -> str:
     rel = result.release
     state = "published" if result.created else "unchanged; already published as"
     line = f"{rel.relay}: {state} {rel.ref} ({rel.short_hash})"
-    return line if surface == "notebook" else f"{line}, {len(rel.files)} files"
+    if surface != "notebook":
+        line = f"{line}, {len(rel.files)} files"
+    for r in getattr(result, "stranded", []):
+        line += (
+            f"\nwarning: in-flight run {r.run_id} ({r.run_status}) would not replay on {rel.ref}: "
+            f"{r.message}; keep recovering it on its own release, or guard the change "
+            f"({command(surface, f'check {rel.relay} --replay {r.run_id}')})"
+        )
+    return line
 
 
 def releases_lines(name: str, found: Sequence[Any], surface: Surface) -> list[str]:

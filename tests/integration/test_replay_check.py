@@ -169,3 +169,27 @@ def test_the_cli_exits_1_on_an_incompatible_run(
     recorded.save_draft("shop", SHOP)
     assert cli_main(argv[:-1]) == 0
     assert "shop: the draft replays 1 of 1 recorded runs" in capsys.readouterr().out
+
+
+def test_publishing_warns_when_an_in_flight_run_would_not_replay(workspace: Workspace) -> None:
+    """v1 has an interrupted run; publishing v2 with pack renamed warns, naming the run and
+    the command that shows why; a compatible v3 (a body change) publishes without a warning."""
+    from relay_notebook import surfaces
+
+    workspace.save_draft("shop", SHOP)
+    assert commands.publish(workspace, "shop").release.ref == "v1"
+    stuck = commands.run(
+        workspace, "shop", run_input=ITEMS, release="v1", crash="after:pack#1"
+    ).wait(120)
+    assert stuck.status == "interrupted"
+    workspace.save_draft(
+        "shop", SHOP.replace("def pack(", "def wrap(").replace("pack(sku)", "wrap(sku)")
+    )
+    renamed = commands.publish(workspace, "shop")
+    assert [r.run_id for r in renamed.stranded] == [stuck.run_id]
+    line = surfaces.published_line(renamed, "terminal")
+    assert f"warning: in-flight run {stuck.run_id} (interrupted) would not replay on v2" in line
+    assert f"relay check shop --replay {stuck.run_id}" in line
+    workspace.save_draft("shop", SHOP.replace("return 10", "return 11"))
+    body_only = commands.publish(workspace, "shop")
+    assert body_only.release.ref == "v3" and body_only.stranded == []
