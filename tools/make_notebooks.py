@@ -658,6 +658,96 @@ NOTEBOOKS["10-time-travel.ipynb"] = [
     code("%relay lineage shipping-1"),
 ]
 
+SHOP = (
+    "from dbos import DBOS\n\n"
+    "@DBOS.step()\n"
+    "def price(sku):\n"
+    "    return 10\n\n"
+    "@DBOS.step()\n"
+    "def {pack}(sku):\n"
+    "    return sku\n\n"
+    "@DBOS.step()\n"
+    "def ship(total):\n"
+    '    return {{"shipped": total}}\n\n'
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    "    total = 0\n"
+    '    for sku in INPUT["items"]:\n'
+    "        total += price(sku)\n"
+    "{call}"
+    "    return ship(total)"
+)
+
+NOTEBOOKS["11-safe-change.ipynb"] = [
+    md(
+        "# Safe change: replay checks, guarantees, crash-each\n\n"
+        "A durable run that is still going (interrupted, waiting for a recovery) replays its "
+        "recorded history on recovery: DBOS hands back each checkpoint to the call at the same "
+        "position, and checks the call's name. Code that no longer calls the same steps in the "
+        "same order breaks such runs. The **replay check** finds that before you ship, by "
+        "letting DBOS replay new code against recorded runs in a sandbox copy."
+    ),
+    FRESH,
+    md(
+        "## A release and an interrupted run\n\n"
+        "Each call node carries a **guarantee** tag: `≥1×` for a step (at least once: a crash "
+        "after its body ran but before its checkpoint was saved runs it again)."
+    ),
+    code("%%relay shop\n" + SHOP.format(pack="pack", call="        pack(sku)\n")),
+    code("%relay publish shop"),
+    code(
+        '%relay run shop --release v1 --input \'{"items": ["a", "b"]}\' --crash after:pack#1 --wait'
+    ),
+    md(
+        "## A change that would break it\n\n"
+        "Rename `pack` to `wrap`. The replay check replays the draft against the relay's "
+        "recorded runs and points at the first call that no longer matches, with its node and "
+        "line, and says how `DBOS.patch` would keep old runs on the old path."
+    ),
+    code("%%relay shop\n" + SHOP.format(pack="wrap", call="        wrap(sku)\n")),
+    code("%relay check shop --replay"),
+    md(
+        "## Make it compatible with `DBOS.patch`\n\n"
+        "Runs recorded before the change keep calling `pack`; new runs call `wrap`. (In an "
+        "async workflow, `await DBOS.patch_async(...)`.) Both functions stay in the module."
+    ),
+    code(
+        "%%relay shop\n"
+        + SHOP.format(
+            pack="wrap",
+            call=(
+                '        if await DBOS.patch_async("use-wrap"):\n'
+                "            wrap(sku)\n"
+                "        else:\n"
+                "            pack(sku)\n"
+            ),
+        ).replace(
+            "@DBOS.step()\ndef ship",
+            "@DBOS.step()\ndef pack(sku):\n    return sku\n\n@DBOS.step()\ndef ship",
+        )
+    ),
+    code("%relay check shop --replay"),
+    md(
+        "Publishing checks the previous release's in-flight runs the same way, and warns when "
+        "one would not replay on the new release:"
+    ),
+    code("%relay publish shop"),
+    md(
+        "## Crash it everywhere\n\n"
+        "`relay test NAME --crash-each` runs the relay once cleanly, then crashes it after and "
+        "during every call, recovers each run, and reports any result that differs (something "
+        "not deterministic in the workflow body, or a step not safe to repeat) and the bodies "
+        "that ran twice (steps that must be idempotent). The same exists as a pytest plugin for "
+        "your own tests (`relay_harness.crash_each`)."
+    ),
+    code(
+        "import sys  # the relay command of this kernel's environment; IPython expands {...}\n"
+        "# in ! lines, so the braces of the JSON input are doubled\n"
+        "!{sys.executable} -m relay_notebook.cli test shop --crash-each "
+        '--input \'{{"items": ["a"]}}\' 2>/dev/null'
+    ),
+]
+
 CLEANUP = code(
     "# Remove this tutorial's temporary workspace (your own relays live in ./relays)\n"
     "import shutil\n"
