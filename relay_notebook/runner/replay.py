@@ -15,8 +15,9 @@ the run's workflow there onto the new code. The run's own files are only read. T
   reached (that call's body is not run). Compatible: a recovery would run it fresh.
 - **raised** / **failed**: the new code raised while replaying, or could not be imported.
 
-PostgreSQL runs are not checked yet (their history would have to be copied out of the shared
-database first); they are reported ``unchecked``.
+A run on PostgreSQL is checked the same way: its application's rows (``workflow_status``,
+``workflow_input``, ``operation_outputs``) are read from the shared database and written into
+the sandbox's SQLite store before the replay, so the shared database is never written either.
 """
 
 from __future__ import annotations
@@ -82,6 +83,78 @@ def _occurrences(names: list[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         out.append(f"{name}#{seen[name]}")
     return out
+
+
+_EXPORTED: Final = ("workflow_status", "workflow_input", "operation_outputs")
+
+
+def _export_postgres(workspace: Workspace, meta: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The run's DBOS rows in the shared PostgreSQL database, as lists per table."""
+    from relay_notebook.runner.backend import (
+        app_name_for_run,
+        backend_for_run,
+        connect,
+        workspace_backend,
+    )
+
+    backend = backend_for_run(meta, workspace_backend(workspace))
+    app = app_name_for_run(run_id)
+    mine = "SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = %s"
+    out: dict[str, Any] = {}
+    with connect(backend) as conn:
+        for table in _EXPORTED:
+            cursor = conn.execute(
+                f"SELECT * FROM dbos.{table} WHERE workflow_uuid IN ({mine})", (app,)
+            )
+            columns = [c.name for c in cursor.description]
+            out[table] = {"columns": columns, "rows": [list(r) for r in cursor.fetchall()]}
+    return out
+
+
+def _import_rows(database: Path, exported: dict[str, Any]) -> None:
+    """Write exported rows into the sandbox's SQLite store (DBOS's own schema, made by a
+    launch of DBOS on it first), keeping the columns both schemas have."""
+    conn = sqlite3.connect(database)
+    try:
+        for table in _EXPORTED:
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            data = exported.get(table) or {"columns": [], "rows": []}
+            keep = [i for i, c in enumerate(data["columns"]) if c in have]
+            if not keep:
+                continue
+            names = [data["columns"][i] for i in keep]
+            marks = ", ".join("?" for _ in keep)
+            rows = [[_sqlite_value(row[i]) for i in keep] for row in data["rows"]]
+            if "application_name" in names:  # the sandbox's DBOS serves application "relay"
+                at = names.index("application_name")
+                for row in rows:
+                    row[at] = "relay"
+            conn.executemany(
+                f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({marks})", rows
+            )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _sqlite_value(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    if isinstance(value, bool | int | float | str | bytes) or value is None:
+        return value
+    return str(value)
+
+
+def _new_store(database: Path) -> None:
+    """An empty SQLite store with DBOS's tables (DBOS migrates it in a short child)."""
+    code = (
+        "import sys\nfrom dbos import DBOS\n"
+        "DBOS(config={'name': 'relay', 'system_database_url': 'sqlite:///' + sys.argv[1], "
+        "'log_level': 'ERROR'})\nDBOS.launch()\nDBOS.destroy()\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(database)], check=True, capture_output=True, timeout=120
+    )
 
 
 def _recorded(database: Path, run_id: str) -> tuple[list[tuple[int, str]], bool]:
@@ -264,16 +337,8 @@ def replay_check(
         def skipped(verdict: str, outcome: str, message: str) -> ReplayReport:
             return ReplayReport(folder.run_id, status, verdict, outcome, message)  # noqa: B023
 
-        if meta.get("database", {}).get("kind") == "postgresql":
-            reports.append(
-                skipped(
-                    verdict="unchecked",
-                    outcome="postgresql",
-                    message="runs on PostgreSQL are not replay-checked yet",
-                )
-            )
-            continue
-        if not folder.database.exists():
+        on_postgres = meta.get("database", {}).get("kind") == "postgresql"
+        if not on_postgres and not folder.database.exists():
             reports.append(
                 skipped(
                     verdict="compatible",
@@ -285,7 +350,11 @@ def replay_check(
         sandbox = Path(tempfile.mkdtemp(prefix="relay-replay-"))
         try:
             database = sandbox / "dbos.sqlite"
-            copy_database(folder.database, database)
+            if on_postgres:
+                _new_store(database)
+                _import_rows(database, _export_postgres(workspace, meta, folder.run_id))
+            else:
+                copy_database(folder.database, database)
             recorded, exists = _recorded(database, folder.run_id)
             if not exists:
                 reports.append(

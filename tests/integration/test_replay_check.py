@@ -193,3 +193,31 @@ def test_publishing_warns_when_an_in_flight_run_would_not_replay(workspace: Work
     workspace.save_draft("shop", SHOP.replace("return 10", "return 11"))
     body_only = commands.publish(workspace, "shop")
     assert body_only.release.ref == "v3" and body_only.stranded == []
+
+
+def test_a_run_on_postgresql_is_replayed_from_a_copy(tmp_path: Path, database_url: str) -> None:
+    """A run whose history is in the shared PostgreSQL database: its rows are copied into the
+    sandbox's SQLite store; the rename is found, the body change replays, and the shared
+    database's rows are unchanged by the checks."""
+    import psycopg
+
+    ws = Workspace(tmp_path / "relays", database_url=database_url)
+    ws.save_draft("shop", SHOP)
+    crashed = commands.run(ws, "shop", run_input=ITEMS, crash="after:pack#1").wait(120)
+    assert crashed.status == "interrupted"
+
+    def rows() -> list[tuple[object, ...]]:
+        with psycopg.connect(database_url) as conn:
+            return conn.execute(
+                "SELECT workflow_uuid, status, function_id, function_name "
+                "FROM dbos.workflow_status "
+                "JOIN dbos.operation_outputs USING (workflow_uuid) ORDER BY 1, 3"
+            ).fetchall()
+
+    before = rows()
+    renamed = _check(ws, SHOP.replace("def pack(", "def wrap(").replace("pack(sku)", "wrap(sku)"))
+    report = renamed[crashed.run_id]
+    assert (report.outcome, report.expected, report.call) == ("diverged", "pack#1", "wrap")
+    body = _check(ws, SHOP.replace("return 10", "return 11"))[crashed.run_id]
+    assert (body.verdict, body.outcome, body.call) == ("compatible", "past-history", "price")
+    assert rows() == before
