@@ -32,7 +32,12 @@ export const TYPE_COLOURS: Readonly<Record<string, Paint>> = {
   parallel: paint('#fdf4ff', '#e879f9', '#701a75'),
   try: paint('#f8fafc', '#64748b', '#334155'),
   unresolved: paint('#f8fafc', '#94a3b8', '#475569'),
-  script: paint('#f9fafb', '#9ca3af', '#111827')
+  script: paint('#f9fafb', '#9ca3af', '#111827'),
+  sleep: paint('#f8fafc', '#94a3b8', '#1e293b'),
+  wait: paint('#fff1f2', '#fb7185', '#881337'),
+  send: paint('#eef2ff', '#6366f1', '#312e81'),
+  event: paint('#f0fdf4', '#4ade80', '#14532d'),
+  stream: paint('#ecfeff', '#06b6d4', '#164e63')
 };
 
 /** Per node status in a run graph (views/svg.py STATUS_COLOURS). */

@@ -33,6 +33,8 @@ __all__ = ["PathWalk", "call_key", "node_site", "walk_calls"]
 PASSABLE: Final = frozenset(
     {"input", "decision", "loop", "parallel", "try", "vault", "admit", "unresolved", "script"}
 )
+#: DBOS calls that record a sleep of their own for their timeout (the next function id)
+_TIMED_WAITS: Final = frozenset({"DBOS.recv", "DBOS.getEvent"})
 _EXCEPT_COST: Final = 5  # an except edge when nothing raised
 _MISSED_EXCEPT: Final = 3  # a path that handles no exception after a call raised
 _MAX_BACK: Final = 32
@@ -169,9 +171,19 @@ def walk_calls(
     raised = False
     last_site: tuple[int, ...] | None = None
     on_line: dict[str, int] = {}
+    previous: dict[str, Any] | None = None
     for step in steps:
+        follows, previous = previous, step
         if step["kind"] == "dbos":
-            continue
+            if step["name"] not in by_key:
+                continue  # DBOS's own bookkeeping, drawn nowhere
+            if (
+                step["name"] == "DBOS.sleep"
+                and follows is not None
+                and follows["name"] in _TIMED_WAITS
+                and follows["function_id"] + 1 == step["function_id"]
+            ):
+                continue  # the timeout sleep DBOS records right after a recv / get_event
         targets = by_key.get(step["name"])
         site = sites.get((step["workflow_id"], step["function_id"])) if sites else None
         if site and targets:

@@ -147,13 +147,13 @@ def _sqlite_value(value: Any) -> Any:
 
 def _new_store(database: Path) -> None:
     """An empty SQLite store with DBOS's tables (DBOS migrates it in a short child)."""
-    code = (
+    program = (
         "import sys\nfrom dbos import DBOS\n"
         "DBOS(config={'name': 'relay', 'system_database_url': 'sqlite:///' + sys.argv[1], "
         "'log_level': 'ERROR'})\nDBOS.launch()\nDBOS.destroy()\n"
     )
     subprocess.run(
-        [sys.executable, "-c", code, str(database)], check=True, capture_output=True, timeout=120
+        [sys.executable, "-c", program, str(database)], check=True, capture_output=True, timeout=120
     )
 
 

@@ -55,6 +55,24 @@ _ROLES: Final[dict[str, Role]] = {
     "agentworks.tool": "tool",
 }
 _STARTERS: Final = frozenset({f"{_DBOS}.start_workflow", f"{_DBOS}.start_workflow_async"})
+#: what a workflow body hands to DBOS itself, recorded once in its history: node type by method
+DURABLE_CALLS: Final[dict[str, str]] = {
+    "sleep": "sleep",
+    "recv": "wait",
+    "get_event": "wait",
+    "send": "send",
+    "set_event": "event",
+    "write_stream": "stream",
+}
+#: the name DBOS records each durable call under (``operation_outputs.function_name``)
+DURABLE_NAMES: Final[dict[str, str]] = {
+    "sleep": "DBOS.sleep",
+    "recv": "DBOS.recv",
+    "get_event": "DBOS.getEvent",
+    "send": "DBOS.send",
+    "set_event": "DBOS.setEvent",
+    "write_stream": "DBOS.writeStream",
+}
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,15 @@ class Target:
     """What a call refers to. ``kind`` picks the drawing; the other fields carry its subject."""
 
     kind: Literal[
-        "function", "adapter", "ctx", "gather", "to_thread", "start", "unresolved", "inert"
+        "function",
+        "adapter",
+        "ctx",
+        "gather",
+        "to_thread",
+        "start",
+        "durable",
+        "unresolved",
+        "inert",
     ]
     function: Function | None = None
     name: str = ""
@@ -244,6 +270,11 @@ def _qualified(name: str, text: str, awaited: bool) -> Target:
         return Target("to_thread")
     if name in _STARTERS:
         return Target("start", name=name.rsplit(".", 1)[1])
+    if (
+        name.startswith(f"{_DBOS}.")
+        and name[len(_DBOS) + 1 :].removesuffix("_async") in DURABLE_CALLS
+    ):
+        return Target("durable", name=name[len(_DBOS) + 1 :].removesuffix("_async"))
     if name.startswith("agentworks.") and name[11:] in ADAPTERS:
         return Target("adapter", name=name[11:])
     if name.split(".")[0] in _INERT_ROOTS:

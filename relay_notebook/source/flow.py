@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from relay_notebook.source.calls import (
+    DURABLE_CALLS,
+    DURABLE_NAMES,
     Function,
     ModuleIndex,
     Scope,
@@ -151,8 +153,43 @@ class _FlowBuilder(ControlFlow):
             self._adapter(target.name, call)
         elif target.kind == "ctx":
             self._ctx(target.name, call)
+        elif target.kind == "durable":
+            self._durable(target.name, call)
         elif target.kind == "unresolved":
             self._unresolved(call, call.func, target.reason)
+
+    def _durable(self, method: str, call: ast.Call) -> None:
+        """``DBOS.sleep`` / ``recv`` / ``get_event`` / ``send`` / ``set_event`` /
+        ``write_stream`` in the workflow body: a node of its own, recorded once by DBOS."""
+        node_type = DURABLE_CALLS[method]
+        kw = {k.arg: k.value for k in call.keywords if k.arg}
+        params = {
+            "sleep": ("seconds",),
+            "recv": ("topic", "timeout_seconds"),
+            "get_event": ("target_id", "key", "timeout_seconds"),
+            "send": ("destination_id", "message", "topic"),
+            "set_event": ("key", "value"),
+            "write_stream": ("key", "value"),
+        }[method]
+        given = dict(zip(params, call.args, strict=False)) | {
+            k: v for k, v in kw.items() if k in params
+        }
+        details: dict[str, Any] = {"call": f"DBOS.{method}", "name": DURABLE_NAMES[method]}
+        for key in ("seconds", "topic", "timeout_seconds", "key"):
+            if key in given and (value := literal(given[key])) is not MISSING:
+                details[key] = value
+        subject = details.get("topic") or details.get("key")
+        label = {
+            "sleep": f"sleep {details['seconds']} s" if "seconds" in details else "sleep",
+            "wait": f"wait for {subject}" if subject else "wait",
+            "send": f"send {subject}" if subject else "send",
+            "event": f"event {subject}" if subject else "event",
+            "stream": f"stream {subject}" if subject else "stream",
+        }[node_type]
+        self.emit(
+            f"{node_type}-L{call.lineno}", node_type, short(str(label), 40), call.lineno,
+            self._sited(call, details),
+        )  # fmt: skip
 
     def _sited(self, call: ast.Call, details: dict[str, Any]) -> dict[str, Any]:
         """``details`` with the call's ``site`` when it is drawn inside an inlined helper."""

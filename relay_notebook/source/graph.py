@@ -35,6 +35,13 @@ NODE_TYPES: Final = (
     "loop",
     "parallel",
     "try",
+    # what the workflow body hands to DBOS itself (DBOS.sleep, recv / get_event, send,
+    # set_event, write_stream): recorded once in its history
+    "sleep",
+    "wait",
+    "send",
+    "event",
+    "stream",
     "output",
     "unresolved",
     # legacy `# @relay node` annotations may also use this one
@@ -168,6 +175,8 @@ def call_key(node: Node) -> str | None:
     if node.type in ("step", "workflow"):
         name = str(details.get("name") or node.label)
         return f"step:{name}" if details.get("legacy") and node.type == "step" else name
+    if node.type in ("sleep", "wait", "send", "event", "stream") and "name" in details:
+        return str(details["name"])  # DBOS's own record of the call (DBOS.sleep, DBOS.recv…)
     if "in_step" in details:
         return None  # made inside a step's body: part of that step's checkpoint
     if node.type == "agent":

@@ -37,7 +37,7 @@ GUARANTEES: Final[dict[str, tuple[str, str]]] = {
     "journaled": ("journal", "journaled: restarted from its journal after a crash"),
 }
 #: node types drawn for calls the workflow body makes to DBOS itself
-_RECORDED: Final = frozenset({"send", "recv", "wait", "sleep", "event", "stream"})
+_RECORDED: Final = frozenset({"send", "wait", "sleep", "event", "stream"})
 _SERVICE_PREFIXES: Final = ("requests.", "httpx.", "aiohttp.", "urllib.request.", "urllib3.")
 #: DBOS's step retry defaults (``@DBOS.step(retries_allowed=True)``)
 _DEFAULT_ATTEMPTS: Final = 3

@@ -31,6 +31,11 @@ TYPE_COLOURS: Final[Mapping[str, tuple[str, str, str]]] = {
     "try": ("#f8fafc", "#64748b", "#334155"),
     "unresolved": ("#f8fafc", "#94a3b8", "#475569"),
     "script": ("#f9fafb", "#9ca3af", "#111827"),
+    "sleep": ("#f8fafc", "#94a3b8", "#1e293b"),
+    "wait": ("#fff1f2", "#fb7185", "#881337"),
+    "send": ("#eef2ff", "#6366f1", "#312e81"),
+    "event": ("#f0fdf4", "#4ade80", "#14532d"),
+    "stream": ("#ecfeff", "#06b6d4", "#164e63"),
 }
 
 #: per run status (from ``details["status"]``): (fill, stroke, text)
