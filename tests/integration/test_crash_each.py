@@ -104,3 +104,33 @@ def test_the_cli_prints_json_and_exits_1_on_a_finding(
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["differing"] == ["during:charge#1"]
     assert doc["repeated"] == ["charge#1"]
+
+
+ORDERING = """from dbos import DBOS
+from agentworks import mcp
+
+
+@DBOS.step()
+async def order(sku):
+    return await mcp(server="orders", tool="create_order",
+                     arguments={"sku": sku, "quantity": 1, "idempotency_key": "k-" + sku})
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    made = await order(INPUT["sku"])
+    return {"order": made["order_id"]}
+"""
+
+
+def test_the_harness_declares_an_mcp_server_over_stdio(harness: RelayHarness) -> None:
+    """``mcp_server`` copies a stdio MCP server into the workspace and declares it; a relay
+    calling it runs, crashes after the call's checkpoint, and recovers without calling again."""
+    servers = Path(__file__).parents[1] / "servers"
+    harness.mcp_server("orders", servers / "mcp_orders.py", ORDERS_DB="orders.json")
+    harness.save("ordering", ORDERING)
+    first = harness.run("ordering", {"sku": "A"}, crash="after:order")
+    assert first.status == "interrupted"
+    done = harness.recover(first.run_id)
+    assert done.status == "succeeded" and done.result == {"order": "ord-1"}
+    assert done.reused == [1] and harness.executions(first.run_id)["order#1"] == 1
