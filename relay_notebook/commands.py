@@ -18,6 +18,7 @@ from relay_notebook.errors import (
     QueueUnavailableError,
 )
 from relay_notebook.history import RunLog, RunSummary, list_runs, read_run_log
+from relay_notebook.record.folders import find_run
 from relay_notebook.runner import (
     CrashSpec,
     RunHandle,
@@ -26,7 +27,6 @@ from relay_notebook.runner import (
     start_run,
 )
 from relay_notebook.runner.backend import Backend, workspace_backend
-from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.runs import DEFAULT_DEADLINE_S, create_run
 from relay_notebook.runner.supervisor import EventCallback

@@ -15,7 +15,7 @@ from typing import Any
 
 from relay_notebook.errors import RelayError
 from relay_notebook.history.records import read_run_log
-from relay_notebook.runner.folders import find_run, list_run_folders
+from relay_notebook.record.folders import find_run, list_run_folders
 from relay_notebook.workspace import Workspace
 
 __all__ = ["LineageNode", "diff_runs", "lineage", "lineage_text"]

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworks.journal import Journal
-from relay_notebook.history.database import open_database
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
-from relay_notebook.runner.backend import workspace_backend
-from relay_notebook.runner.checkpoints import LostCheckpoints, find_lost_checkpoints
-from relay_notebook.runner.folders import find_run
-from relay_notebook.runner.runs import MAX_ATTEMPTS
+from relay_notebook.record.backend import workspace_backend
+from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.run_record import MAX_ATTEMPTS
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.access import AccessPolicy
 
@@ -168,9 +167,7 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
 
     def lost() -> LostCheckpoints | None:
         backend = workspace_backend(workspace)
-        return find_lost_checkpoints(
-            folder, meta, backend, opener=lambda db: open_database(db, live=False)
-        )
+        return find_lost_checkpoints(folder, meta, backend)
 
     refusal = _refusal(log, meta, revoked, blocking, lost)
     outcome, reason = refusal if refusal is not None else ("recover", None)

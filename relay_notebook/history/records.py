@@ -1,7 +1,7 @@
 """Run records: summaries across a workspace, and one run's attempts, steps, calls and events.
 
 Everything here only reads: ``run.json``, the ledger, the call journal and DBOS's SQLite file
-(opened so that not a byte changes, see ``history.database``). It never launches DBOS (which
+(opened so that not a byte changes, see ``record.store``). It never launches DBOS (which
 would recover and execute the run) and works while a run goes.
 """
 
@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
-from relay_notebook.history.database import open_run_database
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.receipts import read_receipts
 from relay_notebook.history.steps import (
@@ -30,8 +29,9 @@ from relay_notebook.history.steps import (
     WorkflowRow,
     assemble_steps,
 )
-from relay_notebook.runner.backend import Backend, workspace_backend
-from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.record.backend import Backend, workspace_backend
+from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.record.store import open_run_database
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 

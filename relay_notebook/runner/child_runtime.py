@@ -19,8 +19,8 @@ from typing import Any, NoReturn, TextIO
 
 from agentworks import _runtime
 from agentworks.redact import Redactor
+from relay_notebook.record.ledger import EventWriter, write_json_atomic
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
-from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 from relay_notebook.workspace.access import AccessPolicy
 
 __all__ = ["install_runtime", "read_private", "read_secrets"]

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from relay_notebook.record.checkpoints import read_checkpoints
+from relay_notebook.record.folders import RunFolder, write_json_atomic
+from relay_notebook.record.ledger import EventWriter, now_ms, read_events
 from relay_notebook.runner.backend import Backend
-from relay_notebook.runner.checkpoints import read_checkpoints
-from relay_notebook.runner.folders import RunFolder, write_json_atomic
-from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
 
 __all__ = [
     "CODES",
@@ -119,7 +119,7 @@ def _classify(
     replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
     reused; DBOS's own operations before the last reused or executed id count as reused too.
     """
-    rows = read_checkpoints(folder, backend)
+    rows = read_checkpoints(folder, backend, live=False)  # the attempt has ended
     if t0 is None:
         return [], []
     executed = [r.function_id for r in rows if (r.completed_at_ms or 0) >= t0]

@@ -18,6 +18,9 @@ from relay_notebook.errors import (
     ReleaseTamperedError,
     RunRejectedError,
 )
+from relay_notebook.record.folders import RunFolder, allocate_run, find_run
+from relay_notebook.record.ledger import now_ms
+from relay_notebook.record.run_record import MAX_ATTEMPTS
 from relay_notebook.runner.backend import (
     Backend,
     backend_for_run,
@@ -27,8 +30,6 @@ from relay_notebook.runner.backend import (
 from relay_notebook.runner.bindings import changed_bindings, compute_bindings
 from relay_notebook.runner.checkpoints import guard_checkpoints
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
-from relay_notebook.runner.ledger import now_ms
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.run_input import check_run_input
@@ -54,7 +55,6 @@ __all__ = [
     "start_run",
 ]
 
-MAX_ATTEMPTS = 3
 
 DEFAULT_DEADLINE_S = 3600.0
 _TERMINAL = {"succeeded", "failed"}
