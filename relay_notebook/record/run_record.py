@@ -1,8 +1,164 @@
-"""The run record, ``run.json``: what a run is bound to and how its attempts went."""
+"""The run record, ``run.json``: what a run is bound to and how its attempts went.
+
+``RunRecord.load`` is the one reader: it checks the file as ``RunFolder.read_meta`` always has
+(a damaged record raises ``RunRecordDamagedError`` naming the file) and fills what older runs
+did not record (``max_attempts``, ``durable``, ``workflow_id``...) with the values they ran
+with. ``RunRecord.to_json`` is the writer's form: every key read is written back, so a field
+this version does not know survives a rewrite.
+"""
 
 from __future__ import annotations
 
-__all__ = ["MAX_ATTEMPTS"]
+import copy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from relay_notebook.record.folders import RunFolder
+
+__all__ = ["MAX_ATTEMPTS", "TERMINAL", "AttemptRecord", "RunRecord"]
 
 #: a run's budget of process attempts (run.json's ``max_attempts``; older runs lack it)
 MAX_ATTEMPTS = 3
+#: statuses after which no attempt runs
+TERMINAL = frozenset({"succeeded", "failed"})
+
+
+def _ids(value: Any) -> list[int]:
+    return [i for i in value or [] if isinstance(i, int) and not isinstance(i, bool)]
+
+
+@dataclass
+class AttemptRecord:
+    """One entry of ``run.json``'s ``attempts``: one process of the run."""
+
+    attempt: int
+    id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    status: str | None = None
+    returncode: int | None = None
+    executed: list[int] = field(default_factory=list)
+    reused: list[int] = field(default_factory=list)
+    host: str | None = None
+    executor_id: str | None = None
+    #: its supervisor went away before the attempt ended (settled later)
+    lost: bool = False
+    #: every key as written, including those this version does not model
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AttemptRecord:
+        ended = data.get("ended_at")
+        return cls(
+            attempt=int(data["attempt"]),
+            id=None if data.get("id") is None else str(data["id"]),
+            started_at=data.get("started_at"),
+            ended_at=ended if isinstance(ended, int | float) else None,
+            status=data.get("status"),
+            returncode=data.get("returncode"),
+            executed=_ids(data.get("executed")),
+            reused=_ids(data.get("reused")),
+            host=data.get("host"),
+            executor_id=data.get("executor_id"),
+            lost=data.get("lost") is True,
+            raw=copy.deepcopy(data),
+        )
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.ended_at)
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(self.raw)
+
+
+@dataclass
+class RunRecord:
+    """One run's ``run.json``, typed."""
+
+    run_id: str
+    relay: str
+    status: str
+    code_dir: str
+    app_version: str
+    bindings: dict[str, str]
+    created_at: float
+    deadline_ms: float
+    input: Any
+    attempts: list[AttemptRecord]
+    workflow_id: str
+    #: ``{"version": N, "hash": H}`` for a run of a release, ``None`` for a draft's
+    release: dict[str, Any] | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+    #: ``None`` is a recorded "no model"; older runs did not record it (``has_default_model``)
+    default_model: str | None = None
+    has_default_model: bool = True
+    max_attempts: int = MAX_ATTEMPTS
+    #: ``False`` for ``relay_durability: none``: nothing is checkpointed
+    durable: bool = True
+    #: ``{"kind": "postgresql", "url": …}`` (no password), ``None`` for the run's SQLite file
+    database: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    fork: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, folder: RunFolder) -> RunRecord:
+        """``folder``'s run.json; ``RunRecordDamagedError`` names the file if it is unusable."""
+        return cls.from_json(folder.read_meta())
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        """A record from run.json's object, already checked by ``RunFolder.read_meta``."""
+        max_attempts = data.get("max_attempts")
+        return cls(
+            run_id=data["run_id"],
+            relay=data["relay"],
+            status=data["status"],
+            code_dir=data["code_dir"],
+            app_version=data["app_version"],
+            bindings=dict(data["bindings"]),
+            created_at=data["created_at"],
+            deadline_ms=data["deadline_ms"],
+            input=data["input"],
+            attempts=[AttemptRecord.from_json(a) for a in data["attempts"]],
+            workflow_id=str(data.get("workflow_id") or data["run_id"]),
+            release=data.get("release"),
+            variables=dict(data.get("variables") or {}),
+            default_model=data.get("default_model"),
+            has_default_model="default_model" in data,
+            max_attempts=int(max_attempts) if isinstance(max_attempts, int) else MAX_ATTEMPTS,
+            durable=data.get("durable", True) is not False,
+            database=data.get("database") or None,
+            error=data.get("error"),
+            fork=data.get("fork"),
+            raw=copy.deepcopy(data),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """run.json's object: the keys read, with the fields a writer may change set."""
+        data = copy.deepcopy(self.raw)
+        data.update(status=self.status, attempts=[a.to_json() for a in self.attempts])
+        if self.error is not None or "error" in data:
+            data["error"] = self.error
+        return data
+
+    def save(self, folder: RunFolder) -> None:
+        """Write the record atomically (a crash leaves the old file or the new one)."""
+        folder.write_meta(self.to_json())
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def attempts_used(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def live_attempt(self) -> int | None:
+        """The attempt running now by the record (``running`` and its last attempt not ended)."""
+        if self.status != "running" or not self.attempts or self.attempts[-1].ended:
+            return None
+        return self.attempts[-1].attempt

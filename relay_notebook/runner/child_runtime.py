@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TextIO
 from agentworks import _runtime
 from agentworks.redact import Redactor
 from relay_notebook.record.ledger import EventWriter, write_json_atomic
+from relay_notebook.record.rules import access_revoked_message
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
 from relay_notebook.workspace.access import AccessPolicy
 
@@ -87,9 +88,7 @@ def install_runtime(
                 "denied",
                 {
                     "code": "access-revoked",
-                    "message": f"Access of relay {relay} was revoked, so {what} was denied and "
-                    f"run {spec['run_id']} stopped. Restore it with 'relay grant {relay}', then "
-                    f"'relay recover {spec['run_id']}'.",
+                    "message": access_revoked_message(spec["run_id"], relay, what),
                 },
             )
         if release:
