@@ -42,6 +42,10 @@ class AttemptRecord:
     reused: list[int] = field(default_factory=list)
     host: str | None = None
     executor_id: str | None = None
+    #: the supervisor's process id (recorded once the child started)
+    pid: int | None = None
+    #: the crash injected into this attempt (``--crash``), as recorded
+    crash: dict[str, Any] | None = None
     #: its supervisor went away before the attempt ended (settled later)
     lost: bool = False
     #: every key as written, including those this version does not model
@@ -61,6 +65,8 @@ class AttemptRecord:
             reused=_ids(data.get("reused")),
             host=data.get("host"),
             executor_id=data.get("executor_id"),
+            pid=data["pid"] if isinstance(data.get("pid"), int) else None,
+            crash=data.get("crash"),
             lost=data.get("lost") is True,
             raw=copy.deepcopy(data),
         )
@@ -68,6 +74,33 @@ class AttemptRecord:
     @property
     def ended(self) -> bool:
         return bool(self.ended_at)
+
+    def update(self, **fields: Any) -> None:
+        """Set fields of the entry as run.json keeps them (e.g. when the attempt ends)."""
+        self.raw.update(copy.deepcopy(fields))
+        fresh = AttemptRecord.from_json(self.raw)
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    def end(
+        self,
+        *,
+        status: str,
+        returncode: int | None,
+        executed: list[int],
+        reused: list[int],
+        ended_at: float,
+        **more: Any,
+    ) -> None:
+        """Record the end of the attempt (``more``: e.g. ``lost=True``, its confinement)."""
+        self.update(
+            ended_at=ended_at,
+            returncode=returncode,
+            status=status,
+            executed=executed,
+            reused=reused,
+            **more,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return copy.deepcopy(self.raw)
@@ -139,9 +172,9 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """run.json's object: the keys read, with the fields a writer may change set."""
         data = copy.deepcopy(self.raw)
-        data.update(status=self.status, attempts=[a.to_json() for a in self.attempts])
-        if self.error is not None or "error" in data:
-            data["error"] = self.error
+        data.update(
+            status=self.status, error=self.error, attempts=[a.to_json() for a in self.attempts]
+        )
         return data
 
     def save(self, folder: RunFolder) -> None:
@@ -151,6 +184,10 @@ class RunRecord:
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
+
+    def attempt_entry(self, attempt: int) -> AttemptRecord | None:
+        """The entry of attempt number ``attempt``, if recorded."""
+        return next((a for a in self.attempts if a.attempt == attempt), None)
 
     @property
     def attempts_used(self) -> int:

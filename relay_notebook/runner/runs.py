@@ -257,13 +257,10 @@ def _launch_attempt(
     )
 
 
-def _finished(folder: RunFolder, meta: dict[str, Any]) -> RunOutcome:
-    attempts = meta.get("attempts", [])
-    result = None
-    if meta["status"] == "succeeded":
-        result = folder.read_result()
+def _finished(folder: RunFolder, record: RunRecord) -> RunOutcome:
+    result = folder.read_result() if record.status == "succeeded" else None
     return RunOutcome(
-        folder.run_id, folder.relay, meta["status"], len(attempts), result, meta.get("error")
+        folder.run_id, folder.relay, record.status, record.attempts_used, result, record.error
     )
 
 
@@ -336,7 +333,7 @@ def _preflight(
 def _hold(folder: RunFolder, meta: dict[str, Any], decision: Decision) -> RunHandle:
     """A recovery that does not start: a finished run as it was, or held with a status."""
     if decision.code == "finished":
-        finished = _finished(folder, meta)
+        finished = _finished(folder, RunRecord.from_json(meta))
         return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
     attempts = len(meta.get("attempts", []))
     status, error = str(decision.status), decision.reason
@@ -412,10 +409,10 @@ def record_refusal(workspace: Workspace, run_id: str, exc: RunRejectedError) -> 
     """A queued run the pool refused before its first attempt ends ``rejected`` in run.json
     (a refused recovery leaves the run as it was: it can be recovered once the cause is gone)."""
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
-    if meta.get("status") == "queued" and not meta.get("attempts"):
-        meta["status"], meta["error"] = "rejected", {"code": exc.code, "message": exc.message}
-        folder.write_meta(meta)
+    record = RunRecord.load(folder)
+    if record.status == "queued" and not record.attempts:
+        record.status, record.error = "rejected", {"code": exc.code, "message": exc.message}
+        record.save(folder)
 
 
 def advance_run(
