@@ -127,7 +127,7 @@ def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
         release=f"v{release['version']}" if release else "draft",
         created_at=record.created_at,
         duration_ms=round(max(ended) - record.created_at, 1) if ended else None,
-        reused=sum(len(a.reused) for a in attempts),
+        reused=sum(a.reused_count for a in attempts),
         ended_at=max(ended) if ended else None,
         active_ms=round(sum(spans), 1) if spans else None,
     )

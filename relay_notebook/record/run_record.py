@@ -25,7 +25,7 @@ TERMINAL = frozenset({"succeeded", "failed"})
 
 
 def _ids(value: Any) -> list[int]:
-    return [i for i in value or [] if isinstance(i, int) and not isinstance(i, bool)]
+    return [i for i in value or () if type(i) is int] if isinstance(value, list) else []
 
 
 @dataclass
@@ -38,8 +38,6 @@ class AttemptRecord:
     ended_at: float | None = None
     status: str | None = None
     returncode: int | None = None
-    executed: list[int] = field(default_factory=list)
-    reused: list[int] = field(default_factory=list)
     host: str | None = None
     executor_id: str | None = None
     #: the supervisor's process id (recorded once the child started)
@@ -61,19 +59,36 @@ class AttemptRecord:
             ended_at=ended if isinstance(ended, int | float) else None,
             status=data.get("status"),
             returncode=data.get("returncode"),
-            executed=_ids(data.get("executed")),
-            reused=_ids(data.get("reused")),
             host=data.get("host"),
             executor_id=data.get("executor_id"),
             pid=data["pid"] if isinstance(data.get("pid"), int) else None,
             crash=data.get("crash"),
             lost=data.get("lost") is True,
-            raw=copy.deepcopy(data),
+            raw=data,
         )
 
     @property
     def ended(self) -> bool:
         return bool(self.ended_at)
+
+    # read when asked: a run of thousands of steps lists thousands of ids, and a list of runs
+    # needs only their count
+
+    @property
+    def executed(self) -> list[int]:
+        """Function ids whose checkpoints this attempt wrote."""
+        return _ids(self.raw.get("executed"))
+
+    @property
+    def reused(self) -> list[int]:
+        """Function ids whose checkpoints this attempt replayed."""
+        return _ids(self.raw.get("reused"))
+
+    @property
+    def reused_count(self) -> int:
+        """How many checkpoints this attempt replayed (as recorded, without reading them)."""
+        reused = self.raw.get("reused")
+        return len(reused) if isinstance(reused, list) else 0
 
     def update(self, **fields: Any) -> None:
         """Set fields of the entry as run.json keeps them (e.g. when the attempt ends)."""
@@ -143,7 +158,11 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        """A record from run.json's object, already checked by ``RunFolder.read_meta``."""
+        """A record from run.json's object, already checked by ``RunFolder.read_meta``.
+
+        The record keeps ``data`` (not a copy, so listing many runs stays cheap): a caller that
+        changes the record through ``AttemptRecord.update`` changes ``data`` too.
+        """
         max_attempts = data.get("max_attempts")
         return cls(
             run_id=data["run_id"],
@@ -166,7 +185,7 @@ class RunRecord:
             database=data.get("database") or None,
             error=data.get("error"),
             fork=data.get("fork"),
-            raw=copy.deepcopy(data),
+            raw=data,
         )
 
     def to_json(self) -> dict[str, Any]:
