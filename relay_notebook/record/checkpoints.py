@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from relay_notebook.record.backend import Backend, backend_for_run
 from relay_notebook.record.ledger import read_events
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import open_database, open_postgres_run, open_run_database
 
 if TYPE_CHECKING:
@@ -114,9 +115,8 @@ def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[i
     ``step_end`` without a checkpoint, so those alone never prove a checkpoint was written).
     """
     saved: set[int] = set()
-    for a in meta.get("attempts", []):
-        for key in ("executed", "reused"):
-            saved.update(int(i) for i in a.get(key) or [] if isinstance(i, int))
+    for a in RunRecord.from_json(meta).attempts:
+        saved.update(a.executed, a.reused)
     names: dict[int, str] = {}
     counts: dict[str, int] = {}
     for e in read_events(folder.events):

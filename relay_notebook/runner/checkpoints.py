@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from relay_notebook.record.backend import Backend
 from relay_notebook.record.checkpoints import find_lost_checkpoints
+from relay_notebook.record.run_record import RunRecord
 
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
@@ -28,7 +29,7 @@ def guard_checkpoints(
     lost = find_lost_checkpoints(folder, meta, backend)
     if lost is None:
         return
-    attempts = len(meta.get("attempts", []))
+    attempts = RunRecord.from_json(meta).attempts_used
     if not accept:
         raise CheckpointsLostError(lost.message(folder.run_id))
     kept = None
