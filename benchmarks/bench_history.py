@@ -39,7 +39,7 @@ import pandas as pd  # noqa: E402
 
 from relay_notebook import commands  # noqa: E402
 from relay_notebook.history import list_runs, read_run_log  # noqa: E402
-from relay_notebook.runner.folders import write_json_atomic  # noqa: E402
+from relay_notebook.record.folders import write_json_atomic  # noqa: E402
 from relay_notebook.views.tables import runs_dataframe, steps_dataframe  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
 

@@ -39,6 +39,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
 
+from relay_notebook.record.ledger import read_events  # noqa: E402
 from relay_notebook.runner import (  # noqa: E402
     RunHandle,
     RunOutcome,
@@ -46,7 +47,6 @@ from relay_notebook.runner import (  # noqa: E402
     start_recovery,
     start_run,
 )
-from relay_notebook.runner.ledger import read_events  # noqa: E402
 from relay_notebook.workspace import Draft, Workspace  # noqa: E402
 
 COLD_TARGET = 1.2  # kit cold run <= 1.2x bare DBOS

@@ -49,9 +49,9 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 from runner_sources import RELAYS  # noqa: E402
 
 from relay_notebook import commands  # noqa: E402
+from relay_notebook.record.ledger import read_events  # noqa: E402
 from relay_notebook.runner import RunOutcome, find_run, start_run  # noqa: E402
 from relay_notebook.runner.backend import Backend, connect, resolve_backend  # noqa: E402
-from relay_notebook.runner.ledger import read_events  # noqa: E402
 from relay_notebook.testing import PostgresServer, postgres_server  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
 

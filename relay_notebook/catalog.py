@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay_notebook.errors import RelayError
-from relay_notebook.runner.folders import list_run_folders
+from relay_notebook.record.folders import list_run_folders
 from relay_notebook.workspace import Workspace, list_releases
 from relay_notebook.workspace.access import AccessPolicy
 

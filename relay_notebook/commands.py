@@ -19,6 +19,7 @@ from relay_notebook.errors import (
     QueueUnavailableError,
 )
 from relay_notebook.history import RunLog, RunSummary, list_runs, read_run_log
+from relay_notebook.record.folders import find_run
 from relay_notebook.runner import (
     CrashSpec,
     RunHandle,
@@ -27,7 +28,6 @@ from relay_notebook.runner import (
     start_run,
 )
 from relay_notebook.runner.backend import Backend, workspace_backend
-from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.runs import DEFAULT_DEADLINE_S, create_run
 from relay_notebook.runner.supervisor import EventCallback
@@ -226,7 +226,7 @@ _IN_FLIGHT = frozenset({"interrupted", "needs_reconciliation"})
 def _replay_in_flight(workspace: Workspace, release: Release, created: bool) -> list[Any]:
     """The previous release's in-flight runs, replayed on ``release`` (publishing warns)."""
     from relay_notebook.errors import RelayError
-    from relay_notebook.runner.folders import list_run_folders
+    from relay_notebook.record.folders import list_run_folders
     from relay_notebook.runner.replay import replay_check
 
     previous = [r for r in list_releases(workspace, release.relay) if r.version < release.version]

@@ -27,14 +27,14 @@ from relay_notebook.errors import (
     RelayHasRunsError,
     RunLockedError,
 )
-from relay_notebook.runner.backend import Backend, backend_for_run, workspace_backend
-from relay_notebook.runner.folders import (
+from relay_notebook.record.folders import (
     RUNS_DIR,
     RunFolder,
     find_run,
     list_run_folders,
     parse_run_id,
 )
+from relay_notebook.runner.backend import Backend, backend_for_run, workspace_backend
 from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.workspace import Workspace, list_releases
 from relay_notebook.workspace.access import AccessPolicy

@@ -22,7 +22,7 @@ from agentworks._runtime import CALL_MARKER
 from agentworks.redact import Redactor
 from relay_notebook.errors import RunFileNotFoundError, RunFileRefusedError
 from relay_notebook.history.receipts import split_key
-from relay_notebook.runner.folders import RunFolder, find_run
+from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 

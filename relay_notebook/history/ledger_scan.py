@@ -3,22 +3,30 @@
 Design note: a run of 10,000 steps has over 20,000 events, and parsing all of them costs
 more than reading its steps from SQLite. A run's detail needs few of them: retries, receipts,
 and the step events of attempts that did not succeed (a succeeded attempt's step bodies are
-exactly the checkpoints it wrote). Every line starts with the header the runner's
-``EventWriter`` writes (``{"seq":…,"ts":…,"run_id":…,"attempt":N,"kind":"K",``), so the lines
-of one kind, or of one kind in one attempt, are found by searching the bytes, and only those
-are parsed (once per kind). The integrity check is cheap too: as many lines as the last
-sequence number, the first numbered 1, every one naming the run. Anything unexpected (a line
-torn by a killed writer, a gap, another run's events) falls back to parsing every line, which
-keeps readable lines and raises ``LedgerCorruptError`` for a gap or a foreign event.
+exactly the checkpoints it wrote). Every line starts with the header of the ledger's vocabulary
+(``record.ledger``: ``{"seq":…,"ts":…,"run_id":…,"attempt":N,"kind":"K",``), so the lines of
+one kind, or of one kind in one attempt, are found by searching the bytes the vocabulary names
+(``line_start``, ``run_tag``, ``kind_tag``), and only those are parsed (once per kind). The
+integrity check is cheap too: as many lines as the last sequence number, the first numbered 1,
+every one naming the run. Anything unexpected (a line torn by a killed writer, a gap, another
+run's events) falls back to parsing every line, which keeps readable lines and raises
+``LedgerCorruptError`` for a gap or a foreign event.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from relay_notebook.runner.ledger import check_events, read_events
+from relay_notebook.record.ledger import (
+    Event,
+    check_events,
+    decode_event,
+    kind_tag,
+    line_start,
+    read_events,
+    run_tag,
+)
 
 __all__ = ["LedgerScan"]
 
@@ -34,8 +42,8 @@ class LedgerScan:
         except FileNotFoundError:
             data = b""
         self._data = data[: data.rfind(b"\n") + 1]  # "" if no line is complete yet
-        self._all: list[dict[str, Any]] | None = None
-        self._kinds: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+        self._all: list[Event] | None = None
+        self._kinds: dict[tuple[str, int | None], list[Event]] = {}
         if not self._trusted():
             # parse everything: keeps the readable lines, raises for gaps and foreign events
             self._all = check_events(read_events(path), run_id, path)
@@ -45,24 +53,19 @@ class LedgerScan:
         lines = data.count(b"\n")
         if lines == 0:
             return True
-        if not data.startswith(b'{"seq":1,'):
+        if not data.startswith(line_start(1)):
             return False
-        tag = b'"run_id":' + json.dumps(self.run_id).encode() + b","
-        if data.count(tag) != lines:
+        if data.count(run_tag(self.run_id)) != lines:
             return False
-        last = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :]
-        try:
-            event = json.loads(last)
-        except ValueError:
-            return False
-        return isinstance(event, dict) and event.get("seq") == lines
+        event = decode_event(data[data.rfind(b"\n", 0, len(data) - 1) + 1 :])
+        return event is not None and event.get("seq") == lines
 
     @property
     def count(self) -> int:
         """How many events the ledger holds."""
         return len(self._all) if self._all is not None else self._data.count(b"\n")
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """Every event, in order (parsed once)."""
         if self._all is None:
             body = self._data.rstrip(b"\n").replace(b"\n", b",")
@@ -75,7 +78,7 @@ class LedgerScan:
             )
         return self._all
 
-    def select(self, kind: str, attempt: int | None = None) -> list[dict[str, Any]]:
+    def select(self, kind: str, attempt: int | None = None) -> list[Event]:
         """The events of ``kind`` (in ``attempt`` if given), in order."""
         if self._all is not None:
             return [
@@ -85,13 +88,11 @@ class LedgerScan:
             ]
         key = (kind, attempt)
         if key not in self._kinds:
-            needle = f'"kind":{json.dumps(kind)}'.encode()
-            if attempt is not None:
-                needle = f'"attempt":{int(attempt)},'.encode() + needle
+            needle = kind_tag(kind, attempt)
             self._kinds[key] = [e for e in self._parse_matching(needle) if e["kind"] == kind]
         return self._kinds[key]
 
-    def _parse_matching(self, needle: bytes) -> list[dict[str, Any]]:
+    def _parse_matching(self, needle: bytes) -> list[Event]:
         """The events on the lines where ``needle`` occurs (one pass over the bytes)."""
         data, found, at = self._data, [], 0
         while (at := data.find(needle, at)) >= 0:
@@ -99,10 +100,7 @@ class LedgerScan:
             end = at = data.find(b"\n", at)
             if end < 0:
                 break
-            try:
-                event = json.loads(data[start:end])
-            except ValueError:
-                continue
-            if isinstance(event, dict) and isinstance(event.get("kind"), str):
+            event = decode_event(data[start:end])
+            if event is not None and isinstance(event.get("kind"), str):
                 found.append(event)
         return found

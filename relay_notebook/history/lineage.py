@@ -15,7 +15,8 @@ from typing import Any
 
 from relay_notebook.errors import RelayError
 from relay_notebook.history.records import read_run_log
-from relay_notebook.runner.folders import find_run, list_run_folders
+from relay_notebook.record.folders import find_run, list_run_folders
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
 
 __all__ = ["LineageNode", "diff_runs", "lineage", "lineage_text"]
@@ -43,11 +44,11 @@ class LineageNode:
         return out
 
 
-def _records(workspace: Workspace, relay: str) -> dict[str, dict[str, Any]]:
+def _records(workspace: Workspace, relay: str) -> dict[str, RunRecord]:
     found = {}
     for folder in list_run_folders(workspace, relay):
         try:
-            found[folder.run_id] = folder.read_meta()
+            found[folder.run_id] = RunRecord.load(folder)
         except RelayError:
             continue  # a damaged record is listed by `relay runs`, not drawn here
     return found
@@ -60,20 +61,21 @@ def lineage(workspace: Workspace, run_id: str) -> LineageNode:
     root = run_id
     seen = {root}
     while True:
-        parent = (metas.get(root, {}).get("fork") or {}).get("parent")
+        record = metas.get(root)
+        parent = (record.fork or {}).get("parent") if record else None
         if not isinstance(parent, str) or parent not in metas or parent in seen:
             break
         root = parent
         seen.add(root)
     children: dict[str, list[str]] = {}
-    for rid, meta in metas.items():
-        parent = (meta.get("fork") or {}).get("parent")
+    for rid, record in metas.items():
+        parent = (record.fork or {}).get("parent")
         if isinstance(parent, str):
             children.setdefault(parent, []).append(rid)
 
     def build(rid: str, depth: int) -> LineageNode:
-        meta = metas[rid]
-        node = LineageNode(rid, str(meta.get("status")), meta.get("fork"))
+        record = metas[rid]
+        node = LineageNode(rid, record.status, record.fork)
         if depth < 100:
             node.children = [build(c, depth + 1) for c in children.get(rid, [])]
         return node

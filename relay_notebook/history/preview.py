@@ -3,27 +3,29 @@
 Recovery replays the workflow: every saved checkpoint is reused (its body does not run), the
 bodies that were in flight when the attempt died run again, and a platform call left without
 its result is uncertain: unless it was declared replay-safe, recovery stops for reconciliation
-and names it. The preview also applies the runner's other checks that need no code (a finished
-or running run, revoked access, the attempt budget, the deadline); a changed binding (source,
-input, versions) is only found by the recovery itself.
+and names it. Whether recovery starts at all is decided by the recovery rules
+(``record.rules``), the same function ``relay recover`` acts on, with the same facts: a finished
+or running run, revoked access, the attempt budget, the deadline, a changed binding (source,
+input, versions) and lost checkpoints; so the preview says what recovery would say.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentworks.journal import Journal
 from relay_notebook import codes
-from relay_notebook.history.database import open_database
+from relay_notebook.errors import RelayError
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
-from relay_notebook.runner.backend import workspace_backend
-from relay_notebook.runner.checkpoints import LostCheckpoints, find_lost_checkpoints
-from relay_notebook.runner.folders import find_run
-from relay_notebook.runner.runs import MAX_ATTEMPTS
+from relay_notebook.record.backend import workspace_backend
+from relay_notebook.record.bindings import bindings_changed
+from relay_notebook.record.checkpoints import find_lost_checkpoints
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.access import AccessPolicy
 
@@ -84,63 +86,19 @@ def _where(log: RunLog, key: str) -> dict[str, Any]:
     return {"workflow_id": workflow_id, "function_id": step_id, "step": step and step["name"]}
 
 
-def _refusal(
-    log: RunLog,
-    meta: dict[str, Any],
-    revoked: bool,
-    blocking: list[dict[str, Any]],
-    lost: Callable[[], LostCheckpoints | None] = lambda: None,
-) -> tuple[str, dict[str, str]] | None:
-    """The first check recovery would fail, in the runner's order (``None``: it runs)."""
-    run_id, relay, status = log.run_id, str(log.run["relay"]), str(log.run["status"])
-    if status in ("succeeded", "failed"):
-        return "returns", {
-            "code": codes.FINISHED.code,
-            "message": f"Run {run_id} {status}; recovering it returns it as it was and runs "
-            f"nothing. Start a new run with: relay run {relay}",
-        }
-    if log.run.get("live"):
-        return "stops", {
-            "code": codes.RUN_LOCKED.code,
-            "message": f"Run {run_id} is running now (attempt {len(log.attempts)}); wait for "
-            f"it to end before recovering it.",
-        }
-    if revoked:
-        return "stops", {
-            "code": codes.ACCESS_REVOKED.code,
-            "message": f"Recovery of run {run_id} would be denied: relay {relay}'s access is "
-            f"revoked. Restore it with: relay grant {relay}",
-        }
-    if blocking:
-        calls = "; ".join(f"{b['call']} (key {b['key']})" for b in blocking)
-        return "stops", {
-            "code": codes.NEEDS_RECONCILIATION.code,
-            "message": f"Recovery of run {run_id} stops for reconciliation: {calls} may or may "
-            f"not have taken effect. Find out, then run 'relay reconcile {run_id} --result "
-            f"JSON' or 'relay reconcile {run_id} --retry', and recover.",
-        }
-    if not meta.get("durable", True):
-        return "stops", {
-            "code": codes.NOT_DURABLE.code,
-            "message": f"Run {run_id} ran with relay_durability: none, so nothing was "
-            f"checkpointed. Start a new run with: relay run {relay}",
-        }
-    if len(log.attempts) >= int(meta.get("max_attempts", MAX_ATTEMPTS)):
-        return "stops", {
-            "code": codes.ATTEMPT_BUDGET_EXHAUSTED.code,
-            "message": f"Run {run_id} has used all {len(log.attempts)} of its process attempts. "
-            f"Start a new run with: relay run {relay}",
-        }
-    deadline = log.run.get("deadline_ms")
-    if isinstance(deadline, int | float) and time.time() * 1000 > deadline:
-        return "stops", {
-            "code": codes.DEADLINE_PASSED.code,
-            "message": f"Run {run_id} passed its deadline. Start a new run with: relay run {relay}",
-        }
-    missing = lost() if log.attempts else None
-    if missing is not None:
-        return "stops", {"code": codes.CHECKPOINTS_LOST.code, "message": missing.message(run_id)}
-    return None
+def _reason(decision: Decision) -> tuple[str, dict[str, str] | None]:
+    """The preview's outcome for the rules' ``decision``."""
+    if decision.verdict == "go":
+        return "recover", None
+    return ("returns" if decision.code == "finished" else "stops"), decision.reason
+
+
+def _changed(workspace: Workspace, record: RunRecord) -> tuple[list[str], Decision | None]:
+    """What changed since the run started, or the refusal reading the code now raises."""
+    try:
+        return bindings_changed(workspace, record), None
+    except RelayError as exc:  # e.g. a tampered release: recovery raises the same
+        return [], Decision("refuse", exc.code, exc.message)
 
 
 def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
@@ -148,8 +106,8 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
     folder = find_run(workspace, run_id)
     log = read_run_log(workspace, run_id)
     meta = folder.read_meta()
-    revoked = not AccessPolicy(workspace.home).is_granted(folder.relay)
-    journal = Journal(folder.ipc / "journal.jsonl")
+    record = RunRecord.from_json(meta)
+    journal = Journal(folder.journal)
     steps = log.all_steps()
     reused = [_call(s) for s in steps if s["status"] in ("checkpointed", "error")]
     rerun = [
@@ -167,14 +125,21 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
         if not c.blocking
     ]
 
-    def lost() -> LostCheckpoints | None:
-        backend = workspace_backend(workspace)
-        return find_lost_checkpoints(
-            folder, meta, backend, opener=lambda db: open_database(db, live=False)
-        )
-
-    refusal = _refusal(log, meta, revoked, blocking, lost)
-    outcome, reason = refusal if refusal is not None else ("recover", None)
+    facts = Facts(
+        record=record,
+        granted=AccessPolicy(workspace.home).is_granted(folder.relay),
+        now_ms=time.time() * 1000,
+        blocking=[Uncertain(c.key, c.describe()) for c in journal.blocking()],
+        live=bool(log.run.get("live")),
+    )
+    decision = decide(facts)
+    if decision.verdict == "go":  # the checks recovery makes under the run lock
+        changed, failed = _changed(workspace, record)
+        lost = None
+        if record.attempts and not failed:
+            lost = find_lost_checkpoints(folder, meta, workspace_backend(workspace))
+        decision = failed or decide(replace(facts, changed=changed, lost=lost))
+    outcome, reason = _reason(decision)
     pending = outcome == "recover" or (reason or {}).get("code") not in (
         codes.FINISHED.code,
         codes.RUN_LOCKED.code,

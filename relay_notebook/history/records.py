@@ -1,7 +1,7 @@
 """Run records: summaries across a workspace, and one run's attempts, steps, calls and events.
 
 Everything here only reads: ``run.json``, the ledger, the call journal and DBOS's SQLite file
-(opened so that not a byte changes, see ``history.database``). It never launches DBOS (which
+(opened so that not a byte changes, see ``record.store``). It never launches DBOS (which
 would recover and execute the run) and works while a run goes.
 """
 
@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
-from relay_notebook.history.database import open_run_database
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.receipts import read_receipts
 from relay_notebook.history.steps import (
@@ -30,8 +29,10 @@ from relay_notebook.history.steps import (
     WorkflowRow,
     assemble_steps,
 )
-from relay_notebook.runner.backend import Backend, workspace_backend
-from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.record.backend import Backend, workspace_backend
+from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.record.run_record import AttemptRecord, RunRecord
+from relay_notebook.record.store import open_run_database
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 
@@ -109,25 +110,24 @@ def _damaged(folder: RunFolder, exc: RunRecordDamagedError) -> RunSummary:
     )
 
 
-def _summary(folder: RunFolder, meta: dict[str, Any]) -> RunSummary:
-    attempts = meta.get("attempts", [])
-    ended = [a["ended_at"] for a in attempts if a.get("ended_at")]
+def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
+    attempts = record.attempts
+    ended = [a.ended_at for a in attempts if a.ended_at]
     spans = [
-        a["ended_at"] - a["started_at"]
+        a.ended_at - a.started_at
         for a in attempts
-        if isinstance(a.get("ended_at"), int | float)
-        and isinstance(a.get("started_at"), int | float)
+        if a.ended_at is not None and isinstance(a.started_at, int | float)
     ]
-    release = meta.get("release")
+    release = record.release
     return RunSummary(
         run_id=folder.run_id,
         relay=folder.relay,
-        status=meta.get("status", "pending"),
+        status=record.status,
         attempts=len(attempts),
         release=f"v{release['version']}" if release else "draft",
-        created_at=meta["created_at"],
-        duration_ms=round(max(ended) - meta["created_at"], 1) if ended else None,
-        reused=sum(len(a.get("reused", [])) for a in attempts),
+        created_at=record.created_at,
+        duration_ms=round(max(ended) - record.created_at, 1) if ended else None,
+        reused=sum(a.reused_count for a in attempts),
         ended_at=max(ended) if ended else None,
         active_ms=round(sum(spans), 1) if spans else None,
     )
@@ -192,17 +192,17 @@ def list_runs(
     found = []
     for name in relays:
         for folder in list_run_folders(workspace, name):
-            meta: dict[str, Any] | None
+            record: RunRecord | None
             try:
-                meta = folder.read_meta()
+                record = RunRecord.load(folder)
             except RunRecordDamagedError as exc:  # one run's problem, not the workspace's
-                meta, summary = None, _damaged(folder, exc)
+                record, summary = None, _damaged(folder, exc)
             else:
-                summary = _summary(folder, meta)
+                summary = _summary(folder, record)
             if statuses is not None and summary.status not in statuses:
                 continue
             if release is not None and (
-                meta is None or not _release_matches(meta.get("release"), release)
+                record is None or not _release_matches(record.release, release)
             ):
                 continue
             created = summary.created_at
@@ -279,21 +279,20 @@ class RunLog:
         }
 
 
-def _live_attempt(meta: dict[str, Any]) -> int | None:
+def _live_attempt(record: RunRecord) -> int | None:
     """The attempt whose process may be writing now, if any."""
-    attempts = meta.get("attempts") or []
-    if meta.get("status") != "running" or not attempts or attempts[-1].get("ended_at"):
+    if record.live_attempt is None:
         return None
-    last = attempts[-1]
-    pid = last.get("pid")
-    if isinstance(pid, int) and last.get("host", socket.gethostname()) == socket.gethostname():
+    last = record.attempts[-1]
+    here = socket.gethostname()
+    if last.pid is not None and (last.host or here) == here:
         try:
-            os.kill(pid, 0)
+            os.kill(last.pid, 0)
         except ProcessLookupError:
             return None  # the supervisor went away without settling the attempt
         except PermissionError:
             pass
-    return int(last["attempt"])
+    return last.attempt
 
 
 def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
@@ -318,7 +317,7 @@ def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
 def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     """Every saved output and error of the run, read the same careful way."""
     meta = folder.read_meta()
-    live = _live_attempt(meta) is not None
+    live = _live_attempt(RunRecord.from_json(meta)) is not None
     with open_run_database(folder, meta, live=live, backend=backend) as conn:
         if conn is None:
             return {}
@@ -332,19 +331,22 @@ def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     return {(wf, fid): (output, error, ser) for wf, fid, output, error, ser in rows}
 
 
-def _attempt_record(a: dict[str, Any]) -> dict[str, Any]:
+def _attempt_record(a: AttemptRecord) -> dict[str, Any]:
+    duration = None
+    if a.ended_at and isinstance(a.started_at, int | float):
+        duration = round(a.ended_at - a.started_at, 1)
     return {
-        "attempt": a["attempt"],
-        "status": a.get("status", "running"),
-        "started_at": a.get("started_at"),
-        "ended_at": a.get("ended_at"),
-        "duration_ms": round(a["ended_at"] - a["started_at"], 1) if a.get("ended_at") else None,
-        "returncode": a.get("returncode"),
-        "crash": a.get("crash"),
-        "executed": a.get("executed", []),
-        "reused": a.get("reused", []),
-        "executor_id": a.get("executor_id"),
-        "lost": bool(a.get("lost", False)),
+        "attempt": a.attempt,
+        "status": a.status or "running",
+        "started_at": a.started_at,
+        "ended_at": a.raw.get("ended_at"),
+        "duration_ms": duration,
+        "returncode": a.returncode,
+        "crash": a.crash,
+        "executed": a.executed,
+        "reused": a.reused,
+        "executor_id": a.executor_id,
+        "lost": a.lost,
     }
 
 
@@ -370,25 +372,26 @@ def read_run_log(workspace: Workspace, run_id: str) -> RunLog:
 def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     folder = find_run(workspace, run_id)
     meta = folder.read_meta()
-    live = _live_attempt(meta)
+    record = RunRecord.from_json(meta)
+    live = _live_attempt(record)
     backend = workspace_backend(workspace)
     with open_run_database(folder, meta, live=live is not None, backend=backend) as conn:
         workflows, rows = _read_dbos(conn)
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
     redactor = Redactor(secrets) if secrets else None
-    attempts = [_attempt_record(a) for a in meta.get("attempts", [])]
+    attempts = [_attempt_record(a) for a in record.attempts]
     table = assemble_steps(
         folder.run_id,
         rows,
         workflows,
-        meta.get("attempts", []),
+        [a.raw for a in record.attempts],
         live,
         scan,
         redactor,
         lambda: _saved_outputs(folder, backend),
     )
-    fork = meta.get("fork")
+    fork = record.fork
     if isinstance(fork, dict):
         table.mark_copied(
             folder.run_id,
@@ -396,9 +399,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
             set(fork.get("copied") or ()),
             set(fork.get("edited_ids") or ()),
         )
-    receipts = read_receipts(
-        folder.ipc / "journal.jsonl", scan, redactor, durable=meta.get("durable", True)
-    )
+    receipts = read_receipts(folder.journal, scan, redactor, durable=record.durable)
     cols = table.columns
     for receipt in receipts:
         i = table.index.get((receipt["workflow_id"], receipt["step_id"]))
@@ -424,18 +425,19 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     run = {
         "run_id": folder.run_id,
         "relay": folder.relay,
-        "workflow_id": meta.get("workflow_id", folder.run_id),
-        "status": meta.get("status"),
+        "workflow_id": record.workflow_id,
+        "status": record.status,
         "dbos_status": root.status if root else None,
         "recovery_attempts": root.recovery_attempts if root else None,
-        "release": meta.get("release"),
-        "app_version": meta.get("app_version"),
-        "created_at": meta.get("created_at"),
-        "deadline_ms": meta.get("deadline_ms"),
-        "max_attempts": meta.get("max_attempts"),
-        "fork": meta.get("fork"),
-        "input": meta.get("input"),
-        "error": meta.get("error"),
+        "release": record.release,
+        "app_version": record.app_version,
+        "created_at": record.created_at,
+        "deadline_ms": record.deadline_ms,
+        # as recorded: older runs did not record their budget
+        "max_attempts": record.raw.get("max_attempts"),
+        "fork": record.fork,
+        "input": record.input,
+        "error": record.error,
         "folder": str(folder.path),
         "live": live is not None,
     }

@@ -14,11 +14,12 @@ import re
 from typing import Any, Final
 
 from relay_notebook.history.records import RunLog
+from relay_notebook.record.run_record import MAX_ATTEMPTS
 
 __all__ = ["ATTEMPTS_MAX", "relay_line", "run_header"]
 
-#: the attempt budget when run.json does not say (runner.runs.MAX_ATTEMPTS)
-ATTEMPTS_MAX: Final = 3
+#: the attempt budget when run.json does not say
+ATTEMPTS_MAX: Final = MAX_ATTEMPTS
 _FRAME: Final = re.compile(r'File "([^"]+)", line (\d+)')
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from relay_notebook._lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
     from relay_notebook.runner.crash import CrashSpec, parse_crash_spec
-    from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
     from relay_notebook.runner.outcome import RunOutcome
     from relay_notebook.runner.runs import MAX_ATTEMPTS, start_recovery, start_run
     from relay_notebook.runner.supervisor import RunHandle
@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 _LAZY = {
     "CrashSpec": "relay_notebook.runner.crash",
     "MAX_ATTEMPTS": "relay_notebook.runner.runs",
-    "RunFolder": "relay_notebook.runner.folders",
+    "RunFolder": "relay_notebook.record.folders",
     "RunHandle": "relay_notebook.runner.supervisor",
     "RunOutcome": "relay_notebook.runner.outcome",
-    "find_run": "relay_notebook.runner.folders",
-    "list_run_folders": "relay_notebook.runner.folders",
+    "find_run": "relay_notebook.record.folders",
+    "list_run_folders": "relay_notebook.record.folders",
     "parse_crash_spec": "relay_notebook.runner.crash",
     "start_recovery": "relay_notebook.runner.runs",
     "start_run": "relay_notebook.runner.runs",

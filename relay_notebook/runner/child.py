@@ -29,8 +29,8 @@ from typing import Any
 
 from relay_notebook import codes
 from relay_notebook.codes import Code
+from relay_notebook.record.ledger import EventWriter, write_json_atomic
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 
 RESULT_LIMIT = 128 * 1024
 CRASH_EXIT_CODE_LOST = 75  # the supervisor went away (lifeline closed)
@@ -94,23 +94,16 @@ def _prepare_database(path: Path) -> None:
 
 def _workflow_status(spec: dict[str, Any], database_url: str | None) -> tuple[str, str] | None:
     """The run's DBOS status and executor before this attempt (``None``: a fresh run)."""
-    query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
-    if database_url is None:
-        conn = sqlite3.connect(f"file:{spec['database']}?mode=ro", uri=True)
-        try:
-            row = conn.execute(query, (spec["run_id"],)).fetchone()
-        except sqlite3.OperationalError:
-            return None  # no schema yet: a fresh database
-        finally:
-            conn.close()
-    else:
-        from relay_notebook.runner.backend import Backend, open_postgres_run
+    from relay_notebook.record.backend import Backend
+    from relay_notebook.record.store import open_store
 
-        with open_postgres_run(Backend(database_url), spec["run_id"]) as reader:
-            try:
-                row = reader.execute(query, (spec["run_id"],)).fetchone() if reader else None
-            except sqlite3.OperationalError:
-                row = None  # another child is creating DBOS's tables: this run has none yet
+    query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
+    store = open_store(Backend(database_url), Path(spec["database"]), spec["run_id"], live=False)
+    with store as conn:
+        try:
+            row = conn.execute(query, (spec["run_id"],)).fetchone() if conn else None
+        except sqlite3.OperationalError:
+            row = None  # no schema yet (or another child is creating DBOS's tables)
     return (str(row[0]), str(row[1])) if row else None
 
 
@@ -229,7 +222,7 @@ async def _run_attempt(
 
 
 def _attempt_events(events: EventWriter) -> list[dict[str, Any]]:
-    from relay_notebook.runner.ledger import read_events
+    from relay_notebook.record.ledger import read_events
 
     return [e for e in read_events(events.path) if e.get("attempt") == events.attempt]
 

@@ -20,8 +20,9 @@ from typing import Any, NoReturn, TextIO
 from agentworks import _runtime
 from agentworks.redact import Redactor
 from relay_notebook import codes
+from relay_notebook.record.ledger import EventWriter, write_json_atomic
+from relay_notebook.record.rules import access_revoked_message
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
-from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 from relay_notebook.workspace.access import AccessPolicy
 
 __all__ = ["install_runtime", "read_private", "read_secrets"]
@@ -86,11 +87,7 @@ def install_runtime(
         if not AccessPolicy(workspace).is_granted(relay):
             stop(
                 "denied",
-                codes.ACCESS_REVOKED.record(
-                    f"Access of relay {relay} was revoked, so {what} was denied and "
-                    f"run {spec['run_id']} stopped. Restore it with 'relay grant {relay}', then "
-                    f"'relay recover {spec['run_id']}'."
-                ),
+                codes.ACCESS_REVOKED.record(access_revoked_message(spec["run_id"], relay, what)),
             )
         if release:
             from relay_notebook.workspace.releases import _read_release, verify_release

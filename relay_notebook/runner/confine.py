@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from relay_notebook.runner.folders import RunFolder
+    from relay_notebook.record.folders import RunFolder
 
 __all__ = [
     "Confinement",

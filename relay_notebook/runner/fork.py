@@ -26,6 +26,7 @@ from typing import Any, Final
 from agentworks.redact import Redactor
 from relay_notebook import codes
 from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
+from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.runner.backend import (
     Backend,
     app_name_for_run,
@@ -34,7 +35,6 @@ from relay_notebook.runner.backend import (
     connect,
     workspace_backend,
 )
-from relay_notebook.runner.folders import RunFolder, find_run
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault

@@ -31,9 +31,9 @@ from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
+from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.guards import withheld
-from relay_notebook.runner.ledger import EventWriter
 
 __all__ = ["Instrumentation", "user_traceback"]
 

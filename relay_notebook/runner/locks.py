@@ -25,7 +25,7 @@ from relay_notebook.errors import RunLockedError
 from relay_notebook.runner.backend import Backend, connect
 
 if TYPE_CHECKING:
-    from relay_notebook.runner.folders import RunFolder
+    from relay_notebook.record.folders import RunFolder
 
 __all__ = ["RunLock", "hold_child_lock", "take_run_lock"]
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from relay_notebook import codes
+from relay_notebook.record.checkpoints import read_checkpoints
+from relay_notebook.record.folders import RunFolder, write_json_atomic
+from relay_notebook.record.ledger import EventWriter, now_ms, read_events
+from relay_notebook.record.run_record import AttemptRecord, RunRecord
 from relay_notebook.runner.backend import Backend
-from relay_notebook.runner.checkpoints import read_checkpoints
-from relay_notebook.runner.folders import RunFolder, write_json_atomic
-from relay_notebook.runner.ledger import EventWriter, now_ms, read_events
 
 __all__ = [
     "EXIT_CODES",
@@ -106,7 +107,7 @@ def _classify(
     replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
     reused; DBOS's own operations before the last reused or executed id count as reused too.
     """
-    rows = read_checkpoints(folder, backend)
+    rows = read_checkpoints(folder, backend, live=False)  # the attempt has ended
     if t0 is None:
         return [], []
     executed = [r.function_id for r in rows if (r.completed_at_ms or 0) >= t0]
@@ -137,9 +138,9 @@ def _started_ms(folder: RunFolder, attempt: int, start: dict[str, Any] | None) -
     Not the child's ``attempt_start`` event: the relay can rewrite the ledger, and which
     checkpoints count as saved (what ``checkpoints-lost`` later relies on) must not depend on it.
     """
-    for a in folder.read_meta().get("attempts", []):
-        if a.get("attempt") == attempt and isinstance(a.get("started_at"), int | float):
-            return float(a["started_at"])
+    entry = RunRecord.load(folder).attempt_entry(attempt)
+    if entry is not None and isinstance(entry.started_at, int | float):
+        return float(entry.started_at)
     return float(start["t0"]) if start else None
 
 
@@ -205,24 +206,25 @@ def settle_attempt(
     if on_event is not None:
         with contextlib.suppress(Exception):
             on_event(end)
-    meta = folder.read_meta()
-    meta["status"] = status
-    meta["error"] = error
-    for a in meta.get("attempts", []):
-        if a.get("attempt") == attempt:
-            a.update(
-                ended_at=now_ms(),
-                returncode=returncode,
-                status=status,
-                executed=executed,
-                reused=reused,
-            )
-            if confinement is not None:
-                details = {k: v for k, v in confinement.items() if k != "confined"}
-                a.update(confined=confinement["confined"] is True, confinement=details)
+    record = RunRecord.load(folder)
+    record.status, record.error = status, error
+    entry = record.attempt_entry(attempt)
+    if entry is not None:
+        more: dict[str, Any] = {}
+        if confinement is not None:
+            details = {k: v for k, v in confinement.items() if k != "confined"}
+            more = {"confined": confinement["confined"] is True, "confinement": details}
+        entry.end(
+            ended_at=now_ms(),
+            returncode=returncode,
+            status=status,
+            executed=executed,
+            reused=reused,
+            **more,
+        )
     # the trace first: a reader who sees the final status in run.json finds the final trace
-    write_trace(folder, meta)
-    folder.write_meta(meta)
+    write_trace(folder, record)
+    record.save(folder)
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
 
@@ -234,14 +236,13 @@ def settle_lost_attempts(folder: RunFolder, backend: Backend | None = None) -> l
     outcome file, which is settled as usual; otherwise the attempt is ``interrupted`` and
     marked ``lost``. Either way it counts against the run's budget of attempts.
     """
-    meta = folder.read_meta()
-    lost = [a for a in meta.get("attempts", []) if not a.get("ended_at")]
+    lost = [a for a in RunRecord.load(folder).attempts if not a.ended]
     for a in lost:
-        attempt_dir = folder.ipc / f"attempt-{a.get('id')}"
+        attempt_dir = folder.ipc / f"attempt-{a.id}"
         if _child_file(attempt_dir, "outcome.json").is_file():
             settle_attempt(
                 folder,
-                attempt=int(a["attempt"]),
+                attempt=a.attempt,
                 attempt_dir=attempt_dir,
                 returncode=0,
                 crashed_on_purpose=False,
@@ -251,11 +252,11 @@ def settle_lost_attempts(folder: RunFolder, backend: Backend | None = None) -> l
             )
         else:
             _settle_lost(folder, a, backend)
-    return [int(a["attempt"]) for a in lost]
+    return [a.attempt for a in lost]
 
 
-def _settle_lost(folder: RunFolder, a: dict[str, Any], backend: Backend | None) -> None:
-    attempt = int(a["attempt"])
+def _settle_lost(folder: RunFolder, a: AttemptRecord, backend: Backend | None) -> None:
+    attempt = a.attempt
     events = read_events(folder.events)
     start = next(
         (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
@@ -263,10 +264,10 @@ def _settle_lost(folder: RunFolder, a: dict[str, Any], backend: Backend | None) 
     )
     t0 = _started_ms(folder, attempt, start)
     executed, reused = _classify(folder, attempt, t0, events, backend)
-    where = a.get("executor_id") or "its supervisor"
+    where = a.executor_id or "its supervisor"
     error = codes.INTERRUPTED.record(
         f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
-        f"{a.get('host', 'this machine')}, which stopped before the attempt ended. Recover it "
+        f"{a.host or 'this machine'}, which stopped before the attempt ended. Recover it "
         f"with: relay recover {folder.run_id}"
     )
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
@@ -281,20 +282,20 @@ def _settle_lost(folder: RunFolder, a: dict[str, Any], backend: Backend | None) 
     )
     writer.sync()
     writer.close()
-    meta = folder.read_meta()
-    for entry in meta.get("attempts", []):
-        if entry.get("attempt") == attempt:
-            entry.update(
-                ended_at=now_ms(),
-                returncode=None,
-                status="interrupted",
-                executed=executed,
-                reused=reused,
-                lost=True,
-            )
-    meta["status"], meta["error"] = "interrupted", error
-    write_trace(folder, meta)
-    folder.write_meta(meta)
+    record = RunRecord.load(folder)
+    entry = record.attempt_entry(attempt)
+    if entry is not None:
+        entry.end(
+            ended_at=now_ms(),
+            returncode=None,
+            status="interrupted",
+            executed=executed,
+            reused=reused,
+            lost=True,
+        )
+    record.status, record.error = "interrupted", error
+    write_trace(folder, record)
+    record.save(folder)
 
 
 def _child_file(attempt_dir: Path, name: str) -> Path:
@@ -333,9 +334,9 @@ def _tail(path: Path, limit: int = 4000) -> str:
     return data[-limit:].decode("utf-8", errors="replace").strip()
 
 
-def write_trace(folder: RunFolder, meta: dict[str, Any] | None = None) -> None:
+def write_trace(folder: RunFolder, record: RunRecord | None = None) -> None:
     """``relay_trace.json``: attempts, step calls and errors, capped at 2 MiB with a marker."""
-    meta = folder.read_meta() if meta is None else meta
+    record = RunRecord.load(folder) if record is None else record
     calls = [
         {k: v for k, v in e.items() if k != "run_id"}
         for e in read_events(folder.events)
@@ -344,10 +345,10 @@ def write_trace(folder: RunFolder, meta: dict[str, Any] | None = None) -> None:
     trace: dict[str, Any] = {
         "run_id": folder.run_id,
         "relay": folder.relay,
-        "status": meta.get("status"),
-        "attempts": meta.get("attempts", []),
+        "status": record.status,
+        "attempts": [a.to_json() for a in record.attempts],
         "calls": calls,
-        "error": meta.get("error"),
+        "error": record.error,
     }
     if len(_encode(trace)) > TRACE_LIMIT:
         dropped = 0

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from relay_notebook.runner.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.runner.fork import copy_database
 from relay_notebook.settings import ENV_DATABASE_URL
 from relay_notebook.source.flow import build_flow_graph
@@ -321,10 +321,10 @@ def replay_check(
     timeout_s: float = TIMEOUT_S,
 ) -> list[ReplayReport]:
     """Replay the relay's draft (or ``release``) against each run's recorded history."""
-    from relay_notebook.runner.runs import _draft_code, _release_code
+    from relay_notebook.record.bindings import draft_code, release_code
 
     draft = workspace.load_draft(relay)
-    code = _release_code(workspace, relay, release) if release else _draft_code(draft)
+    code = release_code(workspace, relay, release) if release else draft_code(draft)
     source = (code.folder / "relay.py").read_text(encoding="utf-8")
     folders = (
         [find_run(workspace, r) for r in run_ids] if run_ids else _default_runs(workspace, relay)

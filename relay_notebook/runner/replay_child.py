@@ -188,9 +188,9 @@ def main(spec_path: str) -> None:
     from dbos import DBOS
     from dbos._error import DBOSUnexpectedStepError
 
+    from relay_notebook.record.ledger import EventWriter
     from relay_notebook.runner.child import _load_relay
     from relay_notebook.runner.child_runtime import install_runtime
-    from relay_notebook.runner.ledger import EventWriter
 
     sandbox = Path(spec["sandbox"])
     events = EventWriter(sandbox / "events.jsonl", run_id=spec["run_id"], attempt=0)

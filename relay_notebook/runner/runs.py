@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +12,34 @@ from relay_notebook.errors import (
     AccessRevokedError,
     AttemptBudgetError,
     BindingChangedError,
+    CheckpointsLostError,
     DeadlinePassedError,
     InvalidInputError,
     NotDurableError,
-    ReleaseTamperedError,
+    RelayError,
+    RunLockedError,
     RunRejectedError,
 )
+from relay_notebook.record.bindings import (
+    bindings_changed,
+    compute_bindings,
+    current_code,
+    draft_code,
+    release_code,
+)
+from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints
+from relay_notebook.record.folders import RunFolder, allocate_run, find_run
+from relay_notebook.record.ledger import now_ms
+from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
+from relay_notebook.record.run_record import MAX_ATTEMPTS, RunRecord
 from relay_notebook.runner.backend import (
     Backend,
     backend_for_run,
     prepare_database,
     workspace_backend,
 )
-from relay_notebook.runner.bindings import changed_bindings, compute_bindings
 from relay_notebook.runner.checkpoints import guard_checkpoints
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.folders import RunFolder, allocate_run, find_run
-from relay_notebook.runner.ledger import now_ms
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.run_input import check_run_input
@@ -37,10 +47,6 @@ from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_at
 from relay_notebook.workspace import (
     Draft,
     Workspace,
-    content_hash,
-    load_manifest,
-    resolve_release,
-    verify_release,
 )
 from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.vault import VAULT_DIR, Vault
@@ -55,53 +61,8 @@ __all__ = [
     "start_run",
 ]
 
-MAX_ATTEMPTS = 3
 
 DEFAULT_DEADLINE_S = 3600.0
-_TERMINAL = {"succeeded", "failed"}
-
-
-@dataclass(frozen=True)
-class _Code:
-    folder: Path
-    source_hash: str
-    variables: dict[str, str]
-    release: dict[str, Any] | None
-    default_model: str | None = None
-    durable: bool = True
-
-
-def _draft_code(draft: Draft) -> _Code:
-    payload = [(rel, (draft.folder / rel).read_bytes()) for rel in draft.files()]
-    manifest = draft.manifest
-    return _Code(
-        draft.folder,
-        content_hash(payload),
-        dict(manifest.variables),
-        None,
-        manifest.model,
-        manifest.relay_durability == "dbos",
-    )
-
-
-def _release_code(workspace: Workspace, relay: str, ref: str) -> _Code:
-    release = resolve_release(workspace, relay, ref)
-    report = verify_release(release)
-    if not report.ok:
-        raise ReleaseTamperedError(
-            f"Release {release.ref} of {relay} no longer matches its checksum "
-            f"({'; '.join(report.problems)}); it will not run. Publish again with: "
-            f"relay publish {relay}"
-        )
-    manifest = load_manifest(release.folder / "relay.yaml")
-    return _Code(
-        release.folder,
-        release.hash,
-        dict(manifest.variables),
-        {"version": release.version, "hash": release.hash},
-        manifest.model,
-        manifest.relay_durability == "dbos",
-    )
 
 
 def _hidden(workspace: Workspace) -> tuple[Path, ...]:
@@ -111,16 +72,17 @@ def _hidden(workspace: Workspace) -> tuple[Path, ...]:
 
 def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> dict[str, Any]:
     """What the child needs besides the spec basics: for agentworks' Runtime."""
-    if "default_model" in meta:
-        model = meta["default_model"]
+    record = RunRecord.from_json(meta)
+    if record.has_default_model:
+        model = record.default_model
     else:  # a run recorded before the model was kept in run.json
-        model = _current_code(workspace, meta).default_model
+        model = current_code(workspace, record).default_model
     return {
         "workspace": str(workspace.home),
-        "variables": meta.get("variables") or {},
+        "variables": record.variables,
         "default_model": model,
-        "release": meta.get("release"),
-        "durable": meta.get("durable", True),
+        "release": record.release,
+        "durable": record.durable,
     }
 
 
@@ -154,7 +116,7 @@ def create_run(
     run_input = {} if run_input is None else run_input
     check_run_input(run_input)
     _refuse_vault_values(workspace, draft.name, run_input)
-    code = _draft_code(draft) if release is None else _release_code(workspace, draft.name, release)
+    code = draft_code(draft) if release is None else release_code(workspace, draft.name, release)
     if not AccessPolicy(workspace.home).is_granted(draft.name):
         raise AccessRevokedError(
             f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
@@ -218,7 +180,7 @@ def start_run(
 
 def draft_hash(draft: Draft) -> str:
     """The content hash a run of ``draft`` is bound to (its DBOS application version)."""
-    return _draft_code(draft).source_hash
+    return draft_code(draft).source_hash
 
 
 def launch_first_attempt(
@@ -255,9 +217,8 @@ def _launch(
             preflight=preflight, executor_id=executor_id, lifeline=lifeline,
             accept_lost=accept_lost,
         )  # fmt: skip
-    except _AlreadyFinished:
-        finished = _finished(folder, folder.read_meta())
-        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
+    except _Held as held:
+        return _hold(folder, folder.read_meta(), held.decision)
 
 
 def _launch_attempt(
@@ -297,65 +258,86 @@ def _launch_attempt(
     )
 
 
-def _finished(folder: RunFolder, meta: dict[str, Any]) -> RunOutcome:
-    attempts = meta.get("attempts", [])
-    result = None
-    if meta["status"] == "succeeded":
-        result = folder.read_result()
+def _finished(folder: RunFolder, record: RunRecord) -> RunOutcome:
+    result = folder.read_result() if record.status == "succeeded" else None
     return RunOutcome(
-        folder.run_id, folder.relay, meta["status"], len(attempts), result, meta.get("error")
+        folder.run_id, folder.relay, record.status, record.attempts_used, result, record.error
     )
 
 
-def _current_code(workspace: Workspace, meta: dict[str, Any]) -> _Code:
-    if meta.get("release"):
-        return _release_code(workspace, meta["relay"], str(meta["release"]["version"]))
-    return _draft_code(workspace.load_draft(meta["relay"]))
+class _Held(Exception):
+    """Under the run lock the rules held the attempt back (e.g. the vanished supervisor's
+    attempt had finished the run after all)."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.code)
+        self.decision = decision
 
 
-class _AlreadyFinished(Exception):
-    """The attempt a vanished supervisor left behind had finished the run after all."""
+_REFUSALS: dict[str, type[RelayError]] = {
+    cls.code: cls
+    for cls in (
+        RunLockedError,
+        NotDurableError,
+        AttemptBudgetError,
+        DeadlinePassedError,
+        BindingChangedError,
+        CheckpointsLostError,
+    )
+}
+
+
+def _facts(
+    workspace: Workspace,
+    folder: RunFolder,
+    record: RunRecord,
+    *,
+    changed: list[str] | None = None,
+    lost: LostCheckpoints | None = None,
+) -> Facts:
+    blocking = Journal(folder.journal).blocking() if record.attempts else []
+    return Facts(
+        record=record,
+        granted=AccessPolicy(workspace.home).is_granted(folder.relay),
+        now_ms=now_ms(),
+        blocking=[Uncertain(c.key, c.describe()) for c in blocking],
+        changed=changed,
+        lost=lost,
+    )
 
 
 def _preflight(
     workspace: Workspace, folder: RunFolder, backend: Backend, *, accept_lost: bool = False
 ) -> None:
+    """The rules again under the run lock, now with the bindings and the checkpoints."""
     settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
     meta = folder.read_meta()
-    if meta.get("status") in _TERMINAL:
-        raise _AlreadyFinished
-    attempts = len(meta.get("attempts", []))
-    verb = "recover" if attempts else "start"
-    if attempts >= meta.get("max_attempts", MAX_ATTEMPTS):
-        raise AttemptBudgetError(
-            f"Cannot recover run {folder.run_id}: it has used all {attempts} of its process "
-            f"attempts. Start a new run with: relay run {folder.relay}"
-        )
-    if now_ms() > meta["deadline_ms"]:
-        raise DeadlinePassedError(
-            f"Cannot {verb} run {folder.run_id}: its deadline passed (a run keeps its first "
-            f"attempt's deadline). Start a new run with: relay run {folder.relay}"
-        )
-    code = _current_code(workspace, meta)
-    now = compute_bindings(
-        input=meta["input"], variables=code.variables, source_hash=code.source_hash
-    )
-    changes = changed_bindings(meta["bindings"], now)
-    if changes:
-        record_event(folder, attempts, "recovery_rejected", changed=changes)
-        origin = f"release v{meta['release']['version']}" if meta.get("release") else "the draft"
-        raise BindingChangedError(
-            f"Cannot {verb} run {folder.run_id}: {'; '.join(changes)} changed since the run "
-            f"started from {origin}. Restore it, or start a new run with: relay run "
-            f"{folder.relay}"
-        )
-    if attempts:
-        guard_checkpoints(folder, meta, backend, accept=accept_lost)
+    record = RunRecord.from_json(meta)
+    if record.finished:
+        raise _Held(decide(_facts(workspace, folder, record)))
+    changed = bindings_changed(workspace, record)
+    lost = None
+    if record.attempts and not accept_lost:
+        lost = find_lost_checkpoints(folder, meta, backend)
+    decision = decide(_facts(workspace, folder, record, changed=changed, lost=lost))
+    if decision.verdict == "hold":
+        raise _Held(decision)
+    if decision.verdict == "refuse":
+        assert decision.code is not None and decision.message is not None
+        if decision.code == codes.BINDING_CHANGED.code:
+            record_event(folder, record.attempts_used, "recovery_rejected", changed=changed)
+        raise _REFUSALS[decision.code](decision.message)
+    if record.attempts and accept_lost:
+        guard_checkpoints(folder, meta, backend, accept=True)
 
 
-def _held(folder: RunFolder, meta: dict[str, Any], status: str, error: dict[str, Any]) -> RunHandle:
-    """A recovery that does not start: reported with ``status``; no attempt is used."""
+def _hold(folder: RunFolder, meta: dict[str, Any], decision: Decision) -> RunHandle:
+    """A recovery that does not start: a finished run as it was, or held with a status."""
+    if decision.code == "finished":
+        finished = _finished(folder, RunRecord.from_json(meta))
+        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
     attempts = len(meta.get("attempts", []))
+    status, error = str(decision.status), decision.reason
     record_event(folder, attempts, "recovery_held", status=status, error=error)
     outcome = RunOutcome(folder.run_id, folder.relay, status, attempts, None, error)
     return RunHandle(folder, attempts, process=None, on_event=None, finished=outcome)
@@ -398,47 +380,17 @@ def _next_attempt(
     lifeline: bool,
     accept_lost: bool = False,
 ) -> RunHandle:
-    """The checks before any attempt after ``create_run``, then the attempt (see the callers)."""
-    run_id = folder.run_id
-    if meta.get("status") in _TERMINAL:
-        finished = _finished(folder, meta)
-        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
-    first = not meta.get("attempts")
-    if not AccessPolicy(workspace.home).is_granted(folder.relay):
-        what = f"Run {run_id} was denied" if first else f"Recovery of run {run_id} was denied"
-        then = f"then 'relay recover {run_id}'" if first else "then recover again"
-        return _held(
-            folder,
-            meta,
-            "denied",
-            {
-                "code": codes.ACCESS_REVOKED.code,
-                "message": f"{what}: relay {folder.relay}'s access is revoked. Restore it with "
-                f"'relay grant {folder.relay}', {then}.",
-            },
-        )
-    if not first:
-        pending = Journal(folder.ipc / "journal.jsonl").blocking()
-        if pending:
-            calls = "; ".join(f"{p.describe()} (key {p.key})" for p in pending)
-            return _held(
-                folder,
-                meta,
-                "needs_reconciliation",
-                {
-                    "code": codes.NEEDS_RECONCILIATION.code,
-                    "message": f"Run {run_id} waits for reconciliation of an uncertain call: "
-                    f"{calls}. Find out whether it took effect, then run 'relay reconcile "
-                    f"{run_id} --result JSON' or 'relay reconcile {run_id} --retry', and "
-                    f"recover again.",
-                },
-            )
-        if not meta.get("durable", True):
-            raise NotDurableError(
-                f"Cannot recover run {run_id}: relay {folder.relay} runs with relay_durability: "
-                f"none, so nothing was checkpointed. Start a new run with: relay run "
-                f"{folder.relay}"
-            )
+    """The checks before any attempt after ``create_run``, then the attempt (see the callers).
+
+    The rules that need no lock decide here; the attempt re-applies them all under the lock.
+    """
+    record = RunRecord.from_json(meta)
+    first = not record.attempts
+    decision = decide(_facts(workspace, folder, record))
+    if decision.verdict == "hold":
+        return _hold(folder, meta, decision)
+    if decision.code == codes.NOT_DURABLE.code:
+        raise NotDurableError(str(decision.message))
     return _launch(
         workspace,
         folder,
@@ -458,10 +410,10 @@ def record_refusal(workspace: Workspace, run_id: str, exc: RunRejectedError) -> 
     """A queued run the pool refused before its first attempt ends ``rejected`` in run.json
     (a refused recovery leaves the run as it was: it can be recovered once the cause is gone)."""
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
-    if meta.get("status") == "queued" and not meta.get("attempts"):
-        meta["status"], meta["error"] = "rejected", {"code": exc.code, "message": exc.message}
-        folder.write_meta(meta)
+    record = RunRecord.load(folder)
+    if record.status == "queued" and not record.attempts:
+        record.status, record.error = "rejected", {"code": exc.code, "message": exc.message}
+        record.save(folder)
 
 
 def advance_run(

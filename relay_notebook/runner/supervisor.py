@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from relay_notebook.record.folders import RunFolder, write_json_atomic
+from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
 from relay_notebook.runner.confine import attempt_write_rules, confine_command
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
-from relay_notebook.runner.folders import RunFolder, write_json_atomic
-from relay_notebook.runner.ledger import EventWriter, now_ms
 from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome, settle_attempt

@@ -17,6 +17,7 @@ from typing import Any
 from relay_notebook import commands, inputs
 from relay_notebook.errors import InvalidRequestError, RelayError
 from relay_notebook.history import RunLog, overlay_run
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner import RunHandle, find_run
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
 from relay_notebook.settings import Settings
@@ -139,12 +140,12 @@ class RelayService:
 
     def _brief(self, run_id: str) -> dict[str, Any]:
         folder = find_run(self.workspace, run_id)
-        meta = folder.read_meta()
+        record = RunRecord.load(folder)
         return {
             "run_id": run_id,
             "relay": folder.relay,
-            "status": meta.get("status", "pending"),
-            "attempt": len(meta.get("attempts", [])),
+            "status": record.status,
+            "attempt": record.attempts_used,
         }
 
     def _run_exists(self, run_id: str) -> bool:

@@ -19,7 +19,7 @@ from relay_notebook import commands
 from relay_notebook.history import overlay_run
 from relay_notebook.history.run_path import call_key, node_site
 from relay_notebook.magics.runs import RunView
-from relay_notebook.runner.ledger import read_events
+from relay_notebook.record.ledger import read_events
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from relay_notebook.record.folders import allocate_run, find_run
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.confine import attempt_write_rules, verify_confinement
-from relay_notebook.runner.folders import allocate_run, find_run
 from relay_notebook.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

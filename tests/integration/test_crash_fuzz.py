@@ -28,9 +28,9 @@ import pytest
 
 from relay_notebook.errors import RelayError
 from relay_notebook.history import read_run_log
+from relay_notebook.record.folders import RunFolder
+from relay_notebook.record.ledger import read_events
 from relay_notebook.runner import MAX_ATTEMPTS, RunHandle, RunOutcome, start_recovery, start_run
-from relay_notebook.runner.folders import RunFolder
-from relay_notebook.runner.ledger import read_events
 from relay_notebook.workspace import Draft, Workspace
 
 pytestmark = pytest.mark.slow

@@ -22,8 +22,8 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.cli import main
 from relay_notebook.history import list_runs, read_run_log
-from relay_notebook.runner.folders import find_run
-from relay_notebook.runner.ledger import EventWriter, check_events, read_events
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.ledger import EventWriter, check_events, read_events
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
 from tests.relays import relay_source

@@ -58,7 +58,7 @@ def test_private_callables_the_runner_uses_exist_with_their_shape() -> None:
 
 def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
     """DBOS's SQLite schema has the tables and columns the kit reads by SQL
-    (history/steps.py SQL_COLUMNS, runner/checkpoints.py, history/records.py)."""
+    (history/steps.py SQL_COLUMNS, record/checkpoints.py, history/records.py)."""
     url = f"sqlite:///{tmp_path / 'canary.sqlite'}"
     config: DBOSConfig = {"name": "relay-canary", "system_database_url": url}
 

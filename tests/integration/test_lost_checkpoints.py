@@ -17,8 +17,8 @@ from test_runner import CALLS, go, side_effects
 
 from relay_notebook.errors import CheckpointsLostError
 from relay_notebook.history.preview import preview_recovery
+from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
-from relay_notebook.runner.folders import RunFolder, find_run
 from relay_notebook.workspace import Workspace
 from tests.relays import relay_source
 

@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from relay_notebook.record.folders import find_run
 from relay_notebook.runner import start_recovery
-from relay_notebook.runner.folders import find_run
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
 
@@ -39,7 +39,7 @@ SUPERVISOR = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from relay_notebook.runner import start_run
-    from relay_notebook.runner.checkpoints import read_checkpoints
+    from relay_notebook.record.checkpoints import read_checkpoints
     from relay_notebook.workspace import Workspace
 
     ws = Workspace(sys.argv[1], confine=sys.argv[2] == "1")

@@ -15,9 +15,9 @@ from test_runner import go, side_effects
 
 from relay_notebook.errors import DatabaseOwnedError, InvalidDatabaseUrlError, RunLockedError
 from relay_notebook.history import read_run_log
+from relay_notebook.record.folders import find_run
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
-from relay_notebook.runner.folders import find_run
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.runs import create_run
 from relay_notebook.settings import Settings
@@ -151,7 +151,7 @@ def test_reading_while_dbos_creates_its_tables_reads_nothing(five: Any, database
     migrates it fully first, so it is replaced by half of it here) reads as no rows yet."""
     ws, draft, inp = five
     backend = resolve_backend(database_url)
-    from relay_notebook.runner.checkpoints import read_checkpoints, read_workflow_status
+    from relay_notebook.record.checkpoints import read_checkpoints, read_workflow_status
     from relay_notebook.runner.runs import create_run
 
     folder = create_run(ws, draft, run_input=inp, backend=backend)

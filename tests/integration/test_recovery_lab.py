@@ -15,7 +15,7 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.history import read_run_log
 from relay_notebook.lab import LAB_RELAY, Lab, OrderService
-from relay_notebook.runner.ledger import read_events
+from relay_notebook.record.ledger import read_events
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
 

@@ -20,8 +20,8 @@ from relay_notebook.errors import (
     RunLockedError,
 )
 from relay_notebook.history import read_run_log
+from relay_notebook.record.ledger import read_events
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
-from relay_notebook.runner.ledger import read_events
 from relay_notebook.workspace import Manifest, Workspace, freeze_release
 from tests.polling import wait_until
 from tests.relays import relay_source

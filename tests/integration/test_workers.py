@@ -20,9 +20,9 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.cli import main as cli_main
 from relay_notebook.history import read_run_log
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.ledger import read_events
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
-from relay_notebook.runner.folders import find_run
-from relay_notebook.runner.ledger import read_events
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until

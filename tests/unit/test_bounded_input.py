@@ -17,7 +17,7 @@ import pytest
 
 from relay_notebook.cli import main
 from relay_notebook.errors import InvalidInputError, InvalidManifestError
-from relay_notebook.runner.folders import list_run_folders
+from relay_notebook.record.folders import list_run_folders
 from relay_notebook.runner.run_input import MAX_INPUT_BYTES, check_run_input
 from relay_notebook.runner.runs import create_run
 from relay_notebook.workspace import Manifest, Workspace, parse_manifest

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentworks.redact import Redactor
 from relay_notebook.history.files import IMAGE_LIMIT, list_run_files, read_run_file
-from relay_notebook.runner.folders import RunFolder
+from relay_notebook.record.folders import RunFolder
 from relay_notebook.views.files import FilesView
 
 

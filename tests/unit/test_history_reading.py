@@ -16,7 +16,7 @@ from agentworks.redact import Redactor
 from relay_notebook.errors import LedgerCorruptError
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.outputs import PREVIEW_CHARS, output_preview
-from relay_notebook.runner.ledger import EventWriter
+from relay_notebook.record.ledger import EventWriter
 
 
 @dataclasses.dataclass

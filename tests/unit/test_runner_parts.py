@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from relay_notebook.errors import InvalidCrashSpecError, InvalidRunIdError, RunNotFoundError
+from relay_notebook.record.bindings import changed_bindings, compute_bindings
+from relay_notebook.record.folders import allocate_run, parse_run_id
+from relay_notebook.record.ledger import EventWriter, read_events
 from relay_notebook.runner import CrashSpec, find_run, parse_crash_spec
-from relay_notebook.runner.bindings import changed_bindings, compute_bindings
-from relay_notebook.runner.folders import allocate_run, parse_run_id
-from relay_notebook.runner.ledger import EventWriter, read_events
 from relay_notebook.runner.outcome import TRACE_LIMIT, write_trace
 from relay_notebook.workspace import Workspace
 

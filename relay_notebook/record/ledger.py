@@ -7,6 +7,12 @@ an ``O_APPEND`` descriptor: a process killed mid-run loses at most the line it w
 ``os._exit`` and SIGKILL. Sequence numbers increase across attempts. Writers in different
 processes (the child, its supervisor, a refused ``recover`` next door) serialise on a ``flock``
 of the ledger itself and number from what is on disk, so no writer needs the run lock.
+
+The line format is part of the vocabulary: every event starts with the header ``HEADER``, in
+that order, compact (``{"seq":1,"ts":…,"run_id":"invoice-3","attempt":1,"kind":"step_end",…``).
+``encode_event`` is the one encoder and ``decode_event`` the one decoder; a reader that finds
+lines by their bytes (history's ``LedgerScan``) asks ``line_start``, ``run_tag`` and
+``kind_tag`` for the bytes to look for, so the encoder and the search change together.
 """
 
 from __future__ import annotations
@@ -16,19 +22,80 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypedDict
 
 from relay_notebook.workspace.files import write_bytes_atomic
 
 __all__ = [
+    "HEADER",
+    "Event",
+    "EventHeader",
     "EventWriter",
     "check_events",
+    "decode_event",
+    "encode_event",
+    "kind_tag",
+    "line_start",
     "now_ms",
     "read_events",
+    "run_tag",
     "write_json_atomic",
 ]
+
+
+class EventHeader(TypedDict):
+    """The fields every ledger event starts with, in this order."""
+
+    seq: int
+    ts: float
+    run_id: str
+    attempt: int
+    kind: str
+
+
+#: the header's keys in the order every line starts with them
+HEADER: Final = tuple(EventHeader.__annotations__)
+#: one decoded event: the header's keys, then the fields of its kind
+Event = dict[str, Any]
+_COMPACT: Final = (",", ":")
+
+
+def encode_event(header: EventHeader, fields: Mapping[str, Any]) -> str:
+    """One ledger line (without its newline): the header in ``HEADER`` order, then ``fields``."""
+    clash = set(HEADER) & set(fields)
+    if clash:
+        raise ValueError(f"event fields {sorted(clash)} would overwrite the header")
+    event = {key: header[key] for key in HEADER} | dict(fields)  # type: ignore[literal-required]
+    return json.dumps(event, default=repr, separators=_COMPACT)
+
+
+def decode_event(line: bytes | str) -> Event | None:
+    """The event on one ledger line, or ``None`` for a line that is torn or not an event."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def line_start(seq: int) -> bytes:
+    """How the line of event ``seq`` begins."""
+    return b"{" + json.dumps(HEADER[0]).encode() + b":" + str(int(seq)).encode() + b","
+
+
+def run_tag(run_id: str) -> bytes:
+    """The bytes naming ``run_id`` in every line of its ledger."""
+    return json.dumps("run_id").encode() + b":" + json.dumps(run_id).encode() + b","
+
+
+def kind_tag(kind: str, attempt: int | None = None) -> bytes:
+    """The bytes on every line of ``kind`` (of ``attempt``, if given: the two are adjacent)."""
+    tag = json.dumps("kind").encode() + b":" + json.dumps(kind).encode()
+    if attempt is None:
+        return tag
+    return json.dumps("attempt").encode() + b":" + str(int(attempt)).encode() + b"," + tag
 
 
 def now_ms() -> float:
@@ -42,24 +109,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_bytes_atomic(path, text.encode())
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[Event]:
     """Every complete event in ``path`` (missing file → none; a torn last line is skipped)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    events = []
-    for line in data.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+    return [e for line in data.splitlines() if (e := decode_event(line)) is not None]
 
 
-def check_events(events: list[dict[str, Any]], run_id: str, where: Path) -> list[dict[str, Any]]:
+def check_events(events: list[Event], run_id: str, where: Path) -> list[Event]:
     """``events`` if they belong to ``run_id`` with sequence numbers 1, 2, 3...; else raise.
 
     A ledger with a gap or another run's events cannot be trusted to say what happened.
@@ -125,20 +184,16 @@ class EventWriter:
                     size += 1
         self._size = size
 
-    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def emit(self, kind: str, **fields: Any) -> Event:
         """Write one event now; returns it as written."""
         with self._locked():
             self._catch_up()
             self._seq += 1
-            event = {
-                "seq": self._seq,
-                "ts": now_ms(),
-                "run_id": self.run_id,
-                "attempt": self.attempt,
-                "kind": kind,
-                **fields,
-            }
-            text = json.dumps(event, default=repr, separators=(",", ":"))
+            header = EventHeader(
+                seq=self._seq, ts=now_ms(), run_id=self.run_id, attempt=self.attempt, kind=kind
+            )
+            event: Event = {**header, **fields}
+            text = encode_event(header, fields)
             if self.scrub is not None:
                 text = self.scrub(text)
             line = (text + "\n").encode()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from relay_notebook.errors import InvalidRunIdError, RunNotFoundError, RunRecordDamagedError
-from relay_notebook.runner.ledger import write_json_atomic
+from relay_notebook.record.ledger import write_json_atomic
 from relay_notebook.workspace import Workspace, validate_relay_name
 
 __all__ = [

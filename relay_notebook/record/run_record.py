@@ -1,0 +1,220 @@
+"""The run record, ``run.json``: what a run is bound to and how its attempts went.
+
+``RunRecord.load`` is the one reader: it checks the file as ``RunFolder.read_meta`` always has
+(a damaged record raises ``RunRecordDamagedError`` naming the file) and fills what older runs
+did not record (``max_attempts``, ``durable``, ``workflow_id``...) with the values they ran
+with. ``RunRecord.to_json`` is the writer's form: every key read is written back, so a field
+this version does not know survives a rewrite.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from relay_notebook.record.folders import RunFolder
+
+__all__ = ["MAX_ATTEMPTS", "TERMINAL", "AttemptRecord", "RunRecord"]
+
+#: a run's budget of process attempts (run.json's ``max_attempts``; older runs lack it)
+MAX_ATTEMPTS = 3
+#: statuses after which no attempt runs
+TERMINAL = frozenset({"succeeded", "failed"})
+
+
+def _ids(value: Any) -> list[int]:
+    return [i for i in value or () if type(i) is int] if isinstance(value, list) else []
+
+
+@dataclass
+class AttemptRecord:
+    """One entry of ``run.json``'s ``attempts``: one process of the run."""
+
+    attempt: int
+    id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    status: str | None = None
+    returncode: int | None = None
+    host: str | None = None
+    executor_id: str | None = None
+    #: the supervisor's process id (recorded once the child started)
+    pid: int | None = None
+    #: the crash injected into this attempt (``--crash``), as recorded
+    crash: dict[str, Any] | None = None
+    #: its supervisor went away before the attempt ended (settled later)
+    lost: bool = False
+    #: every key as written, including those this version does not model
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AttemptRecord:
+        ended = data.get("ended_at")
+        return cls(
+            attempt=int(data["attempt"]),
+            id=None if data.get("id") is None else str(data["id"]),
+            started_at=data.get("started_at"),
+            ended_at=ended if isinstance(ended, int | float) else None,
+            status=data.get("status"),
+            returncode=data.get("returncode"),
+            host=data.get("host"),
+            executor_id=data.get("executor_id"),
+            pid=data["pid"] if isinstance(data.get("pid"), int) else None,
+            crash=data.get("crash"),
+            lost=data.get("lost") is True,
+            raw=data,
+        )
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.ended_at)
+
+    # read when asked: a run of thousands of steps lists thousands of ids, and a list of runs
+    # needs only their count
+
+    @property
+    def executed(self) -> list[int]:
+        """Function ids whose checkpoints this attempt wrote."""
+        return _ids(self.raw.get("executed"))
+
+    @property
+    def reused(self) -> list[int]:
+        """Function ids whose checkpoints this attempt replayed."""
+        return _ids(self.raw.get("reused"))
+
+    @property
+    def reused_count(self) -> int:
+        """How many checkpoints this attempt replayed (as recorded, without reading them)."""
+        reused = self.raw.get("reused")
+        return len(reused) if isinstance(reused, list) else 0
+
+    def update(self, **fields: Any) -> None:
+        """Set fields of the entry as run.json keeps them (e.g. when the attempt ends)."""
+        self.raw.update(copy.deepcopy(fields))
+        fresh = AttemptRecord.from_json(self.raw)
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    def end(
+        self,
+        *,
+        status: str,
+        returncode: int | None,
+        executed: list[int],
+        reused: list[int],
+        ended_at: float,
+        **more: Any,
+    ) -> None:
+        """Record the end of the attempt (``more``: e.g. ``lost=True``, its confinement)."""
+        self.update(
+            ended_at=ended_at,
+            returncode=returncode,
+            status=status,
+            executed=executed,
+            reused=reused,
+            **more,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(self.raw)
+
+
+@dataclass
+class RunRecord:
+    """One run's ``run.json``, typed."""
+
+    run_id: str
+    relay: str
+    status: str
+    code_dir: str
+    app_version: str
+    bindings: dict[str, str]
+    created_at: float
+    deadline_ms: float
+    input: Any
+    attempts: list[AttemptRecord]
+    workflow_id: str
+    #: ``{"version": N, "hash": H}`` for a run of a release, ``None`` for a draft's
+    release: dict[str, Any] | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+    #: ``None`` is a recorded "no model"; older runs did not record it (``has_default_model``)
+    default_model: str | None = None
+    has_default_model: bool = True
+    max_attempts: int = MAX_ATTEMPTS
+    #: ``False`` for ``relay_durability: none``: nothing is checkpointed
+    durable: bool = True
+    #: ``{"kind": "postgresql", "url": …}`` (no password), ``None`` for the run's SQLite file
+    database: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    fork: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, folder: RunFolder) -> RunRecord:
+        """``folder``'s run.json; ``RunRecordDamagedError`` names the file if it is unusable."""
+        return cls.from_json(folder.read_meta())
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        """A record from run.json's object, already checked by ``RunFolder.read_meta``.
+
+        The record keeps ``data`` (not a copy, so listing many runs stays cheap): a caller that
+        changes the record through ``AttemptRecord.update`` changes ``data`` too.
+        """
+        max_attempts = data.get("max_attempts")
+        return cls(
+            run_id=data["run_id"],
+            relay=data["relay"],
+            status=data["status"],
+            code_dir=data["code_dir"],
+            app_version=data["app_version"],
+            bindings=dict(data["bindings"]),
+            created_at=data["created_at"],
+            deadline_ms=data["deadline_ms"],
+            input=data["input"],
+            attempts=[AttemptRecord.from_json(a) for a in data["attempts"]],
+            workflow_id=str(data.get("workflow_id") or data["run_id"]),
+            release=data.get("release"),
+            variables=dict(data.get("variables") or {}),
+            default_model=data.get("default_model"),
+            has_default_model="default_model" in data,
+            max_attempts=int(max_attempts) if isinstance(max_attempts, int) else MAX_ATTEMPTS,
+            durable=data.get("durable", True) is not False,
+            database=data.get("database") or None,
+            error=data.get("error"),
+            fork=data.get("fork"),
+            raw=data,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """run.json's object: the keys read, with the fields a writer may change set."""
+        data = copy.deepcopy(self.raw)
+        data.update(
+            status=self.status, error=self.error, attempts=[a.to_json() for a in self.attempts]
+        )
+        return data
+
+    def save(self, folder: RunFolder) -> None:
+        """Write the record atomically (a crash leaves the old file or the new one)."""
+        folder.write_meta(self.to_json())
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    def attempt_entry(self, attempt: int) -> AttemptRecord | None:
+        """The entry of attempt number ``attempt``, if recorded."""
+        return next((a for a in self.attempts if a.attempt == attempt), None)
+
+    @property
+    def attempts_used(self) -> int:
+        return len(self.attempts)
+
+    @property
+    def live_attempt(self) -> int | None:
+        """The attempt running now by the record (``running`` and its last attempt not ended)."""
+        if self.status != "running" or not self.attempts or self.attempts[-1].ended:
+            return None
+        return self.attempts[-1].attempt

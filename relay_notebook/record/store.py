@@ -1,0 +1,200 @@
+"""The one read-only opener of a run's DBOS store: its SQLite file or its PostgreSQL rows.
+
+Every reader (history, the supervisor's checkpoint reads, the child before it launches DBOS)
+opens a run's store here. On PostgreSQL a reader sees only the run's DBOS application, in a READ
+ONLY transaction; the rest of this note is about SQLite files.
+
+Design note: in WAL mode even a read-only SQLite connection writes: opening creates ``-wal``
+and ``-shm`` files when they are absent, and a reader records its read mark in ``-shm``. A
+run's history must read the same before and after, and leave nothing the next attempt would
+find. So a database without a WAL (or with an empty one) is opened ``immutable``: SQLite then
+takes no locks and touches no side file. While an attempt is live, the reader opens the files
+in place, because sharing the writer's ``-shm`` is what keeps a reader consistent with it.
+Otherwise (a finished or crashed attempt leaves its WAL behind, since the child ends with
+``os._exit``) the database and its WAL are hard-linked into a private temporary folder, where
+SQLite builds its own index; they are copied when the run folder is on another file system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from relay_notebook.record.backend import Backend, app_name_for_run, backend_for_run, connect
+
+if TYPE_CHECKING:
+    from relay_notebook.record.folders import RunFolder
+
+__all__ = [
+    "PostgresRunReader",
+    "SchemaNotReadyError",
+    "open_database",
+    "open_postgres_run",
+    "open_run_database",
+    "open_store",
+]
+
+_BUSY_TIMEOUT_S = 5.0
+
+
+def _uri(path: Path, **params: str) -> str:
+    query = "&".join(f"{k}={v}" for k, v in {"mode": "ro", **params}.items())
+    return f"file:{quote(str(path))}?{query}"
+
+
+def _wal_size(database: Path) -> int:
+    try:
+        return (database.parent / f"{database.name}-wal").stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+@contextlib.contextmanager
+def open_database(database: Path, *, live: bool) -> Iterator[sqlite3.Connection | None]:
+    """A read-only connection to ``database`` (``None`` before the run created it).
+
+    ``live`` says an attempt may be writing right now; see the module's design note.
+    """
+    if not database.exists():
+        yield None
+        return
+    if live:
+        conn = sqlite3.connect(_uri(database), uri=True, timeout=_BUSY_TIMEOUT_S)
+        try:
+            yield conn
+        finally:
+            conn.close()
+        return
+    if _wal_size(database) == 0:
+        conn = sqlite3.connect(_uri(database, immutable="1"), uri=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="relay-history-") as private:
+        view = Path(private) / "dbos.sqlite"
+        _link_or_copy(database, view)
+        wal = database.parent / f"{database.name}-wal"
+        with contextlib.suppress(FileNotFoundError):  # checkpointed away since: the file has all
+            _link_or_copy(wal, Path(private) / "dbos.sqlite-wal")
+        conn = sqlite3.connect(_uri(view), uri=True, timeout=_BUSY_TIMEOUT_S)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+@contextlib.contextmanager
+def open_store(backend: Backend, database: Path, run_id: str, *, live: bool) -> Iterator[Any]:
+    """A read-only connection to ``run_id``'s DBOS store: ``database`` (SQLite) unless
+    ``backend`` is PostgreSQL (``None`` while there is nothing to read yet)."""
+    if backend.is_postgres:
+        with open_postgres_run(backend, run_id) as reader:
+            yield reader
+        return
+    with open_database(database, live=live) as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def open_run_database(
+    folder: RunFolder, meta: dict[str, Any], *, live: bool, backend: Backend | None = None
+) -> Iterator[Any]:
+    """A read-only connection to ``folder``'s run, wherever its DBOS state lives.
+
+    A PostgreSQL run yields a reader scoped to the run's rows in a READ ONLY transaction;
+    ``backend`` is the reader's database setting (it supplies the password).
+    """
+    backend = backend_for_run(meta, backend)
+    with open_store(backend, folder.database, folder.run_id, live=live) as conn:
+        yield conn
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+
+
+class SchemaNotReadyError(sqlite3.OperationalError):
+    """DBOS's tables are not (all) there yet: read as "nothing recorded yet", like SQLite's."""
+
+
+_TABLE = re.compile(r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs)\b")
+
+
+class _Cursor:
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._cursor.fetchall())
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        row = self._cursor.fetchone()
+        return tuple(row) if row is not None else None
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._cursor)
+
+
+class PostgresRunReader:
+    """One run's DBOS rows in PostgreSQL, queried with the SQL written for its SQLite file.
+
+    ``FROM workflow_status`` / ``FROM operation_outputs`` are rewritten to read only the rows of
+    the run's DBOS application, ``?`` placeholders become psycopg's, and the session is read-only.
+    """
+
+    def __init__(self, conn: Any, run_id: str) -> None:
+        self._conn = conn
+        app = app_name_for_run(run_id)  # [a-z0-9_-] only: safe as a literal
+        mine = f"SELECT * FROM dbos.workflow_status WHERE application_name = '{app}'"
+        self._views = {
+            "workflow_status": f"({mine}) AS workflow_status",
+            "operation_outputs": (
+                "(SELECT o.* FROM dbos.operation_outputs o WHERE o.workflow_uuid IN "
+                f"(SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = "
+                f"'{app}')) AS operation_outputs"
+            ),
+        }
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        import psycopg
+
+        text = _TABLE.sub(lambda m: f"{m[1]} {self._views[m[2]]}", sql).replace("?", "%s")
+        try:
+            return _Cursor(self._conn.execute(text, tuple(params)))
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
+            # DBOS migrates a fresh database table by table while its first child launches
+            raise SchemaNotReadyError(str(exc)) from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@contextlib.contextmanager
+def open_postgres_run(backend: Backend, run_id: str) -> Iterator[PostgresRunReader | None]:
+    """A read-only reader of ``run_id``'s rows (``None`` before DBOS created its schema)."""
+    conn = connect(backend, autocommit=False)
+    try:
+        conn.read_only = True  # every query runs in a READ ONLY transaction
+        exists = conn.execute("SELECT to_regclass('dbos.operation_outputs')").fetchone()[0]
+        if exists is None:
+            yield None
+            return
+        yield PostgresRunReader(conn, run_id)
+    finally:
+        conn.close()
