@@ -7,6 +7,7 @@ Python traceback is never shown (set RELAY_DEBUG=1 to see one for an internal er
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -588,6 +589,8 @@ def _main(argv: Sequence[str] | None) -> int:
         args = build_parser().parse_args(argv)
         # the one place the CLI reads its settings: flags first, then the environment
         settings = Settings.from_environment(home=args.home, database_url=args.database_url)
+        if args.command != "worker":  # one attempt per process: a warm parent would come too late
+            settings = dataclasses.replace(settings, warm_start=False)
         ws = settings.workspace()
         args.backend = settings.backend()
         return _COMMANDS[args.command](ws, args)

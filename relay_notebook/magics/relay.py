@@ -83,6 +83,11 @@ class RelayMagics(Magics):
         "unless RELAY_CONFINE=0.",
     ).tag(config=True)
 
+    warm_start = Bool(
+        help="Fork each attempt's child from a warm parent that has DBOS imported (confined with "
+        "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
+    ).tag(config=True)
+
     # what is not configured comes from the environment, read here (the boundary) once
     @default("home")
     def _home_from_environment(self) -> str | None:
@@ -96,6 +101,10 @@ class RelayMagics(Magics):
     def _confine_from_environment(self) -> bool:
         return Settings.from_environment().confine
 
+    @default("warm_start")
+    def _warm_start_from_environment(self) -> bool:
+        return Settings.from_environment().warm_start
+
     def __init__(self, shell: Any, home: str | None = None) -> None:
         super().__init__(shell)
         if home is not None:
@@ -108,9 +117,14 @@ class RelayMagics(Magics):
     @property
     def settings(self) -> Settings:
         """The magics' settings as they are now (traitlets, resolved once when loaded)."""
-        return Settings(home=self.home, database_url=self.database_url, confine=self.confine)
+        return Settings(
+            home=self.home,
+            database_url=self.database_url,
+            confine=self.confine,
+            warm_start=self.warm_start,
+        )
 
-    @observe("home", "database_url", "confine")
+    @observe("home", "database_url", "confine", "warm_start")
     def _settings_changed(self, change: Any) -> None:
         """``%config RelayMagics.home = ...``: later magics (and views' buttons) use it."""
         try:

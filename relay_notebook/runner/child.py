@@ -215,7 +215,7 @@ async def _run_attempt(
 
         tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, Path(spec["code_dir"]))
         message = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        if isinstance(exc, OSError) and _denied_by_confinement(spec, exc):
             message += (
                 f". A relay writes only inside its run folder's execution area "
                 f"({Path(spec['run_dir']) / 'execution'}); use agentworks.run_dir or a "
@@ -227,6 +227,14 @@ async def _run_attempt(
 
         await close_pools()
     return _finish_result(spec, result)
+
+
+def _denied_by_confinement(spec: dict[str, Any], exc: OSError) -> bool:
+    """Whether ``exc`` is a write the confinement refused (bwrap: read-only; Landlock: EACCES)."""
+    if exc.errno == errno.EROFS:
+        return True
+    landlocked = (spec.get("confinement") or {}).get("mechanism") == "landlock"
+    return landlocked and exc.errno == errno.EACCES
 
 
 def _attempt_events(events: EventWriter) -> list[dict[str, Any]]:

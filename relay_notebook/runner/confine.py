@@ -43,6 +43,7 @@ __all__ = [
     "WriteRules",
     "attempt_write_rules",
     "confine_command",
+    "landlock_confinement",
     "verify_confinement",
 ]
 
@@ -191,7 +192,14 @@ def confine_command(
         "--chdir", str(rules.cwd),
         "--die-with-parent",
     ]  # fmt: skip
-    return [*cmd, "--", *argv], Confinement("bwrap", check=rules.check())
+    return [*cmd, "--", *argv], Confinement("bwrap", check={**rules.check(), "mechanism": "bwrap"})
+
+
+def landlock_confinement(rules: WriteRules, abi: int) -> Confinement:
+    """How a child forked by the warm parent is confined: Landlock ABI ``abi``, under
+    ``rules``, in its own PID and mount namespaces (see ``runner.warm_parent``)."""
+    rules.tmp_dir.mkdir(parents=True, exist_ok=True)
+    return Confinement("landlock", check={**rules.check(), "mechanism": "landlock", "abi": abi})
 
 
 def _capabilities() -> int | None:
@@ -240,9 +248,12 @@ def verify_confinement(check: dict[str, Any]) -> dict[str, Any]:
     if pid_ns is None or pid_ns == check.get("host_pid_ns"):
         problems.append("the child shares the supervisor's PID namespace")
     user_ns = _namespace("user")
+    mechanism = check.get("mechanism", "bwrap")
+    extra = {"landlock_abi": check.get("abi")} if mechanism == "landlock" else {}
     return {
+        **extra,
         "confined": not problems,
-        "mechanism": "bwrap",
+        "mechanism": mechanism,
         "reason": "; ".join(problems) or None,
         "capabilities": caps,
         "pid_namespace": pid_ns != check.get("host_pid_ns"),
