@@ -210,7 +210,8 @@ class RelayMagics(Magics):
         ``%relay grant NAME``, ``%relay revoke NAME``, ``%relay reconcile RUN --result JSON |
         --retry``, ``%relay vault set NAME``, ``%relay lab``, ``%relay relays``, ``%relay delete
         NAME|RUN [--force]``, ``%relay preview RUN``, ``%relay steps RUN [-o VAR]``, ``%relay
-        attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``.
+        attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``, ``%relay
+        doctor`` (which start and confinement runs get, and why).
         ``%relay -h`` lists them.
 
         Example::
@@ -402,6 +403,15 @@ class RelayMagics(Magics):
     def _do_verify(self, args: Any) -> None:
         reports = commands.verify(self.workspace, args.name, args.release)
         print("\n".join(surfaces.verify_lines(reports, "notebook")))
+
+    def _do_doctor(self, args: Any) -> Any:
+        from relay_notebook.runner.doctor import start_report
+
+        report = start_report(confine=self.confine, warm_start=self.warm_start)
+        if args.json:
+            return report.to_dict()
+        print("\n".join(report.lines()))
+        return None
 
     def _do_grant(self, args: Any) -> None:
         commands.grant(self.workspace, args.name)

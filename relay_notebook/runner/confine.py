@@ -42,6 +42,7 @@ __all__ = [
     "UnconfinedWarning",
     "WriteRules",
     "attempt_write_rules",
+    "bubblewrap_problem",
     "confine_command",
     "landlock_confinement",
     "verify_confinement",
@@ -148,6 +149,16 @@ def _bwrap_flags(bwrap: str) -> tuple[str, ...] | None:
             continue
         if done.returncode == 0:
             return flags
+    return None
+
+
+def bubblewrap_problem() -> str | None:
+    """Why spawned children cannot run under bubblewrap here (``None``: they can)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed; install it with: apt-get install bubblewrap"
+    if _bwrap_flags(bwrap) is None:
+        return "bubblewrap cannot create a PID namespace here"
     return None
 
 
