@@ -70,6 +70,8 @@ class ForkedProcess:
     def __init__(self, status: socket.socket, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        #: CPU seconds of the attempt's processes (known once it ended, from the warm parent)
+        self.cpu: float | None = None
         self._status = status
         self._lock = threading.Lock()
         try:
@@ -104,7 +106,9 @@ class ForkedProcess:
                 return None
             data = self._status.recv(4096)
             if data:
-                self.returncode = int(json.loads(data)["returncode"])
+                end = json.loads(data)
+                self.returncode = int(end["returncode"])
+                self.cpu = float(end["cpu"])
             else:
                 self.returncode = self._lost()
             self._status.close()

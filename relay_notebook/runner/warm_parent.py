@@ -180,11 +180,13 @@ def main(control_fd: int) -> None:
                 pid, status = waiting.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
-                _, code = os.waitpid(pid, 0)
+                _, code, usage = os.wait4(pid, 0)
+                end = {
+                    "returncode": os.waitstatus_to_exitcode(code),
+                    "cpu": usage.ru_utime + usage.ru_stime,  # with the processes it waited for
+                }
                 with contextlib.suppress(OSError):
-                    status.send(
-                        json.dumps({"returncode": os.waitstatus_to_exitcode(code)}).encode()
-                    )
+                    status.send(json.dumps(end).encode())
                 status.close()
     control.close()
 
