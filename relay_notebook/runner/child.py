@@ -25,13 +25,13 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.leave import leave, lost
 from relay_notebook.runner.ledger import EventWriter, write_json_atomic
 
 RESULT_LIMIT = 128 * 1024
-CRASH_EXIT_CODE_LOST = 75  # the supervisor went away (lifeline closed)
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 _FAST_POLL_SEC = 0.01
 
@@ -366,9 +366,7 @@ def _hold_child_lock(
     from relay_notebook.runner.backend import Backend
     from relay_notebook.runner.locks import hold_child_lock
 
-    _CHILD_LOCK = hold_child_lock(
-        Backend(database_url), spec["run_id"], on_lost=lambda: os._exit(CRASH_EXIT_CODE_LOST)
-    )
+    _CHILD_LOCK = hold_child_lock(Backend(database_url), spec["run_id"], on_lost=lost)
     if _CHILD_LOCK is None:
         _finish(
             events,
@@ -397,20 +395,16 @@ def _watch_lifeline(fd: int) -> None:
         with contextlib.suppress(OSError):
             while os.read(fd, 1):
                 pass
-        os._exit(CRASH_EXIT_CODE_LOST)
+        lost()
 
     threading.Thread(target=watch, name="relay-lifeline", daemon=True).start()
 
 
-def _finish(events: EventWriter, outcome_path: Path, runtime: Any, outcome: dict[str, Any]) -> None:
-    """Record the attempt's outcome and leave the process (skipping DBOS's slow destroy)."""
-    outcome = json.loads(runtime.redactor.scrub(json.dumps(outcome)))
-    events.emit("attempt_outcome", status=outcome["status"], error=outcome.get("error"))
-    events.sync()
-    write_json_atomic(outcome_path, outcome)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+def _finish(
+    events: EventWriter, outcome_path: Path, runtime: Any, outcome: dict[str, Any]
+) -> NoReturn:
+    """Record the attempt's outcome and leave the process (see ``runner.leave``)."""
+    leave(events, outcome_path, outcome, runtime.redactor.scrub)
 
 
 def _is_legacy(entry: Any) -> bool:
