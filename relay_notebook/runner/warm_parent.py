@@ -51,9 +51,9 @@ _PRELOAD = (
     "sqlalchemy.dialects.postgresql.psycopg",
     "sqlite3",
     "yaml",
+    # not agentworks.mcp, .agent, .tools, .vault: a loaded submodule would shadow the call of
+    # the same name that ``from agentworks import mcp`` must find (agentworks loads it lazily)
     "agentworks",
-    "agentworks.mcp",
-    "agentworks.legacy",
     "agentworks.platform",
     "relay_notebook.runner.child",
     "relay_notebook.runner.child_runtime",
