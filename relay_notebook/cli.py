@@ -7,6 +7,7 @@ Python traceback is never shown (set RELAY_DEBUG=1 to see one for an internal er
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -190,6 +191,10 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
             help="how long the pool waits after a worker's last heartbeat before recovering "
             "its runs elsewhere (default 15)",
         )
+    p = sub.add_parser(
+        "doctor", help="which start (warm or spawned) and confinement runs get here, and why"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON object")
     p = sub.add_parser("workers", help="list the worker pool's leases")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     return parser
@@ -440,6 +445,17 @@ def _cmd_worker(ws: Workspace, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_doctor(ws: Workspace, args: argparse.Namespace) -> int:
+    from relay_notebook.runner.doctor import start_report
+
+    report = start_report(confine=ws.confine, warm_start=args.warm_start, one_attempt=True)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
 def _cmd_workers(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.workers(args.backend)
     if args.json:
@@ -600,6 +616,7 @@ _COMMANDS = {
     "vault": _cmd_vault,
     "worker": _cmd_worker,
     "workers": _cmd_workers,
+    "doctor": _cmd_doctor,
     **time_travel.cli_commands(_report_outcome, _wait, _progress),
     **crash_each.cli_commands(),
 }
@@ -615,6 +632,9 @@ def _main(argv: Sequence[str] | None) -> int:
         args = build_parser().parse_args(argv)
         # the one place the CLI reads its settings: flags first, then the environment
         settings = Settings.from_environment(home=args.home, database_url=args.database_url)
+        args.warm_start = settings.warm_start
+        if args.command != "worker":  # one attempt per process: a warm parent would come too late
+            settings = dataclasses.replace(settings, warm_start=False)
         ws = settings.workspace()
         args.backend = settings.backend()
         return _COMMANDS[args.command](ws, args)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from relay_notebook.runner.warm import restart_warm_parent
+from relay_notebook.settings import Settings
 from relay_notebook.testing import PostgresServer, postgres_server
 from relay_notebook.workspace import Workspace
 from tests.relays import relay_source
@@ -23,10 +25,34 @@ def _sqlite_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RELAY_DATABASE_URL")
 
 
+@pytest.fixture(scope="session")
+def warm_start() -> bool:
+    """Whether runs fork from a warm parent (``RELAY_WARM_START=0`` runs the suite without);
+    when on, this process's warm parent is started first, so every attempt is forked."""
+    enabled = Settings.from_environment().warm_start
+    if enabled:
+        assert restart_warm_parent().wait_ready(120), "the warm parent did not start"
+    return enabled
+
+
 @pytest.fixture
-def workspace(tmp_path: Path) -> Workspace:
+def workspace(tmp_path: Path, warm_start: bool) -> Workspace:
     """An empty workspace in a fresh temporary folder."""
-    return Workspace(tmp_path / "relays")
+    return Workspace(tmp_path / "relays", warm_start=warm_start)
+
+
+@pytest.fixture(params=["landlock", "bwrap"])
+def confined(request: pytest.FixtureRequest, workspace: Workspace) -> tuple[str, Workspace]:
+    """The workspace, with its attempts confined by Landlock (forked) or bubblewrap (spawned)."""
+    if request.param == "bwrap":
+        if shutil.which("bwrap") is None:
+            pytest.skip("bubblewrap not installed")
+        return "bwrap", Workspace(workspace.home, warm_start=False)
+    parent = restart_warm_parent()
+    assert parent.wait_ready(120), "the warm parent did not start"
+    if not parent.can_confine():
+        pytest.skip(f"no Landlock or namespaces here: {parent.info}")
+    return "landlock", Workspace(workspace.home, warm_start=True)
 
 
 @pytest.fixture

@@ -88,6 +88,11 @@ class RelayMagics(Magics):
         "unless RELAY_CONFINE=0.",
     ).tag(config=True)
 
+    warm_start = Bool(
+        help="Fork each attempt's child from a warm parent that has DBOS imported (confined with "
+        "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
+    ).tag(config=True)
+
     # what is not configured comes from the environment, read here (the boundary) once
     @default("home")
     def _home_from_environment(self) -> str | None:
@@ -101,6 +106,10 @@ class RelayMagics(Magics):
     def _confine_from_environment(self) -> bool:
         return Settings.from_environment().confine
 
+    @default("warm_start")
+    def _warm_start_from_environment(self) -> bool:
+        return Settings.from_environment().warm_start
+
     def __init__(self, shell: Any, home: str | None = None) -> None:
         super().__init__(shell)
         if home is not None:
@@ -113,9 +122,14 @@ class RelayMagics(Magics):
     @property
     def settings(self) -> Settings:
         """The magics' settings as they are now (traitlets, resolved once when loaded)."""
-        return Settings(home=self.home, database_url=self.database_url, confine=self.confine)
+        return Settings(
+            home=self.home,
+            database_url=self.database_url,
+            confine=self.confine,
+            warm_start=self.warm_start,
+        )
 
-    @observe("home", "database_url", "confine")
+    @observe("home", "database_url", "confine", "warm_start")
     def _settings_changed(self, change: Any) -> None:
         """``%config RelayMagics.home = ...``: later magics (and views' buttons) use it."""
         try:
@@ -201,7 +215,8 @@ class RelayMagics(Magics):
         ``%relay grant NAME``, ``%relay revoke NAME``, ``%relay reconcile RUN --result JSON |
         --retry``, ``%relay vault set NAME``, ``%relay lab``, ``%relay relays``, ``%relay delete
         NAME|RUN [--force]``, ``%relay preview RUN``, ``%relay steps RUN [-o VAR]``, ``%relay
-        attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``.
+        attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``, ``%relay
+        doctor`` (which start and confinement runs get, and why).
         ``%relay -h`` lists them.
 
         Example::
@@ -410,6 +425,15 @@ class RelayMagics(Magics):
     def _do_verify(self, args: Any) -> None:
         reports = commands.verify(self.workspace, args.name, args.release)
         print("\n".join(surfaces.verify_lines(reports, "notebook")))
+
+    def _do_doctor(self, args: Any) -> Any:
+        from relay_notebook.runner.doctor import start_report
+
+        report = start_report(confine=self.confine, warm_start=self.warm_start)
+        if args.json:
+            return report.to_dict()
+        print("\n".join(report.lines()))
+        return None
 
     def _do_grant(self, args: Any) -> None:
         commands.grant(self.workspace, args.name)

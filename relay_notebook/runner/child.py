@@ -25,15 +25,15 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from relay_notebook import codes
 from relay_notebook.codes import Code
 from relay_notebook.record.ledger import EventWriter, write_json_atomic
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.leave import leave, lost
 
 RESULT_LIMIT = 128 * 1024
-CRASH_EXIT_CODE_LOST = 75  # the supervisor went away (lifeline closed)
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 _FAST_POLL_SEC = 0.01
 
@@ -207,7 +207,7 @@ async def _run_attempt(
 
         tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, Path(spec["code_dir"]))
         message = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        if isinstance(exc, OSError) and _denied_by_confinement(spec, exc):
             message += (
                 f". A relay writes only inside its run folder's execution area "
                 f"({Path(spec['run_dir']) / 'execution'}); use agentworks.run_dir or a "
@@ -219,6 +219,14 @@ async def _run_attempt(
 
         await close_pools()
     return _finish_result(spec, result)
+
+
+def _denied_by_confinement(spec: dict[str, Any], exc: OSError) -> bool:
+    """Whether ``exc`` is a write the confinement refused (bwrap: read-only; Landlock: EACCES)."""
+    if exc.errno == errno.EROFS:
+        return True
+    landlocked = (spec.get("confinement") or {}).get("mechanism") == "landlock"
+    return landlocked and exc.errno == errno.EACCES
 
 
 def _attempt_events(events: EventWriter) -> list[dict[str, Any]]:
@@ -350,9 +358,7 @@ def _hold_child_lock(
     from relay_notebook.runner.backend import Backend
     from relay_notebook.runner.locks import hold_child_lock
 
-    _CHILD_LOCK = hold_child_lock(
-        Backend(database_url), spec["run_id"], on_lost=lambda: os._exit(CRASH_EXIT_CODE_LOST)
-    )
+    _CHILD_LOCK = hold_child_lock(Backend(database_url), spec["run_id"], on_lost=lost)
     if _CHILD_LOCK is None:
         _finish(
             events,
@@ -381,20 +387,16 @@ def _watch_lifeline(fd: int) -> None:
         with contextlib.suppress(OSError):
             while os.read(fd, 1):
                 pass
-        os._exit(CRASH_EXIT_CODE_LOST)
+        lost()
 
     threading.Thread(target=watch, name="relay-lifeline", daemon=True).start()
 
 
-def _finish(events: EventWriter, outcome_path: Path, runtime: Any, outcome: dict[str, Any]) -> None:
-    """Record the attempt's outcome and leave the process (skipping DBOS's slow destroy)."""
-    outcome = json.loads(runtime.redactor.scrub(json.dumps(outcome)))
-    events.emit("attempt_outcome", status=outcome["status"], error=outcome.get("error"))
-    events.sync()
-    write_json_atomic(outcome_path, outcome)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+def _finish(
+    events: EventWriter, outcome_path: Path, runtime: Any, outcome: dict[str, Any]
+) -> NoReturn:
+    """Record the attempt's outcome and leave the process (see ``runner.leave``)."""
+    leave(events, outcome_path, outcome, runtime.redactor.scrub)
 
 
 def _is_legacy(entry: Any) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -20,9 +19,10 @@ from typing import Any, NoReturn, TextIO
 from agentworks import _runtime
 from agentworks.redact import Redactor
 from relay_notebook import codes
-from relay_notebook.record.ledger import EventWriter, write_json_atomic
+from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.rules import access_revoked_message
-from relay_notebook.runner.crash import CRASH_EXIT_CODE
+from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.leave import crash_point, leave
 from relay_notebook.workspace.access import AccessPolicy
 
 __all__ = ["install_runtime", "read_private", "read_secrets"]
@@ -76,12 +76,7 @@ def install_runtime(
     release = spec.get("release")
 
     def stop(status: str, error: dict[str, Any]) -> NoReturn:
-        events.emit("attempt_outcome", status=status, error=error)
-        events.sync()
-        write_json_atomic(outcome_path, {"status": status, "error": error})
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        leave(events, outcome_path, {"status": status, "error": error})
 
     def authorize(what: str) -> None:
         if not AccessPolicy(workspace).is_granted(relay):
@@ -103,14 +98,10 @@ def install_runtime(
                     ),
                 )
 
-    crash = spec.get("crash")
+    crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
 
-    def crash_point(label: str, occurrence: int, when: str) -> None:
-        wanted = crash and (crash["step"], crash["when"], crash["occurrence"])
-        if wanted == (label, when, occurrence):
-            events.emit("crash_injected", step=label, occurrence=occurrence, when=when)
-            events.sync()
-            os._exit(CRASH_EXIT_CODE)
+    def platform_crash_point(label: str, occurrence: int, when: str) -> None:
+        crash_point(events, crash, (label,), occurrence, when)
 
     runtime = _runtime.Runtime(
         run_id=spec["run_id"],
@@ -125,7 +116,7 @@ def install_runtime(
         emit=events.emit,
         authorize=authorize,
         stop=stop,
-        crash_point=crash_point,
+        crash_point=platform_crash_point,
         durable=bool(spec.get("durable", True)),
         entry=str(spec.get("entry") or "relay.py"),
     )

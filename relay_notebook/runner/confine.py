@@ -42,7 +42,9 @@ __all__ = [
     "UnconfinedWarning",
     "WriteRules",
     "attempt_write_rules",
+    "bubblewrap_problem",
     "confine_command",
+    "landlock_confinement",
     "verify_confinement",
 ]
 
@@ -150,6 +152,16 @@ def _bwrap_flags(bwrap: str) -> tuple[str, ...] | None:
     return None
 
 
+def bubblewrap_problem() -> str | None:
+    """Why spawned children cannot run under bubblewrap here (``None``: they can)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed; install it with: apt-get install bubblewrap"
+    if _bwrap_flags(bwrap) is None:
+        return "bubblewrap cannot create a PID namespace here"
+    return None
+
+
 def _unconfined(reason: str, hint: str) -> Confinement:
     global _warned
     if not _warned:
@@ -191,7 +203,14 @@ def confine_command(
         "--chdir", str(rules.cwd),
         "--die-with-parent",
     ]  # fmt: skip
-    return [*cmd, "--", *argv], Confinement("bwrap", check=rules.check())
+    return [*cmd, "--", *argv], Confinement("bwrap", check={**rules.check(), "mechanism": "bwrap"})
+
+
+def landlock_confinement(rules: WriteRules, abi: int) -> Confinement:
+    """How a child forked by the warm parent is confined: Landlock ABI ``abi``, under
+    ``rules``, in its own PID and mount namespaces (see ``runner.warm_parent``)."""
+    rules.tmp_dir.mkdir(parents=True, exist_ok=True)
+    return Confinement("landlock", check={**rules.check(), "mechanism": "landlock", "abi": abi})
 
 
 def _capabilities() -> int | None:
@@ -240,9 +259,12 @@ def verify_confinement(check: dict[str, Any]) -> dict[str, Any]:
     if pid_ns is None or pid_ns == check.get("host_pid_ns"):
         problems.append("the child shares the supervisor's PID namespace")
     user_ns = _namespace("user")
+    mechanism = check.get("mechanism", "bwrap")
+    extra = {"landlock_abi": check.get("abi")} if mechanism == "landlock" else {}
     return {
+        **extra,
         "confined": not problems,
-        "mechanism": "bwrap",
+        "mechanism": mechanism,
         "reason": "; ".join(problems) or None,
         "capabilities": caps,
         "pid_namespace": pid_ns != check.get("host_pid_ns"),

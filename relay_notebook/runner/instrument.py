@@ -32,8 +32,9 @@ from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.ledger import EventWriter
-from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
+from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.guards import withheld
+from relay_notebook.runner.leave import crash_point
 
 __all__ = ["Instrumentation", "user_traceback"]
 
@@ -113,14 +114,7 @@ class Instrumentation:
     # -- crash points -------------------------------------------------------------------------
 
     def _crash_now(self, call: _Call, when: str) -> None:
-        spec = self.crash
-        if spec is None or spec.when != when or spec.occurrence != call.occurrence:
-            return
-        if spec.step not in (call.name, call.function):
-            return
-        self.events.emit("crash_injected", step=call.name, occurrence=call.occurrence, when=when)
-        self.events.sync()
-        os._exit(CRASH_EXIT_CODE)
+        crash_point(self.events, self.crash, (call.name, call.function), call.occurrence, when)
 
     # -- steps --------------------------------------------------------------------------------
 

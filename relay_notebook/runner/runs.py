@@ -255,6 +255,7 @@ def _launch_attempt(
         executor_id=executor_id,
         lifeline=lifeline,
         confine=workspace.confine,
+        warm_start=workspace.warm_start,
     )
 
 

@@ -32,16 +32,25 @@ from typing import Any
 from relay_notebook.record.folders import RunFolder, write_json_atomic
 from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
-from relay_notebook.runner.confine import attempt_write_rules, confine_command
+from relay_notebook.runner.confine import (
+    TURNED_OFF,
+    Confinement,
+    WriteRules,
+    attempt_write_rules,
+    confine_command,
+    landlock_confinement,
+)
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome, settle_attempt
+from relay_notebook.runner.warm import ForkedProcess, WarmParent, restart_warm_parent, warm_parent
 
 __all__ = ["EventCallback", "RunHandle", "launch_attempt"]
 
 CHILD_MODULE = "relay_notebook.runner.child"
 EventCallback = Callable[[dict[str, Any]], None]
+AttemptProcess = subprocess.Popen[bytes] | ForkedProcess
 
 
 class RunHandle:
@@ -52,7 +61,7 @@ class RunHandle:
         folder: RunFolder,
         attempt: int,
         *,
-        process: subprocess.Popen[bytes] | None,
+        process: AttemptProcess | None,
         on_event: EventCallback | None,
         finished: RunOutcome | None = None,
     ) -> None:
@@ -122,7 +131,11 @@ class RunHandle:
 
     def _read(self, pipe_r: int | None, lock: RunLock, ctx: dict[str, Any]) -> None:
         try:
-            report = _read_report(ctx["report_fd"]) if ctx.get("report_fd") is not None else None
+            report = (
+                _read_report(ctx["report_fd"], ctx["mechanism"])
+                if ctx.get("report_fd") is not None
+                else None
+            )
             if pipe_r is not None:
                 self._forward(pipe_r)
             assert self.process is not None
@@ -173,7 +186,7 @@ class RunHandle:
         self.cancel(grace=2.0)
 
 
-def _read_report(fd: int) -> dict[str, Any]:
+def _read_report(fd: int, mechanism: str) -> dict[str, Any]:
     """The child's confinement check, sent before the relay was imported (see runner.confine)."""
     # one line: bwrap keeps a copy of the pipe open, and only the child's first line counts
     with os.fdopen(fd, "rb") as stream:
@@ -184,7 +197,7 @@ def _read_report(fd: int) -> dict[str, Any]:
         report = None
     if not isinstance(report, dict) or not isinstance(report.get("confined"), bool):
         why = "the child ended before reporting its confinement check"
-        return {"confined": False, "mechanism": "bwrap", "reason": why}
+        return {"confined": False, "mechanism": mechanism, "reason": why}
     return report
 
 
@@ -221,9 +234,73 @@ def _wait_for_group(pgid: int, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
-def _child_environment() -> dict[str, str]:
-    """Our environment minus the database URL: its password reaches the child by pipe only."""
-    return {k: v for k, v in os.environ.items() if k != ENV_VAR}
+def _warm_next(_: RunOutcome) -> None:
+    restart_warm_parent()
+
+
+def _spawn(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    logs: AttemptLogs,
+    fds: tuple[int, ...],
+    private: dict[str, Any],
+) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=logs.stdout,
+        stderr=logs.stderr,
+        pass_fds=fds,
+        start_new_session=True,
+        env=env,
+    )
+    # secrets (and the database password) travel through a pipe: never a file
+    assert process.stdin is not None
+    try:
+        process.stdin.write(json.dumps(private).encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass  # the child died at once; the reader thread reports it
+    return process
+
+
+def _fileno(stream: Any) -> int:
+    return stream if isinstance(stream, int) else int(stream.fileno())
+
+
+def _fork(
+    parent: WarmParent,
+    *,
+    spec_path: Path,
+    rules: WriteRules,
+    env: dict[str, str],
+    confined: bool,
+    logs: AttemptLogs,
+    fds: tuple[int, ...],
+    private: dict[str, Any],
+) -> ForkedProcess:
+    """The attempt forked by the warm parent, with the same descriptors a spawned one gets."""
+    request: dict[str, Any] = {
+        "spec": str(spec_path), "cwd": str(rules.cwd), "env": env, "targets": list(fds),
+        "confine": None,
+    }  # fmt: skip
+    if confined:
+        request["env"] = {**env, "TMPDIR": str(rules.tmp_dir)}
+        request["confine"] = {
+            "writable": [str(p) for p in rules.writable],
+            "hidden": [str(p) for p in rules.hidden],
+            "abi": int(parent.info["landlock"]),
+        }
+    stdin_r, stdin_w = os.pipe()
+    try:
+        process = parent.fork(request, [stdin_r, _fileno(logs.stdout), _fileno(logs.stderr), *fds])
+    finally:
+        os.close(stdin_r)
+    with contextlib.suppress(BrokenPipeError), os.fdopen(stdin_w, "wb") as stdin:
+        stdin.write(json.dumps(private).encode())
+    return process
 
 
 def launch_attempt(
@@ -244,6 +321,7 @@ def launch_attempt(
     executor_id: str = "relay-local",
     lifeline: bool = False,
     confine: bool = True,
+    warm_start: bool = True,
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child.
 
@@ -251,7 +329,9 @@ def launch_attempt(
 
     ``lifeline`` ties the child to this process: it exits when the supervisor is gone (a
     worker that dies must not leave attempts running that nobody settles). ``confine=False``
-    starts the child without bubblewrap (the workspace's setting; the attempt records it).
+    starts the child unconfined (the workspace's setting; the attempt records it).
+    ``warm_start`` forks the child from this process's warm parent when one is ready (see
+    ``runner.warm``), confined with Landlock; otherwise it is spawned, under bubblewrap.
     """
     backend = backend or Backend(None)
     lock = take_run_lock(folder, backend)
@@ -265,11 +345,22 @@ def launch_attempt(
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
         rules = attempt_write_rules(folder, attempt_dir, hidden)
-        argv, confinement = confine_command(
-            [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
-            rules,
-            enabled=confine,
-        )
+        parent = warm_parent() if warm_start else None
+        if parent is not None and confine and not parent.can_confine():
+            parent = None  # no Landlock or namespaces here: bubblewrap, spawned, as before
+        if parent is not None:
+            argv: list[str] = []
+            confinement = (
+                landlock_confinement(rules, int(parent.info["landlock"]))
+                if confine
+                else Confinement(None, TURNED_OFF)
+            )
+        else:
+            argv, confinement = confine_command(
+                [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
+                rules,
+                enabled=confine,
+            )
         # live events go through a pipe only when someone listens (it costs per step)
         pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
         if lifeline:
@@ -317,32 +408,35 @@ def launch_attempt(
         folder.write_meta(meta)
         child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
         logs = AttemptLogs(attempt_dir, secrets)  # scrubbed of vault values: see log_scrubber
-        try:
-            process = subprocess.Popen(
-                argv,
-                cwd=rules.cwd,
-                stdin=subprocess.PIPE,
-                stdout=logs.stdout,
-                stderr=logs.stderr,
-                pass_fds=lock.pass_fds + child_fds,
-                start_new_session=True,
-                env={
-                    **{k: v for k, v in os.environ.items() if k != ENV_VAR},
-                    "PYTHONUNBUFFERED": "1",
-                },
-            )
-        finally:
-            logs.started()
-        for fd in child_fds:
-            os.close(fd)
-        # secrets (and the database password) travel through a pipe: never a file
-        assert process.stdin is not None
+        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        env["PYTHONUNBUFFERED"] = "1"
         private = {"vault": secrets or {}, "database_url": backend.url}
         try:
-            process.stdin.write(json.dumps(private).encode())
-            process.stdin.close()
-        except BrokenPipeError:
-            pass  # the child died at once; the reader thread reports it
+            process: AttemptProcess | None = None
+            if parent is not None:
+                with contextlib.suppress(OSError):  # it died since it was checked: spawn
+                    process = _fork(
+                        parent, spec_path=attempt_dir / "spec.json", rules=rules, env=env,
+                        confined=confinement.mechanism is not None, logs=logs,
+                        fds=lock.pass_fds + child_fds, private=private,
+                    )  # fmt: skip
+                if process is None:
+                    parent = None
+                    argv, confinement = confine_command(
+                        [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
+                        rules,
+                        enabled=confine,
+                    )
+                    spec["confinement"] = confinement.check
+                    write_json_atomic(attempt_dir / "spec.json", spec)
+                    meta["attempts"][-1].update(confinement.record())
+                    folder.write_meta(meta)
+            if process is None:
+                process = _spawn(argv, rules.cwd, env, logs, lock.pass_fds + child_fds, private)
+        finally:
+            logs.started()
+            for fd in child_fds:
+                os.close(fd)
     except BaseException:
         lock.release()
         for end in (life_w, report_r):
@@ -352,10 +446,13 @@ def launch_attempt(
     meta["attempts"][-1]["pid"] = process.pid
     folder.write_meta(meta)
     handle = RunHandle(folder, attempt, process=process, on_event=on_event)
+    if warm_start and parent is None:  # spawned: warm the next attempt, after this one
+        handle.add_done_callback(_warm_next)
     ctx: dict[str, Any] = {
         "attempt_dir": str(attempt_dir), "lifeline": life_w, "report_fd": report_r,
     }  # fmt: skip
     ctx["logs"] = logs
+    ctx["mechanism"] = confinement.mechanism
     ctx["backend"] = backend  # settling reads the run's checkpoints with its password
     threading.Thread(
         target=handle._read, args=(pipe_r, lock, ctx), name=f"relay-{folder.run_id}", daemon=True

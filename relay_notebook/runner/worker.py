@@ -111,6 +111,11 @@ class Worker:
         if _worker is not None:
             raise RuntimeError("one worker per process")
         _worker = self
+        if self.workspace.warm_start:
+            # a worker lives for many attempts: its warm parent imports while it starts up
+            from relay_notebook.runner.warm import restart_warm_parent
+
+            restart_warm_parent()
         prepare_database(self.backend, self.workspace.home)
         self._lease_conn = connect(self.backend)
         self._renew_lease()

@@ -50,6 +50,11 @@ class RelayExtension(ExtensionApp):
         "unless RELAY_CONFINE=0.",
     ).tag(config=True)
 
+    warm_start = Bool(
+        help="Fork each attempt's child from a warm parent that has DBOS imported (confined with "
+        "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
+    ).tag(config=True)
+
     # what is not configured comes from the environment, read here (the boundary) once
     @default("database_url")
     def _database_url_from_environment(self) -> str | None:
@@ -59,10 +64,17 @@ class RelayExtension(ExtensionApp):
     def _confine_from_environment(self) -> bool:
         return Settings.from_environment().confine
 
+    @default("warm_start")
+    def _warm_start_from_environment(self) -> bool:
+        return Settings.from_environment().warm_start
+
     def relay_settings(self) -> Settings:
         """The extension's settings: its traits, defaulting from the environment at start."""
         return Settings(
-            home=str(self.workspace_home()), database_url=self.database_url, confine=self.confine
+            home=str(self.workspace_home()),
+            database_url=self.database_url,
+            confine=self.confine,
+            warm_start=self.warm_start,
         )
 
     def workspace_home(self) -> Path:

@@ -13,7 +13,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_runner.py"
 
 @pytest.mark.slow
 def test_quick_benchmark_prints_every_row() -> None:
-    """`bench_runner.py --quick` exits 0 and prints the cold-run, recovery and steps/s rows."""
+    """`bench_runner.py --quick` exits 0 and prints the cold-run, recovery, steps/s and warm
+    start rows."""
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--quick"],
         capture_output=True,
@@ -21,13 +22,20 @@ def test_quick_benchmark_prints_every_row() -> None:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if line[:2] in ("1 ", "2 ", "3 ")]
+    rows = [
+        line
+        for line in proc.stdout.splitlines()
+        if line[:2] in ("1 ", "2 ", "3 ", "4 ", "5 ", "6 ")
+    ]
     labels = [line.split("  ")[0] for line in rows]
     assert labels == [
         "1 cold run, one-step",
         "2 recovery after crash",
         "3 200-step relay",
         "3 200-step relay",
+        "4 warm cold run",
+        "5 warm recovery",
+        "6 first run, cold parent",
     ], proc.stdout
     for line in rows:
         assert line.rstrip().endswith(("yes", "NO")), line

@@ -1,4 +1,5 @@
-"""Confinement as root: real relays try to escape bubblewrap, and run.json says what held."""
+"""Confinement as root: real relays try to escape Landlock (a forked child) and bubblewrap (a
+spawned one), and run.json says what held."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from relay_notebook.record.folders import allocate_run, find_run
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.confine import attempt_write_rules, verify_confinement
 from relay_notebook.workspace import Workspace
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
 # Every escape a relay running as root could try; each probe records the errno it met.
 ESCAPES = textwrap.dedent(
@@ -63,10 +62,14 @@ ESCAPES = textwrap.dedent(
             "spec": outcome(lambda: write(sys.argv[1], "{}")),
             "code": outcome(lambda: write(Path(__file__), "PLANTED = True\\n")),
             "trace": outcome(lambda: write(run / "relay_trace.json", "{}")),
+            "other run": outcome(lambda: write(Path(INPUT_OTHER[0]) / "planted", "escaped")),
         }
+
+    INPUT_OTHER = []
 
     @DBOS.workflow()
     async def run(INPUT):
+        INPUT_OTHER[:] = [INPUT["other"]]
         return {"probes": escape(INPUT["outside"]), "planted": "PLANTED" in globals()}
     """
 )
@@ -114,34 +117,42 @@ def go(handle: Any) -> RunOutcome:
 
 
 def test_a_root_relay_cannot_remount_write_control_files_or_escape(
-    workspace: Workspace, tmp_path: Path
+    confined: tuple[str, Workspace], tmp_path: Path
 ) -> None:
-    """Remounting /, rewriting run.json, the lock, the spec, the code or files outside all fail."""
+    """Remounting /, rewriting run.json, the lock, the spec, the code, another run's folder or
+    files outside all fail."""
+    mechanism, workspace = confined
     outside = tmp_path / "outside.txt"
     draft = workspace.save_draft("esc", ESCAPES)
     source = (draft.folder / "relay.py").read_text()
-    out = go(start_run(workspace, draft, run_input={"outside": str(outside)}))
+    other = allocate_run(workspace, "esc").execution
+    run_input = {"outside": str(outside), "other": str(other)}
+    out = go(start_run(workspace, draft, run_input=run_input))
     assert out.status == "succeeded", out.error
     probes = out.result["probes"]
     assert probes.pop("caps") == "0000000000000000"
     assert probes.pop("remount") != 0
     assert {k: v for k, v in probes.items() if v not in BLOCKED} == {}
     assert not outside.exists() and not Path("/tmp/relay-escaped").exists()
+    assert list(other.iterdir()) == []
     assert (draft.folder / "relay.py").read_text() == source
     meta = find_run(workspace, out.run_id).read_meta()
     assert meta["max_attempts"] == 3 and meta["code_dir"] == str(draft.folder)
     attempt = meta["attempts"][0]
     assert attempt["confined"] is True and attempt["confinement"]["reason"] is None
     assert attempt["confinement"]["pid_namespace"] is True
+    assert attempt["confinement"]["mechanism"] == mechanism
 
 
 def test_recovery_runs_the_bound_code_within_the_budget_whatever_the_relay_wrote(
-    workspace: Workspace, tmp_path: Path
+    confined: tuple[str, Workspace], tmp_path: Path
 ) -> None:
     """After a relay tried to point run.json at its own code, recovery replays the real code."""
+    _, workspace = confined
     draft = workspace.save_draft("esc", ESCAPES)
     crash = parse_crash_spec("after:escape")
-    first = go(start_run(workspace, draft, run_input={"outside": str(tmp_path / "x")}, crash=crash))
+    run_input = {"outside": str(tmp_path / "x"), "other": str(tmp_path)}
+    first = go(start_run(workspace, draft, run_input=run_input, crash=crash))
     assert first.status == "interrupted"
     second = go(start_recovery(workspace, first.run_id))
     assert second.status == "succeeded" and second.reused == [1]
@@ -151,20 +162,52 @@ def test_recovery_runs_the_bound_code_within_the_budget_whatever_the_relay_wrote
     assert [a["confined"] for a in meta["attempts"]] == [True, True]
 
 
-def test_a_relay_cannot_see_or_kill_its_supervisor(workspace: Workspace) -> None:
+# A supervisor process with the marker in its command line (and a warm parent, forking).
+SUPERVISE = textwrap.dedent(
+    """
+    import json, sys
+    from relay_notebook.runner import start_run
+    from relay_notebook.runner.warm import restart_warm_parent
+    from relay_notebook.workspace import Workspace
+
+    home, mechanism, marker = sys.argv[1:4]
+    if mechanism == "landlock":
+        assert restart_warm_parent().wait_ready(120)
+    workspace = Workspace(home, warm_start=mechanism == "landlock")
+    draft = workspace.load_draft("spy")
+    out = start_run(workspace, draft, run_input={"marker": marker}).wait(120)
+    print(json.dumps({"status": out.status, "result": out.result}))
+    """
+)
+
+
+def test_a_relay_cannot_see_or_kill_its_supervisor(confined: tuple[str, Workspace]) -> None:
     """The supervisor's command line, environment and process are out of the relay's reach."""
+    mechanism, workspace = confined
     workspace.save_draft("spy", SPY)
     marker = "supervisor-marker-7f3a"
     env = {**os.environ, "RELAY_TEST_PASSWORD": "hunter2-supervisor-only"}
-    argv = [
-        sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home),
-        "run", "spy", "--input", json.dumps({"marker": marker}), "--json",
-    ]  # fmt: skip
+    argv = [sys.executable, "-c", SUPERVISE, str(workspace.home), mechanism, marker]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "succeeded"
     assert doc["result"] == {"seen": [], "environ": [], "killed": []}
+
+
+def test_the_cli_supervisor_is_out_of_the_relay_reach_too(workspace: Workspace) -> None:
+    """`relay run` (a spawned child, under bubblewrap) hides its own command line as well."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    workspace.save_draft("spy", SPY)
+    marker = "supervisor-marker-7f3a"
+    argv = [
+        sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home),
+        "run", "spy", "--input", json.dumps({"marker": marker}), "--json",
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"] == {"seen": [], "environ": [], "killed": []}
 
 
 def test_without_confinement_run_json_says_so_and_why(workspace: Workspace) -> None:

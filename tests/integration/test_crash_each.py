@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from relay_notebook.harness import RelayHarness
 from relay_notebook.workspace import Workspace
 
 FIVE = Path(__file__).parents[1] / "relays" / "five.py"
-# the workflow body reads the clock and lets it choose a branch: recovery may take the other one
+# the workflow body reads the clock: its result depends on when it (re)ran
 CLOCKED = """import time
 from dbos import DBOS
 
@@ -23,21 +22,40 @@ def early():
     return "early"
 
 
-@DBOS.step()
-def late():
-    return "late"
+@DBOS.workflow()
+async def run(INPUT):
+    first = early()
+    return {"first": first, "second": round(time.time(), 1)}
+"""
+# the workflow body looks at a file a step writes, and lets it choose a branch: a recovery
+# finds the file the crashed attempt left and takes the other one
+STEERED = """import os
+from dbos import DBOS
 
 
 @DBOS.step()
-def done(parts):
-    return parts
+def mark():
+    with open("marked", "w") as f:
+        f.write("x")
+    return "marked"
+
+
+@DBOS.step()
+def fresh():
+    return "fresh"
+
+
+@DBOS.step()
+def again():
+    return "again"
 
 
 @DBOS.workflow()
 async def run(INPUT):
-    first = early()
-    branch = late() if time.time() > INPUT["switch_at"] else early()
-    return done([first, branch])
+    seen = os.path.exists("marked")
+    mark()
+    branch = again() if seen else fresh()
+    return {"branch": branch}
 """
 # charge appends to a file and returns the total charged: running it twice charges twice
 CHARGE = """from dbos import DBOS
@@ -75,13 +93,22 @@ def test_a_clean_relay_passes_every_crash_point(harness: RelayHarness) -> None:
     assert report.repeated == ["fetch#1", "add#1"]
 
 
-def test_time_steering_a_branch_is_found(harness: RelayHarness) -> None:
-    """The clean run takes the early branch; crashed runs and their recoveries, later, do not:
-    their results differ and the report fails."""
+def test_time_read_in_the_workflow_body_is_found(harness: RelayHarness) -> None:
+    """The body returns the clock it read: every recovered run's result differs."""
     harness.save("clocked", CLOCKED)
-    report = harness.crash_each("clocked", {"switch_at": time.time() + 8})
-    assert report.clean_result == ["early", "early"]
-    assert not report.ok and report.differing
+    report = harness.crash_each("clocked")
+    assert not report.ok
+    assert {p.point for p in report.differing} >= {"after:early#1"}
+
+
+def test_io_in_the_workflow_body_steering_a_branch_is_found(harness: RelayHarness) -> None:
+    """The clean run takes the fresh branch; a recovery after mark#1 finds the file the crashed
+    attempt wrote and takes the other: that point's result is not the same."""
+    harness.save("steered", STEERED)
+    report = harness.crash_each("steered")
+    assert report.clean_result == {"branch": "fresh"}
+    differing = {p.point: p.result for p in report.differing}
+    assert differing.get("after:mark#1") == {"branch": "again"}
 
 
 def test_a_step_that_is_not_safe_to_repeat_is_found(harness: RelayHarness) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 import time
 from collections import Counter
@@ -398,15 +397,19 @@ ESCAPE = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-def test_writes_outside_the_run_folder_fail_clearly(workspace: Workspace, tmp_path: Path) -> None:
-    """Under bubblewrap a relay writes in its run folder, and a write elsewhere fails clearly."""
+def test_writes_outside_the_run_folder_fail_clearly(
+    confined: tuple[str, Workspace], tmp_path: Path
+) -> None:
+    """Under Landlock or bubblewrap a relay writes in its run folder, and a write elsewhere
+    fails with the same clear error."""
+    mechanism, workspace = confined
     outside = tmp_path / "outside.txt"
     out = go(
         start_run(workspace, workspace.save_draft("esc", ESCAPE), run_input={"path": str(outside)})
     )
     assert out.status == "failed"
-    assert "Read-only file system" in out.error["message"]
+    denied = "Read-only file system" if mechanism == "bwrap" else "Permission denied"
+    assert denied in out.error["message"]
     assert "writes only inside its run folder" in out.error["message"]
     assert not outside.exists()
     folder = workspace.relay_dir("esc") / "runs" / "iteration-1-hook"
@@ -415,9 +418,9 @@ def test_writes_outside_the_run_folder_fail_clearly(workspace: Workspace, tmp_pa
     assert folder.joinpath("run.json").read_text().count('"confined": true') == 1
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-def test_the_vault_folder_is_hidden_from_the_relay(workspace: Workspace) -> None:
-    """A confined relay cannot read the workspace's vault folder."""
+def test_the_vault_folder_is_hidden_from_the_relay(confined: tuple[str, Workspace]) -> None:
+    """A relay confined by Landlock or bubblewrap cannot read the workspace's vault folder."""
+    _, workspace = confined
     vault = workspace.home / ".relay_vault"
     vault.mkdir(parents=True)
     (vault / "secrets.json").write_text('{"API_KEY": "s3cr3t"}')

@@ -108,3 +108,17 @@ def test_the_environment_is_read_when_the_extension_loads(
     assert magics.workspace.home == tmp_path / "from-env" and magics.workspace.confine is False
     monkeypatch.setenv("RELAY_HOME", str(tmp_path / "later"))
     assert magics.workspace.home == tmp_path / "from-env"
+
+
+def test_config_warm_start_false_spawns_and_doctor_says_why(configured: Any) -> None:
+    """`%config RelayMagics.warm_start = False` spawns the next attempt under bubblewrap, and
+    `%relay doctor` names the setting."""
+    configured.run_line_magic("config", "RelayMagics.warm_start = False")
+    report = configured.run_line_magic("relay", "doctor --json")
+    assert report["start"] == "spawned" and "RELAY_WARM_START=0" in report["start_reason"]
+    attempt = _nap_run(configured)["attempts"][0]
+    assert attempt["confinement"]["mechanism"] != "landlock"
+    with capture_output() as shown:
+        configured.run_line_magic("relay", "doctor")
+    assert shown.stdout.startswith("start: spawned (turned off by the warm_start setting")
+    assert "\nconfinement: " in shown.stdout

@@ -14,6 +14,8 @@ PACKAGE = Path(__file__).parents[2] / "relay_notebook"
 BOUNDARIES = {"cli.py", "settings.py", "magics", "server/app.py"}
 # passing the whole environment on to a subprocess reads no setting
 PASS_THROUGH = {"items", "keys", "copy"}
+# a child forked by the warm parent takes on, whole, the environment a spawned child gets
+ADOPTS_ENVIRONMENT = {"runner/warm_parent.py": ["os.environ.clear()", "os.environ.update(env)"]}
 
 
 def _key(node: ast.expr | None) -> str | None:
@@ -117,12 +119,20 @@ def test_the_scan_allows_passing_the_environment_to_a_child() -> None:
 
 def test_no_module_below_the_boundaries_reads_a_setting_from_the_environment() -> None:
     """Only the CLI, the magics and the server extension read RELAY_* from the environment."""
-    offenders = {
-        path.relative_to(PACKAGE).as_posix(): hits
-        for path in below_the_boundaries()
-        if (hits := environment_reads(path.read_text(encoding="utf-8")))
-    }
+    offenders = {}
+    for path in below_the_boundaries():
+        rel = path.relative_to(PACKAGE).as_posix()
+        hits = environment_reads(path.read_text(encoding="utf-8"))
+        if hits and [h.split(": ", 1)[1] for h in hits] != ADOPTS_ENVIRONMENT.get(rel):
+            offenders[rel] = hits
     assert offenders == {}, f"expected no environment reads below the boundaries, got {offenders}"
+
+
+def test_the_forked_child_only_adopts_its_whole_environment() -> None:
+    """The warm parent's child replaces its environment wholesale and reads no setting."""
+    source = (PACKAGE / "runner" / "warm_parent.py").read_text(encoding="utf-8")
+    hits = [h.split(": ", 1)[1] for h in environment_reads(source)]
+    assert hits == ADOPTS_ENVIRONMENT["runner/warm_parent.py"]
 
 
 def test_settings_from_the_environment_yield_to_explicit_values() -> None:
@@ -132,6 +142,8 @@ def test_settings_from_the_environment_yield_to_explicit_values() -> None:
     chosen = Settings.from_environment(environ, home="/flag", database_url="postgresql://h/db")
     assert chosen == Settings("/flag", "postgresql://h/db", confine=False)
     assert Settings.from_environment({}) == Settings(None, None, confine=True)
+    assert Settings.from_environment({"RELAY_WARM_START": "0"}).warm_start is False
+    assert Settings.from_environment({}).warm_start is True
     assert Settings.from_environment({}).backend().kind == "sqlite"
 
 

@@ -1,0 +1,266 @@
+"""Warm start, supervisor side: this process's warm parent, and the attempts it forks.
+
+Design note: one warm parent per process that supervises runs (a kernel, a server, a worker;
+see ``runner.warm_parent``). It is started in the background after an attempt was spawned,
+never before one, so the first run after start costs what it always did; from then on,
+attempts are forked. A parent that died, or whose kit files or interpreter changed on disk
+since it was started (their size and modification time, taken before it imported them), is
+not used: the attempt is spawned and a new parent started after it. The forked child is the
+warm parent's child, not ours, so ``ForkedProcess`` gets its pid and then its exit status
+(code or signal, as ``Popen.returncode``) from the warm parent on a socket of its own; the
+supervisor still signals the child's process group and watches its lifeline and pipes as
+before. If the warm parent dies mid-attempt, the child's end is taken from its pidfd and
+recorded as a kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ForkedProcess", "WarmParent", "WarmStatus", "kit_files", "warm_parent", "warm_status"]
+
+WARM_PARENT_MODULE = "relay_notebook.runner.warm_parent"
+_ROOTS = ("relay_notebook", "agentworks")
+
+
+def kit_files() -> tuple[Path, ...]:
+    """The files whose change makes a warm parent stale: the interpreter and the kit's code."""
+    import importlib.util
+
+    found: list[Path] = [Path(os.path.realpath(sys.executable))]
+    for name in _ROOTS:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        root = Path(spec.origin).parent
+        found.append(root)
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+            found += [Path(folder, d) for d in dirs]  # a new file changes its folder's mtime
+            found += [Path(folder, f) for f in files if f.endswith(".py")]
+    return tuple(found)
+
+
+def _stamp(paths: tuple[Path, ...]) -> tuple[tuple[int, int] | None, ...]:
+    def one(path: Path) -> tuple[int, int] | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    return tuple(one(p) for p in paths)
+
+
+class ForkedProcess:
+    """An attempt forked by the warm parent, with ``subprocess.Popen``'s waiting interface."""
+
+    def __init__(self, status: socket.socket, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        #: CPU seconds of the attempt's processes (known once it ended, from the warm parent)
+        self.cpu: float | None = None
+        self._status = status
+        self._lock = threading.Lock()
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except OSError:
+            self._pidfd = None  # it is already gone: its status is on the socket
+
+    def poll(self) -> int | None:
+        return self._wait(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._wait(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"attempt process {self.pid}", timeout or 0)
+        return code
+
+    def _wait(self, timeout: float | None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        got = (
+            self._lock.acquire(blocking=False)
+            if timeout == 0
+            else self._lock.acquire(timeout=-1 if timeout is None else timeout)
+        )
+        if not got:
+            return self.returncode
+        try:
+            if self.returncode is not None:
+                return self.returncode
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            ready, _, _ = select.select([self._status], [], [], left)
+            if not ready:
+                return None
+            data = self._status.recv(4096)
+            if data:
+                end = json.loads(data)
+                self.returncode = int(end["returncode"])
+                self.cpu = float(end["cpu"])
+            else:
+                self.returncode = self._lost()
+            self._status.close()
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+            return self.returncode
+        finally:
+            self._lock.release()
+
+    def _lost(self) -> int:
+        """The warm parent died first: wait for the child itself, and call its end a kill."""
+        if self._pidfd is not None:
+            select.select([self._pidfd], [], [])
+        return -signal.SIGKILL
+
+
+@dataclass(frozen=True)
+class WarmStatus:
+    """What ``relay doctor`` says about warm start in this process."""
+
+    state: str  # "ready", "starting", "off", "stale", "dead", "not started"
+    pid: int | None
+    landlock: int
+    namespaces: bool
+    reason: str | None
+
+
+class WarmParent:
+    """This process's fork server: started, probed, and asked for one child per attempt."""
+
+    def __init__(self) -> None:
+        self._files = kit_files()
+        self._stamps = _stamp(self._files)
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._control = parent_end
+        self._send_lock = threading.Lock()
+        self.info: dict[str, Any] = {}
+        self._ready = threading.Event()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", WARM_PARENT_MODULE, str(child_end.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(child_end.fileno(),),
+                start_new_session=True,
+                env=_environment(),
+            )
+        finally:
+            child_end.close()
+        threading.Thread(target=self._await_ready, name="relay-warm-parent", daemon=True).start()
+
+    def _await_ready(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            data = self._control.recv(4096)
+            if data:
+                self.info = json.loads(data)
+                self._ready.set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._ready.wait(timeout)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def state(self) -> str:
+        if self.process.poll() is not None:
+            return "dead"
+        if not self._ready.is_set():
+            return "starting"
+        if _stamp(self._files) != self._stamps:
+            return "stale"
+        return "ready"
+
+    def can_confine(self) -> bool:
+        return int(self.info.get("landlock", 0)) >= 1 and bool(self.info.get("namespaces"))
+
+    def fork(self, request: dict[str, Any], fds: list[int]) -> ForkedProcess:
+        """Fork one attempt; ``fds`` are stdin, stdout, stderr, then ``request["targets"]``."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._send_lock:
+                socket.send_fds(
+                    self._control, [json.dumps(request).encode()], [theirs.fileno(), *fds]
+                )
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ready, _, _ = select.select([ours], [], [], 30)
+        data = ours.recv(4096) if ready else b""
+        if not data:
+            ours.close()
+            raise OSError("the warm parent did not fork the attempt")
+        return ForkedProcess(ours, int(json.loads(data)["pid"]))
+
+    def close(self) -> None:
+        """Let the parent go: it leaves once the attempts it forked have ended."""
+        with contextlib.suppress(OSError):
+            self._control.close()
+
+
+def _environment() -> dict[str, str]:
+    from relay_notebook.runner.backend import ENV_VAR
+
+    return {k: v for k, v in os.environ.items() if k != ENV_VAR}
+
+
+_parent: WarmParent | None = None
+_parent_pid = 0  # the process that started it (a forked supervisor must start its own)
+_lock = threading.Lock()
+
+
+def warm_parent() -> WarmParent | None:
+    """This process's warm parent if it is ready and current, else ``None``."""
+    with _lock:
+        parent = _parent if _parent_pid == os.getpid() else None
+    if parent is None or parent.state() != "ready":
+        return None
+    return parent
+
+
+def restart_warm_parent() -> WarmParent:
+    """Start a new warm parent in the background (the old one, if any, is let go)."""
+    global _parent, _parent_pid
+    with _lock:
+        if _parent is not None and _parent_pid == os.getpid():
+            if _parent.state() in ("ready", "starting"):
+                return _parent
+            _parent.close()
+        _parent, _parent_pid = WarmParent(), os.getpid()
+        return _parent
+
+
+def warm_status(enabled: bool) -> WarmStatus:
+    """The state of this process's warm parent, for ``relay doctor``."""
+    from relay_notebook.runner.landlock import abi_version
+
+    if not enabled:
+        reason = "turned off by the warm_start setting (RELAY_WARM_START=0)"
+        return WarmStatus("off", None, abi_version(), False, reason)
+    with _lock:
+        parent = _parent if _parent_pid == os.getpid() else None
+    if parent is None:
+        return WarmStatus("not started", None, abi_version(), False, None)
+    state = parent.state()
+    return WarmStatus(
+        state,
+        parent.pid,
+        int(parent.info.get("landlock", abi_version())),
+        bool(parent.info.get("namespaces")),
+        parent.info.get("namespaces_error"),
+    )

@@ -1,0 +1,336 @@
+"""The warm parent: a process that has imported what a child needs and forks one per attempt.
+
+Design note: spawning a child costs a Python start and the imports of DBOS and SQLAlchemy, on
+every attempt. The warm parent pays them once: started by the supervisor (``runner.warm``),
+it imports the child's modules, never a relay, never launches DBOS, holds no thread, database
+connection or relay file, and then forks on request. A request comes on its control socket
+with the descriptors the child needs (``socket.send_fds``: the attempt's status socket, stdin,
+stdout, stderr, the run lock, the events pipe, the lifeline, the confinement report); the
+child puts them at the numbers the spec names, closes everything else (the control socket
+first: relay code can never ask for a fork) and runs the same ``child.main`` as a spawned
+child. The forked child is the warm parent's own, so the warm parent reports its pid and then
+its exit status on the attempt's socket; the supervisor signals its process group, which the
+child leads (``setsid``), exactly as before.
+
+Confined (``request["confine"]``), the attempt is three processes, as under bwrap: the group
+leader, which enters new PID and mount namespaces and later exits with the relay's exact
+status; the namespace's init, which mounts a fresh ``/proc`` and an empty tmpfs over the
+vault and reaps; and the relay's process, which drops every capability, sets no-new-privs and
+restricts its writes with Landlock (``runner.landlock``) before ``child.main`` reads the spec.
+Run as ``python -m relay_notebook.runner.warm_parent FD``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import io
+import json
+import os
+import random
+import select
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = ["main"]
+
+_PRELOAD = (
+    "dbos",
+    "dbos._dbos",
+    "dbos._sys_db_sqlite",
+    "dbos._client",
+    "sqlalchemy",
+    "sqlalchemy.dialects.sqlite",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "sqlite3",
+    "yaml",
+    # not agentworks.mcp, .agent, .tools, .vault: a loaded submodule would shadow the call of
+    # the same name that ``from agentworks import mcp`` must find (agentworks loads it lazily)
+    "agentworks",
+    "agentworks.platform",
+    "relay_notebook.runner.child",
+    "relay_notebook.runner.child_runtime",
+    "relay_notebook.runner.instrument",
+    "relay_notebook.runner.guards",
+    "relay_notebook.runner.confine",
+    "relay_notebook.runner.backend",
+    "relay_notebook.runner.locks",
+    "relay_notebook.runner.landlock",
+    "relay_notebook.workspace.releases",
+)
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+_FAILED = 70  # the forked child could not set itself up (its stderr says why)
+_REQUEST_LIMIT = 1 << 20
+
+
+def _preload() -> None:
+    # as child.main does: jsonschema's optional IRI grammar costs 1.5 s and no relay needs it
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    import importlib
+
+    for name in _PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _call(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _enter_namespaces() -> None:
+    """New PID and mount namespaces for what this process forks next (a user one if needed)."""
+    libc = _libc()
+    if libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS) == 0:
+        return
+    uid, gid = os.getuid(), os.getgid()
+    _call(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS), "unshare")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def _mount_private_views(hidden: list[str]) -> None:
+    """In the new mount namespace: our own /proc, and an empty folder over each hidden one."""
+    libc = _libc()
+    _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _call(libc.mount(b"proc", b"/proc", b"proc", flags, None), "mount proc")
+    for path in hidden:
+        if os.path.isdir(path):
+            _call(libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, b"mode=700"), "mount tmpfs")
+
+
+def probe() -> dict[str, Any]:
+    """What confinement forked children get here: the Landlock ABI, and whether namespaces work."""
+    from relay_notebook.runner.landlock import abi_version
+
+    abi = abi_version()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            _enter_namespaces()
+            inner = os.fork()
+            if inner == 0:
+                _mount_private_views([])
+                os._exit(0 if os.getpid() == 1 else 1)
+            _, status = os.waitpid(inner, 0)
+            os.write(w, b"ok" if status == 0 else b"mount or PID namespace failed")
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.write(w, str(exc).encode()[:500])
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as stream:
+        said = stream.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return {
+        "landlock": abi,
+        "namespaces": said == "ok",
+        "namespaces_error": None if said == "ok" else said,
+    }
+
+
+def main(control_fd: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor ends us by closing the socket
+    control = socket.socket(fileno=control_fd)
+    _preload()
+    gc.collect()
+    gc.freeze()  # what was imported stays out of the children's collections (fewer copied pages)
+    control.send(json.dumps({"ready": True, "pid": os.getpid(), **probe()}).encode())
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    waiting: dict[int, tuple[int, socket.socket]] = {}
+    listening = True
+    while listening or waiting:
+        for fd, _ in poller.poll():
+            if listening and fd == control.fileno():
+                try:
+                    msg, fds, _, _ = socket.recv_fds(control, _REQUEST_LIMIT, 64)
+                except OSError:
+                    msg, fds = b"", []
+                if not msg:
+                    poller.unregister(control)
+                    listening = False  # the supervisor is gone: finish what runs, then leave
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    _attempt(json.loads(msg), fds)
+                status = socket.socket(fileno=fds[0])
+                for extra in fds[1:]:
+                    os.close(extra)
+                pidfd = os.pidfd_open(pid)
+                with contextlib.suppress(OSError):
+                    status.send(json.dumps({"pid": pid}).encode())
+                waiting[pidfd] = (pid, status)
+                poller.register(pidfd, select.POLLIN)
+            elif fd in waiting:
+                pid, status = waiting.pop(fd)
+                poller.unregister(fd)
+                os.close(fd)
+                _, code, usage = os.wait4(pid, 0)
+                end = {
+                    "returncode": os.waitstatus_to_exitcode(code),
+                    "cpu": usage.ru_utime + usage.ru_stime,  # with the processes it waited for
+                }
+                with contextlib.suppress(OSError):
+                    status.send(json.dumps(end).encode())
+                status.close()
+    control.close()
+
+
+# -- in the forked child ----------------------------------------------------------------------
+
+
+def _attempt(request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """The attempt's group leader: the relay's process itself, or its confined ancestor."""
+    try:
+        os.setsid()
+        os.dup2(fds[3], 2)  # our own errors, if any, go to the attempt's stderr log
+        os.close(fds[0])  # the status socket is the warm parent's business
+        fds = fds[1:]
+        confine = request.get("confine")
+        if confine is None:
+            _run(request, fds)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
+        _enter_namespaces()
+        status_r, status_w = os.pipe()
+        init = os.fork()
+        if init == 0:
+            os.close(status_r)
+            _init(request, fds, status_w)
+        os.close(status_w)
+        _close_from(3, keep={status_r})
+        with os.fdopen(status_r, "rb") as stream:
+            said = stream.read()
+        _, own = os.waitpid(init, 0)
+        _leave_as(int(said) if said else own)
+    except BaseException:
+        traceback.print_exc()
+        os._exit(_FAILED)
+
+
+def _init(request: dict[str, Any], fds: list[int], status_w: int) -> NoReturn:
+    """PID 1 of the attempt's namespace: mounts its views, starts the relay's process, reaps."""
+    try:
+        _mount_private_views(list(request["confine"]["hidden"]))
+        relay = os.fork()
+        if relay == 0:
+            os.close(status_w)
+            _run(request, fds)
+        _close_from(3, keep={status_w})
+        while True:
+            pid, status = os.wait()
+            if pid == relay:
+                break
+        os.write(status_w, str(status).encode())
+        os._exit(0)
+    except BaseException:
+        traceback.print_exc()
+        os._exit(_FAILED)
+
+
+def _leave_as(status: int) -> NoReturn:
+    """Exit with the relay process's wait ``status``: the same code, or the same signal."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else _FAILED)
+
+
+def _close_from(low: int, keep: set[int]) -> None:
+    """Close every descriptor from ``low`` up but ``keep`` (not by /proc/self/fd: once the
+    namespace's init has mounted its /proc, the group leader is not in it)."""
+    for fd in sorted(k for k in keep if k >= low):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _arrange(fds: list[int], targets: list[int]) -> None:
+    """Put each received descriptor at its target number and close every other one."""
+    base = max([*fds, *targets, 2]) + 1
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, base) for fd in fds]
+    _close_from(0, keep=set(high))
+    for fd, target in zip(high, targets, strict=True):
+        os.dup2(fd, target, inheritable=target <= 2)
+        os.close(fd)
+
+
+def _std_streams() -> None:
+    """Fresh sys.stdin/stdout/stderr on 0/1/2, unbuffered as a spawned child's (-u)."""
+    encoding, errors = sys.stdout.encoding, sys.stderr.errors
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding=encoding)
+    out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding=encoding, write_through=True)
+    err = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding=encoding, errors=errors, write_through=True
+    )
+    sys.stdout, sys.stderr = out, err
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, out, err  # type: ignore[misc]
+
+
+def _run(request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """The relay's process: descriptors, environment and signals as a spawned child's, then
+    confinement, then the child program."""
+    try:
+        _arrange(fds, [0, 1, 2, *request["targets"]])
+        _std_streams()
+        os.chdir(request["cwd"])
+        env: dict[str, str] = request["env"]
+        os.environ.clear()
+        os.environ.update(env)
+        tempfile.tempdir = None  # TMPDIR is read again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_DFL)
+        random.seed()  # os.register_at_fork does it too; a relay must never share a sequence
+        confine = request.get("confine")
+        if confine is not None:
+            from relay_notebook.runner.landlock import drop_privileges, restrict_writes
+
+            drop_privileges()
+            restrict_writes([Path(p) for p in confine["writable"]], int(confine["abi"]))
+        from relay_notebook.runner import child
+
+        sys.argv = [str(child.__file__), request["spec"]]
+        child.main(request["spec"])
+    except SystemExit as exc:
+        _flush()
+        os._exit(exc.code if isinstance(exc.code, int) else 1)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)  # as Python does for an uncaught Ctrl-C
+    except BaseException:
+        traceback.print_exc()
+    _flush()
+    os._exit(1)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
