@@ -126,8 +126,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
         _add_record_parsers(sub)
 
     time_travel.add_parsers(sub, notebook=notebook)
-    if not notebook:
-        crash_each.add_parsers(sub)
+    crash_each.add_parsers(sub, notebook=notebook)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")

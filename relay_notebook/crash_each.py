@@ -171,8 +171,8 @@ def report_lines(report: CrashEachReport) -> list[str]:
     return lines
 
 
-def add_parsers(sub: Any) -> None:
-    """``relay test NAME --crash-each`` on the CLI's subparsers."""
+def add_parsers(sub: Any, *, notebook: bool = False) -> None:
+    """``relay test NAME --crash-each`` on the CLI's (or the magic's) subparsers."""
     p = sub.add_parser("test", help="crash a relay at every point and recover each run")
     p.add_argument("name", metavar="NAME", help="the relay to test")
     p.add_argument(
@@ -183,6 +183,27 @@ def add_parsers(sub: Any) -> None:
     src.add_argument("--input", metavar="JSON", help="the run input (default: {})")
     src.add_argument("--input-file", metavar="FILE", help="read the run input from a file")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the report to VAR")
+
+
+def report_frame(report: CrashEachReport) -> Any:
+    """The report as a DataFrame: one row per crash point (the notebook's table)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "point": p.point,
+                "run": p.run_id,
+                "status": p.status,
+                "result": {True: "same", False: "DIFFERS", None: "–"}[p.same_result],
+                "ran again": ", ".join(p.ran_again),
+                "note": p.note,
+            }
+            for p in report.points
+        ]
+    )
 
 
 def cli_commands() -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:

@@ -734,18 +734,13 @@ NOTEBOOKS["11-safe-change.ipynb"] = [
     code("%relay publish shop"),
     md(
         "## Crash it everywhere\n\n"
-        "`relay test NAME --crash-each` runs the relay once cleanly, then crashes it after and "
+        "`%relay test NAME --crash-each` (`relay test` in a terminal, JSON with `--json`) runs the relay once cleanly, then crashes it after and "
         "during every call, recovers each run, and reports any result that differs (something "
         "not deterministic in the workflow body, or a step not safe to repeat) and the bodies "
         "that ran twice (steps that must be idempotent). The same exists as a pytest plugin for "
         "your own tests (`relay_harness.crash_each`)."
     ),
-    code(
-        "import sys  # the relay command of this kernel's environment; IPython expands {...}\n"
-        "# in ! lines, so the braces of the JSON input are doubled\n"
-        "!{sys.executable} -m relay_notebook.cli test shop --crash-each "
-        '--input \'{{"items": ["a"]}}\' 2>/dev/null'
-    ),
+    code('%relay test shop --crash-each --input \'{"items": ["a"]}\''),
 ]
 
 CLEANUP = code(

@@ -400,6 +400,19 @@ class RelayMagics(Magics):
             return None
         return CheckView(report.relay, report.diagnostics, line_offset=0)
 
+    def _do_test(self, args: Any) -> Any:
+        from relay_notebook import crash_each
+
+        run_input = inputs.run_input(text=args.input, file=args.input_file, variables=self._user_ns)
+        report = crash_each.crash_each(self.workspace, args.name, run_input)
+        if args.output:
+            self._user_ns[args.output] = report
+        if args.json:
+            return report.to_dict()
+        lines = crash_each.report_lines(report)
+        print("\n".join(lines[:1] + lines[len(report.points) + 2 :]))
+        return crash_each.report_frame(report)
+
     def _do_replay(self, args: Any) -> Any:
         import pandas as pd
 

@@ -1,0 +1,46 @@
+"""Safe change in the notebook on a real IPython shell: %relay check --replay, %relay test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from IPython.utils.capture import capture_output
+
+from relay_notebook.crash_each import CrashEachReport
+from tests.relays import relay_source
+
+
+def magic(ip: Any, line: str, cell: str | None = None) -> Any:
+    with capture_output() as out:
+        result = (
+            ip.run_cell_magic("relay", line, cell)
+            if cell is not None
+            else ip.run_line_magic("relay", line)
+        )
+    magic.stdout = out.stdout  # type: ignore[attr-defined]
+    return result
+
+
+def test_crash_each_is_a_table_and_the_replay_check_a_frame(ip: Any) -> None:
+    """%relay test five --crash-each returns one row per crash point (-o binds the report);
+    %relay check five --replay returns one row per recorded run."""
+    five = relay_source("five")
+    magic(ip, "five", five)
+    frame = magic(ip, "test five --crash-each --input '{\"n\": 1}' -o report")
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame["point"]) == [
+        "after:fetch#1",
+        "during:fetch#1",
+        "after:add#1",
+        "during:add#1",
+    ]
+    assert set(frame["result"]) == {"same"}
+    report = ip.user_ns["report"]
+    assert isinstance(report, CrashEachReport) and report.ok
+    assert "five: 4 crash points, ok" in magic.stdout  # type: ignore[attr-defined]
+    magic(ip, "five", five.replace("def add(", "def plus(").replace("add(total", "plus(total"))
+    checked = magic(ip, "check five --replay")
+    assert isinstance(checked, pd.DataFrame)
+    assert set(checked["verdict"]) == {"incompatible"}
+    assert "the new code calls plus" in checked["message"].iloc[0]
