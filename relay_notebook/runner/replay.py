@@ -334,18 +334,12 @@ def replay_check(
         meta = folder.read_meta()
         status = str(meta.get("status") or "pending")
 
-        def skipped(verdict: str, outcome: str, message: str) -> ReplayReport:
-            return ReplayReport(folder.run_id, status, verdict, outcome, message)  # noqa: B023
-
+        nothing = ReplayReport(
+            folder.run_id, status, "compatible", "no-history", "the run recorded nothing yet"
+        )
         on_postgres = meta.get("database", {}).get("kind") == "postgresql"
         if not on_postgres and not folder.database.exists():
-            reports.append(
-                skipped(
-                    verdict="compatible",
-                    outcome="no-history",
-                    message="the run recorded nothing yet",
-                )
-            )
+            reports.append(nothing)
             continue
         sandbox = Path(tempfile.mkdtemp(prefix="relay-replay-"))
         try:
@@ -357,13 +351,7 @@ def replay_check(
                 copy_database(folder.database, database)
             recorded, exists = _recorded(database, folder.run_id)
             if not exists:
-                reports.append(
-                    skipped(
-                        verdict="compatible",
-                        outcome="no-history",
-                        message="the run recorded nothing yet",
-                    )
-                )
+                reports.append(nothing)
                 continue
             spec = {
                 "run_id": folder.run_id,
