@@ -17,6 +17,7 @@ everything after it run fresh. The parent is held under its run lock while it is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from agentworks.redact import Redactor
 from relay_notebook import codes
 from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
 from relay_notebook.record.folders import RunFolder, find_run
+from relay_notebook.record.store import open_database
 from relay_notebook.runner.backend import (
     Backend,
     app_name_for_run,
@@ -170,14 +172,16 @@ def plan_fork(
 
 
 def copy_database(source: Path, target: Path) -> None:
-    """A consistent copy of a run's SQLite database (its WAL included), as SQLite's backup."""
+    """A consistent copy of a run's SQLite database (its WAL included), as SQLite's backup,
+    read through the record's one opener (which leaves the run's own files untouched)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src,
-        sqlite3.connect(target) as dst,
-    ):
-        src.backup(dst)
-        dst.execute("PRAGMA journal_mode=WAL")
+    with open_database(source, live=False) as src:
+        if src is None:
+            raise FileNotFoundError(source)
+        with contextlib.closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode=WAL")
+            dst.commit()
 
 
 def hold_parent(parent: RunFolder, backend: Backend) -> Any:

@@ -35,11 +35,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.runner.confine import WriteRules, confine_command
 from relay_notebook.runner.fork import copy_database
 from relay_notebook.settings import ENV_DATABASE_URL
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import call_key
 from relay_notebook.workspace import Workspace
+from relay_notebook.workspace.vault import VAULT_DIR
 
 __all__ = ["ReplayReport", "replay_check", "replay_lines"]
 
@@ -199,13 +201,28 @@ def _patch_hint(called: str, recorded: str) -> str:
     )
 
 
-def _spawn(spec: dict[str, Any], sandbox: Path, timeout: float) -> dict[str, Any] | None:
+def _spawn(
+    workspace: Workspace, spec: dict[str, Any], sandbox: Path, timeout: float
+) -> dict[str, Any] | None:
+    """Run the replay child, confined like an attempt: it imports the relay's code, so it may
+    write only in its sandbox and does not see the workspace's vault."""
     spec_path = sandbox / "spec.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != ENV_DATABASE_URL}
+    rules = WriteRules(
+        writable=(sandbox,),
+        hidden=(workspace.home / VAULT_DIR,),
+        protected=(),
+        sealed=(),
+        tmp_dir=sandbox / "tmp",
+        cwd=sandbox,
+    )
+    argv, _ = confine_command(
+        [sys.executable, "-m", CHILD_MODULE, str(spec_path)], rules, enabled=workspace.confine
+    )
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", CHILD_MODULE, str(spec_path)],
+            argv,
             cwd=sandbox,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -366,7 +383,7 @@ def replay_check(
                 "report_path": str(sandbox / "report.json"),
                 "timeout_s": timeout_s,
             }
-            report = _spawn(spec, sandbox, timeout_s + 30) or {}
+            report = _spawn(workspace, spec, sandbox, timeout_s + 30) or {}
             reports.append(_judge(folder, status, recorded, report, source))
         finally:
             shutil.rmtree(sandbox, ignore_errors=True)

@@ -221,3 +221,16 @@ def test_a_run_on_postgresql_is_replayed_from_a_copy(tmp_path: Path, database_ur
     body = _check(ws, SHOP.replace("return 10", "return 11"))[crashed.run_id]
     assert (body.verdict, body.outcome, body.call) == ("compatible", "past-history", "price")
     assert rows() == before
+
+
+def test_the_replayed_code_is_confined_to_its_sandbox(workspace: Workspace) -> None:
+    """The replay imports the relay's module, so its top-level code runs: like an attempt, it
+    may write only in its sandbox (a file it tries to create in the workspace is not made)."""
+    marker = workspace.home / "written-by-the-relay"
+    prologue = f"try:\n    open({str(marker)!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+    workspace.save_draft("shop", prologue + SHOP)
+    assert commands.run(workspace, "shop", run_input=ITEMS).wait(120).status == "succeeded"
+    assert not marker.exists()  # the attempt was confined
+    [report] = replay_check(workspace, "shop")
+    assert report.verdict == "compatible" and report.outcome == "replayed"
+    assert not marker.exists()
