@@ -39,8 +39,14 @@ class WorkspaceServices:
         """The workspace folder ``requested`` names (absolute, or relative to the root)."""
         if not requested:
             return self.default.workspace.home
-        path = Path(requested).expanduser()
-        return (path if path.is_absolute() else self.root / path).resolve()
+        try:
+            path = Path(requested).expanduser()
+            return (path if path.is_absolute() else self.root / path).resolve()
+        except (ValueError, OSError, RuntimeError) as exc:  # a NUL byte, a symlink loop…
+            raise WorkspaceRefusedError(
+                f"The workspace parameter {requested[:80]!r} is not a usable folder path "
+                f"({type(exc).__name__}); give a folder under {self.root}."
+            ) from None
 
     def get(self, requested: str | None) -> RelayService:
         """The service of ``requested`` (``None``: the server's own workspace)."""

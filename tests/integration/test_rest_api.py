@@ -666,3 +666,9 @@ def test_a_notebooks_own_workspace_is_served_by_parameter(server: Server) -> Non
     assert "--RelayExtension.home=/tmp" in outside.body["error"]["message"]
     absent = server.call("GET", "/workspace", query="?workspace=nowhere/relays")
     assert absent.status == 400 and absent.body["error"]["code"] == "workspace-not-found"
+    # tornado drops control characters from query arguments: a NUL names no workspace
+    nul = server.call("GET", "/relays", query="?workspace=%00")
+    assert nul.status == 200 and "solo" not in [r["name"] for r in nul.body]
+    unexpandable = server.call("GET", "/relays", query="?workspace=~nosuchuser/x")
+    assert unexpandable.status == 400, unexpandable.body
+    assert unexpandable.body["error"]["code"] in ("workspace-refused", "workspace-not-found")
