@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from relay_notebook.errors import RunNotFoundError
 from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.runner.confine import WriteRules, confine_command
 from relay_notebook.runner.fork import copy_database
@@ -346,6 +347,11 @@ def replay_check(
     folders = (
         [find_run(workspace, r) for r in run_ids] if run_ids else _default_runs(workspace, relay)
     )
+    for other in (f for f in folders if f.relay != relay):
+        raise RunNotFoundError(
+            f"Run {other.run_id} is a run of {other.relay}, not of {relay}; replay it with: "
+            f"relay check {other.relay} --replay {other.run_id}"
+        )
     reports = []
     for folder in folders:
         meta = folder.read_meta()

@@ -169,6 +169,13 @@ def test_the_cli_exits_1_on_an_incompatible_run(
     recorded.save_draft("shop", SHOP)
     assert cli_main(argv[:-1]) == 0
     assert "shop: the draft replays 1 of 1 recorded runs" in capsys.readouterr().out
+    recorded.save_draft("other", SHOP)
+    assert cli_main(["--home", str(recorded.home), "check", "other", "--replay", "shop-2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "relay: error: Run shop-2 is a run of shop, not of other; replay it with: relay check "
+        "shop --replay shop-2 [run-not-found]"
+    ]
 
 
 def test_publishing_warns_when_an_in_flight_run_would_not_replay(workspace: Workspace) -> None:
