@@ -116,14 +116,14 @@ def decide(facts: Facts) -> Decision:
             f"Cannot recover run {run_id}: relay {relay} runs with relay_durability: none, so "
             f"nothing was checkpointed. {new_run}",
         )
-    if r.attempts_used >= r.max_attempts:
+    if r.budget_used >= r.max_attempts:
         return Decision(
             "refuse",
             codes.ATTEMPT_BUDGET_EXHAUSTED.code,
-            f"Cannot recover run {run_id}: it has used all {r.attempts_used} of its process "
+            f"Cannot recover run {run_id}: it has used all {r.budget_used} of its process "
             f"attempts. {new_run}",
         )
-    if facts.now_ms > r.deadline_ms:
+    if facts.now_ms > r.deadline_at(facts.now_ms):
         return Decision(
             "refuse",
             codes.DEADLINE_PASSED.code,

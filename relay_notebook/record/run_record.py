@@ -16,12 +16,60 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
 
-__all__ = ["MAX_ATTEMPTS", "TERMINAL", "AttemptRecord", "RunRecord"]
+__all__ = ["MAX_ATTEMPTS", "TERMINAL", "WAITING", "AttemptRecord", "RunRecord", "WaitState"]
 
 #: a run's budget of process attempts (run.json's ``max_attempts``; older runs lack it)
 MAX_ATTEMPTS = 3
 #: statuses after which no attempt runs
 TERMINAL = frozenset({"succeeded", "failed"})
+#: the status of a run whose attempt ended blocked in ``DBOS.recv`` or ``DBOS.sleep``
+WAITING = "waiting"
+
+
+@dataclass(frozen=True)
+class WaitState:
+    """What a waiting run waits for: a message on ``topic`` (``kind="message"``) or a timer
+    (``kind="sleep"``), until ``until_ms`` (a recv's timeout or the sleep's end; ``None``: no
+    timer). ``since_ms`` is when its attempt ended; ``workflow_id`` the workflow that waits."""
+
+    kind: str
+    workflow_id: str
+    since_ms: float
+    topic: str | None = None
+    until_ms: float | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> WaitState | None:
+        if not isinstance(data, dict) or data.get("kind") not in ("message", "sleep"):
+            return None
+        until, since = data.get("until_ms"), data.get("since_ms")
+        topic = data.get("topic")
+        return cls(
+            kind=str(data["kind"]),
+            workflow_id=str(data.get("workflow_id") or ""),
+            since_ms=float(since) if isinstance(since, int | float) else 0.0,
+            topic=topic if isinstance(topic, str) else None,
+            until_ms=float(until) if isinstance(until, int | float) else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "workflow_id": self.workflow_id,
+            "since_ms": self.since_ms,
+            "topic": self.topic,
+            "until_ms": self.until_ms,
+        }
+
+    def due(self, now_ms: float) -> bool:
+        """Whether its timer has run out (a message wait is due only then, or on a message)."""
+        return self.until_ms is not None and now_ms >= self.until_ms
+
+    def describe(self) -> str:
+        """``a message on topic "approval"``, ``a timer`` — what a person reads."""
+        if self.kind == "message":
+            return f'a message on topic "{self.topic}"' if self.topic else "a message"
+        return "a durable sleep"
 
 
 def _ids(value: Any) -> list[int]:
@@ -211,6 +259,34 @@ class RunRecord:
     @property
     def attempts_used(self) -> int:
         return len(self.attempts)
+
+    @property
+    def budget_used(self) -> int:
+        """Attempts counted against the budget: an attempt that ended ``waiting`` is not."""
+        return sum(1 for a in self.attempts if a.status != WAITING)
+
+    @property
+    def waiting(self) -> WaitState | None:
+        """What the run waits for, while its status is ``waiting``."""
+        return WaitState.from_json(self.raw.get("waiting")) if self.status == WAITING else None
+
+    def waited_ms(self, now_ms: float) -> float:
+        """Time the run spent waiting with no process: from each attempt that ended ``waiting``
+        to the start of the next (or to ``now_ms`` while it still waits)."""
+        total = 0.0
+        for i, a in enumerate(self.attempts):
+            if a.status != WAITING or a.ended_at is None:
+                continue
+            later = self.attempts[i + 1] if i + 1 < len(self.attempts) else None
+            if later is not None and isinstance(later.started_at, int | float):
+                total += max(0.0, later.started_at - a.ended_at)
+            elif later is None:
+                total += max(0.0, now_ms - a.ended_at)
+        return total
+
+    def deadline_at(self, now_ms: float) -> float:
+        """The run's execution deadline: its first attempt's, moved on by the time it waited."""
+        return self.deadline_ms + self.waited_ms(now_ms)
 
     @property
     def live_attempt(self) -> int | None:
