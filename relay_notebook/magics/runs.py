@@ -18,10 +18,11 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from relay_notebook import commands
+from relay_notebook import commands, waiting
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.views.live import RunMonitor, Throttle
+from relay_notebook.waiting import Delivery
 from relay_notebook.workspace import Workspace
 
 __all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
@@ -131,6 +132,35 @@ class RunView:
         handle = fork(workspace, run_id, from_call=from_call, on_event=view._on_event, **options)
         view._attach(handle)
         return view
+
+    @classmethod
+    def send(
+        cls,
+        workspace: Workspace,
+        run_id: str,
+        topic: str,
+        message: Any,
+        *,
+        idempotency_key: str | None = None,
+        shell: Any,
+        output: str | None = None,
+        sinks: list[Sink] | None = None,
+    ) -> tuple[RunView, Delivery]:
+        """Send ``message`` to ``run_id``; the view follows the attempt it resumes, if any."""
+        log = commands.logs(workspace, run_id)
+        relay = str(log.run["relay"])
+        view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
+        view.sinks.extend(sinks or [])
+        view.monitor.run_id = run_id
+        delivery = waiting.send(
+            workspace, run_id, topic, message, idempotency_key=idempotency_key,
+            on_event=view._on_event,
+        )  # fmt: skip
+        if delivery.handle is not None:
+            view._attach(delivery.handle)
+        else:
+            view.monitor.refresh()
+        return view, delivery
 
     def _attach(self, handle: RunHandle) -> None:
         self.handle = handle

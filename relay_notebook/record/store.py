@@ -133,7 +133,7 @@ class SchemaNotReadyError(sqlite3.OperationalError):
     """DBOS's tables are not (all) there yet: read as "nothing recorded yet", like SQLite's."""
 
 
-_TABLE = re.compile(r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs)\b")
+_TABLE = re.compile(r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs|notifications)\b")
 
 
 class _Cursor:
@@ -168,6 +168,11 @@ class PostgresRunReader:
                 "(SELECT o.* FROM dbos.operation_outputs o WHERE o.workflow_uuid IN "
                 f"(SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = "
                 f"'{app}')) AS operation_outputs"
+            ),
+            "notifications": (
+                "(SELECT n.* FROM dbos.notifications n WHERE n.destination_uuid IN "
+                f"(SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = "
+                f"'{app}')) AS notifications"
             ),
         }
 
