@@ -108,7 +108,9 @@ def add_parsers(sub: Any, *, notebook: bool = False) -> None:
     p = sub.add_parser("send", help="send a message to a run (e.g. an approval); it resumes")
     p.add_argument("run_id", metavar="RUN", help="the run, e.g. refund-3")
     p.add_argument("topic", metavar="TOPIC", help="the topic the run waits on (DBOS.recv)")
-    p.add_argument("message", metavar="JSON", help="the message, as JSON (or $NAME in a notebook)")
+    p.add_argument(
+        "message", metavar="JSON", help="the message: JSON (or, in a notebook, a variable name)"
+    )
     p.add_argument(
         "--idempotency-key", metavar="KEY",
         help="deliver at most once per KEY (a retried send is not delivered twice)",
