@@ -810,7 +810,7 @@ NOTEBOOKS["12-approvals.ipynb"] = [
     ),
     md("## A rejected refund\n\nThe relay's own logic decides what a rejection means:"),
     code('%relay run refund --input \'{"order": "B-2", "reason": "changed my mind"}\' --wait'),
-    code('%relay send refund-2 approval \'{"approved": false}\' --wait'),
+    code("%relay send refund-2 approval '{\"approved\": false}' --wait"),
     md(
         "## A durable sleep\n\n"
         "`DBOS.sleep` longer than the grace also ends the attempt. Its timer is kept by DBOS; "
