@@ -18,7 +18,6 @@ import contextlib
 import errno
 import importlib.util
 import json
-import logging
 import os
 import sqlite3
 import sys
@@ -30,52 +29,14 @@ from typing import Any, NoReturn
 from relay_notebook import codes
 from relay_notebook.codes import Code
 from relay_notebook.record.ledger import EventWriter, write_json_atomic
-from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.child_logs import route_logs
 from relay_notebook.runner.leave import leave, lost
+from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
+from relay_notebook.runner.spec import AttemptSpec
 
 RESULT_LIMIT = 128 * 1024
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 _FAST_POLL_SEC = 0.01
-
-
-class _EventLogHandler(logging.Handler):
-    """Copies ``DBOS.logger`` records into the ledger, tagged with workflow and step ids.
-
-    INFO records are kept when they come from workflow or step code; warnings always.
-    """
-
-    def __init__(self, events: EventWriter) -> None:
-        super().__init__(level=logging.INFO)
-        self.events = events
-
-    def emit(self, record: logging.LogRecord) -> None:
-        from dbos import DBOS
-
-        try:
-            if record.levelno < logging.WARNING and DBOS.workflow_id is None:
-                return  # DBOS's own start-up chatter (migrations, versions)
-            status = DBOS.step_status
-            self.events.emit(
-                "log",
-                level=record.levelname,
-                logger=record.name,
-                message=record.getMessage()[:4000],
-                workflow_id=DBOS.workflow_id,
-                step_id=DBOS.step_id,
-                step_attempt=(status.current_attempt or 0) + 1 if status else None,
-            )
-        except Exception:
-            self.handleError(record)
-
-
-def _route_logs(events: EventWriter) -> None:
-    """Send ``DBOS.logger`` records from INFO up to the ledger; keep stderr at WARNING."""
-    logger = logging.getLogger("dbos")
-    for handler in logger.handlers:
-        if handler.level < logging.WARNING:
-            handler.setLevel(logging.WARNING)
-    logger.addHandler(_EventLogHandler(events))
-    logger.setLevel(logging.INFO)
 
 
 def _prepare_database(path: Path) -> None:
@@ -92,16 +53,16 @@ def _prepare_database(path: Path) -> None:
         conn.close()
 
 
-def _workflow_status(spec: dict[str, Any], database_url: str | None) -> tuple[str, str] | None:
+def _workflow_status(spec: AttemptSpec, database_url: str | None) -> tuple[str, str] | None:
     """The run's DBOS status and executor before this attempt (``None``: a fresh run)."""
     from relay_notebook.record.backend import Backend
     from relay_notebook.record.store import open_store
 
     query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
-    store = open_store(Backend(database_url), Path(spec["database"]), spec["run_id"], live=False)
+    store = open_store(Backend(database_url), spec.database, spec.run_id, live=False)
     with store as conn:
         try:
-            row = conn.execute(query, (spec["run_id"],)).fetchone() if conn else None
+            row = conn.execute(query, (spec.run_id,)).fetchone() if conn else None
         except sqlite3.OperationalError:
             row = None  # no schema yet (or another child is creating DBOS's tables)
     return (str(row[0]), str(row[1])) if row else None
@@ -148,7 +109,7 @@ async def _await_recovery(workflow_id: str) -> Any:
 
 
 async def _run_attempt(
-    spec: dict[str, Any], events: EventWriter, entry: Any, database_url: str | None
+    spec: AttemptSpec, events: EventWriter, entry: Any, database_url: str | None
 ) -> dict[str, Any]:
     from dbos import DBOS, SetWorkflowID
     from dbos._error import (
@@ -156,7 +117,7 @@ async def _run_attempt(
         DBOSUnexpectedStepError,
     )
 
-    run_id = spec["run_id"]
+    run_id = spec.run_id
     before = _workflow_status(spec, database_url)
     prior = before[0] if before else None
     if prior is not None:
@@ -166,7 +127,7 @@ async def _run_attempt(
     t0 = time.time() * 1000
     events.emit("attempt_start", pid=os.getpid(), prior_status=prior, t0=round(t0, 1))
     DBOS.launch()
-    if before is not None and before[0] == "PENDING" and before[1] != spec["executor_id"]:
+    if before is not None and before[0] == "PENDING" and before[1] != spec.executor_id:
         # Another executor (a worker that died) left the workflow PENDING; DBOS's launch only
         # recovers our own executor's. Scoped by the run's application name, this re-enqueues
         # exactly this run's workflow, and only while it is still PENDING for that executor.
@@ -174,7 +135,7 @@ async def _run_attempt(
     try:
         if prior is None:
             with SetWorkflowID(run_id):
-                result = await entry(spec["input"])
+                result = await entry(spec.input)
         else:
             result = await _await_recovery(run_id)
     except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as exc:
@@ -205,12 +166,12 @@ async def _run_attempt(
         ]
         from relay_notebook.runner.instrument import user_traceback
 
-        tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, Path(spec["code_dir"]))
+        tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, spec.code_dir)
         message = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, OSError) and _denied_by_confinement(spec, exc):
             message += (
                 f". A relay writes only inside its run folder's execution area "
-                f"({Path(spec['run_dir']) / 'execution'}); use agentworks.run_dir or a "
+                f"({spec.run_dir / 'execution'}); use agentworks.run_dir or a "
                 f"relative path."
             )
         return {"status": "failed", "error": _error(codes.RELAY_RAISED, message, tb)}
@@ -221,11 +182,11 @@ async def _run_attempt(
     return _finish_result(spec, result)
 
 
-def _denied_by_confinement(spec: dict[str, Any], exc: OSError) -> bool:
+def _denied_by_confinement(spec: AttemptSpec, exc: OSError) -> bool:
     """Whether ``exc`` is a write the confinement refused (bwrap: read-only; Landlock: EACCES)."""
     if exc.errno == errno.EROFS:
         return True
-    landlocked = (spec.get("confinement") or {}).get("mechanism") == "landlock"
+    landlocked = (spec.confinement or {}).get("mechanism") == "landlock"
     return landlocked and exc.errno == errno.EACCES
 
 
@@ -235,7 +196,7 @@ def _attempt_events(events: EventWriter) -> list[dict[str, Any]]:
     return [e for e in read_events(events.path) if e.get("attempt") == events.attempt]
 
 
-def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
+def _finish_result(spec: AttemptSpec, result: Any) -> dict[str, Any]:
     try:
         text = json.dumps(result, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -257,7 +218,7 @@ def _finish_result(spec: dict[str, Any], result: Any) -> dict[str, Any]:
                 f"(128 KiB). Write large data to run_dir and return a reference to it.",
             ),
         }
-    write_json_atomic(Path(spec["result_path"]), result)
+    write_json_atomic(spec.result_path, result)
     return {"status": "succeeded", "result_bytes": size}
 
 
@@ -265,48 +226,48 @@ def main(spec_path: str) -> None:
     # jsonschema imports rfc3987_syntax when installed, which compiles a grammar for 1.5 s on
     # every attempt; relays never validate IRI formats, so the child does without it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
-    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-    if spec.get("report_fd") is not None:
-        _report_confinement(spec["confinement"], int(spec["report_fd"]))
+    spec = AttemptSpec.read(spec_path)
+    if spec.report_fd is not None:
+        _report_confinement(dict(spec.confinement or {}), spec.report_fd)
     events = EventWriter(
-        Path(spec["events_path"]),
-        run_id=spec["run_id"],
-        attempt=spec["attempt"],
-        pipe_fd=spec.get("pipe_fd"),
+        spec.events_path,
+        run_id=spec.run_id,
+        attempt=spec.attempt,
+        pipe_fd=spec.pipe_fd,
     )
-    outcome_path = Path(spec["outcome_path"])
-    code_dir = Path(spec["code_dir"])
+    outcome_path = spec.outcome_path
+    code_dir = spec.code_dir
     from dbos import DBOS
 
     from relay_notebook.runner.child_runtime import install_runtime, read_private, read_secrets
     from relay_notebook.runner.instrument import Instrumentation, user_traceback
 
-    if spec.get("lifeline_fd") is not None:
-        _watch_lifeline(int(spec["lifeline_fd"]))
+    if spec.lifeline_fd is not None:
+        _watch_lifeline(spec.lifeline_fd)
     private = read_private()
     database_url = private.get("database_url")
     runtime = install_runtime(spec, events, read_secrets(private), outcome_path)
     if database_url is not None:
         # first, before the relay's imports: from here on this process is the run's executor
         _hold_child_lock(spec, database_url, events, outcome_path, runtime)
-    crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
+    crash = spec.crash
     watch = None
-    if spec.get("durable", True):
+    if spec.context.durable:
         from relay_notebook.runner.waits import WaitWatch
 
         watch = WaitWatch(
             lambda outcome: _finish(events, outcome_path, runtime, outcome),
-            grace_s=float(spec.get("wait_grace_s", 3.0)),
+            grace_s=spec.context.wait_grace_s,
             events=events,
         )
         watch.install()
-    Instrumentation(events, crash, code_dir, runtime.redactor, spec["entry"], watch).install()
+    Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install()
     try:
-        module = _load_relay(code_dir, spec["entry"])
+        module = _load_relay(code_dir, spec.entry)
         entry = getattr(module, "run", None)
         if entry is None:
             raise AttributeError("the relay defines no run(INPUT) function")
-        legacy = _is_legacy(entry)
+        legacy = is_legacy(entry)
     except Exception as exc:
         outcome = {
             "status": "failed",
@@ -318,31 +279,31 @@ def main(spec_path: str) -> None:
         }
     else:
         if legacy:
-            entry = _legacy_entry(entry, durable=spec.get("durable", True))
-        if not spec.get("durable", True):
+            entry = legacy_entry(entry, durable=spec.context.durable)
+        if not spec.context.durable:
             outcome = asyncio.run(_run_without_dbos(spec, entry))
             _finish(events, outcome_path, runtime, outcome)
         if database_url is None:
-            _prepare_database(Path(spec["database"]))
-            name, url = "relay", f"sqlite:///{Path(spec['database']).resolve()}"
-            version = spec["app_version"]
+            _prepare_database(spec.database)
+            name, url = "relay", f"sqlite:///{spec.database.resolve()}"
+            version = spec.app_version
         else:
             from relay_notebook.runner.backend import app_version_for_run
 
-            name, url = spec["app_name"], database_url
-            version = app_version_for_run(spec["app_version"], spec["run_id"])
+            name, url = spec.app_name, database_url
+            version = app_version_for_run(spec.app_version, spec.run_id)
         DBOS(
             config={
                 "name": name,
                 "system_database_url": url,
                 "application_version": version,
-                "executor_id": spec.get("executor_id", "relay-local"),
+                "executor_id": spec.executor_id,
                 "log_level": "WARNING",
             }
         )
         if database_url is not None:
             DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
-        _route_logs(events)
+        route_logs(events)
         outcome = asyncio.run(_run_attempt(spec, events, entry, database_url))
     _finish(events, outcome_path, runtime, outcome)
 
@@ -361,14 +322,14 @@ _CHILD_LOCK: Any = None
 
 
 def _hold_child_lock(
-    spec: dict[str, Any], database_url: str, events: EventWriter, outcome_path: Path, runtime: Any
+    spec: AttemptSpec, database_url: str, events: EventWriter, outcome_path: Path, runtime: Any
 ) -> None:
     """Take the run's child lock in PostgreSQL for the life of this process (see runner.locks)."""
     global _CHILD_LOCK
     from relay_notebook.runner.backend import Backend
     from relay_notebook.runner.locks import hold_child_lock
 
-    _CHILD_LOCK = hold_child_lock(Backend(database_url), spec["run_id"], on_lost=lost)
+    _CHILD_LOCK = hold_child_lock(Backend(database_url), spec.run_id, on_lost=lost)
     if _CHILD_LOCK is None:
         _finish(
             events,
@@ -378,7 +339,7 @@ def _hold_child_lock(
                 "status": "rejected",
                 "error": _error(
                     codes.RUN_LOCKED,
-                    f"Run {spec['run_id']} is being executed by another process; this attempt "
+                    f"Run {spec.run_id} is being executed by another process; this attempt "
                     f"did not start.",
                 ),
             },
@@ -409,47 +370,16 @@ def _finish(
     leave(events, outcome_path, outcome, runtime.redactor.scrub)
 
 
-def _is_legacy(entry: Any) -> bool:
-    """``run(INPUT, ctx)``: a plain function of two parameters, not a DBOS workflow."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(entry).parameters)
-    except (TypeError, ValueError):
-        return False
-    return len(params) == 2
-
-
-def _legacy_entry(run_fn: Any, *, durable: bool) -> Any:
-    """Wrap ``run(INPUT, ctx)`` as the run's root workflow (or a plain coroutine if not durable)."""
-    import inspect
-
-    from agentworks.legacy import Context
-
-    ctx = Context()
-
-    async def call(run_input: Any) -> Any:
-        if inspect.iscoroutinefunction(run_fn):
-            return await run_fn(run_input, ctx)
-        return await asyncio.to_thread(run_fn, run_input, ctx)
-
-    if not durable:
-        return call
-    from dbos import DBOS
-
-    return DBOS.workflow(name="run")(call)
-
-
-async def _run_without_dbos(spec: dict[str, Any], entry: Any) -> dict[str, Any]:
+async def _run_without_dbos(spec: AttemptSpec, entry: Any) -> dict[str, Any]:
     """``relay_durability: none``: the program runs once, with no checkpoints."""
     from relay_notebook.runner.guards import refuse_secret_result
     from relay_notebook.runner.instrument import user_traceback
 
     try:
-        result = await entry(spec["input"])
+        result = await entry(spec.input)
         refuse_secret_result(result)  # no DBOS serializer guards this run's result
     except Exception as exc:
-        tb = user_traceback(exc, Path(spec["code_dir"]))
+        tb = user_traceback(exc, spec.code_dir)
         return {
             "status": "failed",
             "error": _error(codes.RELAY_RAISED, f"{type(exc).__name__}: {exc}", tb),

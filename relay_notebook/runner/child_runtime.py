@@ -21,8 +21,8 @@ from agentworks.redact import Redactor
 from relay_notebook import codes
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.rules import access_revoked_message
-from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.leave import crash_point, leave
+from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.access import AccessPolicy
 
 __all__ = ["install_runtime", "read_private", "read_secrets"]
@@ -68,12 +68,12 @@ def read_secrets(private: dict[str, Any]) -> dict[str, str]:
 
 
 def install_runtime(
-    spec: dict[str, Any], events: EventWriter, secrets: dict[str, str], outcome_path: Path
+    spec: AttemptSpec, events: EventWriter, secrets: dict[str, str], outcome_path: Path
 ) -> _runtime.Runtime:
     """Build and install the Runtime that agentworks calls see in this process."""
-    workspace = Path(spec["workspace"])
-    relay = spec["relay"]
-    release = spec.get("release")
+    workspace = spec.context.workspace
+    relay = spec.relay
+    release = spec.context.release
 
     def stop(status: str, error: dict[str, Any]) -> NoReturn:
         leave(events, outcome_path, {"status": status, "error": error})
@@ -82,43 +82,43 @@ def install_runtime(
         if not AccessPolicy(workspace).is_granted(relay):
             stop(
                 "denied",
-                codes.ACCESS_REVOKED.record(access_revoked_message(spec["run_id"], relay, what)),
+                codes.ACCESS_REVOKED.record(access_revoked_message(spec.run_id, relay, what)),
             )
         if release:
             from relay_notebook.workspace.releases import _read_release, verify_release
 
-            report = verify_release(_read_release(Path(spec["code_dir"])))
+            report = verify_release(_read_release(spec.code_dir))
             if not report.ok:
                 stop(
                     "denied",
                     codes.RELEASE_TAMPERED.record(
                         f"Release v{release['version']} of {relay} changed while "
-                        f"run {spec['run_id']} was running ({'; '.join(report.problems)}); "
+                        f"run {spec.run_id} was running ({'; '.join(report.problems)}); "
                         f"{what} was denied."
                     ),
                 )
 
-    crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
+    crash = spec.crash
 
     def platform_crash_point(label: str, occurrence: int, when: str) -> None:
         crash_point(events, crash, (label,), occurrence, when)
 
     runtime = _runtime.Runtime(
-        run_id=spec["run_id"],
+        run_id=spec.run_id,
         relay=relay,
-        attempt=spec["attempt"],
-        folder=Path(spec["run_dir"]),
-        code_dir=Path(spec["code_dir"]),
+        attempt=spec.attempt,
+        folder=spec.run_dir,
+        code_dir=spec.code_dir,
         workspace=workspace,
-        variables=dict(spec.get("variables") or {}),
-        default_model=spec.get("default_model"),
+        variables=dict(spec.context.variables),
+        default_model=spec.context.default_model,
         secrets=secrets,
         emit=events.emit,
         authorize=authorize,
         stop=stop,
         crash_point=platform_crash_point,
-        durable=bool(spec.get("durable", True)),
-        entry=str(spec.get("entry") or "relay.py"),
+        durable=spec.context.durable,
+        entry=spec.entry,
     )
     _runtime.install(runtime)
     if runtime.redactor:

@@ -191,23 +191,27 @@ def main(spec_path: str) -> None:
     from relay_notebook.record.ledger import EventWriter
     from relay_notebook.runner.child import _load_relay
     from relay_notebook.runner.child_runtime import install_runtime
+    from relay_notebook.runner.spec import AttemptContext, AttemptSpec
 
     sandbox = Path(spec["sandbox"])
     events = EventWriter(sandbox / "events.jsonl", run_id=spec["run_id"], attempt=0)
-    install_runtime(
-        {
-            "workspace": spec["workspace"],
-            "relay": spec["relay"],
-            "run_id": spec["run_id"],
-            "attempt": 0,
-            "code_dir": str(code_dir),
-            "run_dir": str(sandbox),
-            "release": None,
-        },
-        events,
-        {},
-        sandbox / "outcome.json",
+    attempt = AttemptSpec(
+        run_id=spec["run_id"],
+        relay=spec["relay"],
+        attempt=0,
+        attempt_id="replay-check",
+        code_dir=code_dir,
+        entry=spec["entry"],
+        app_version=spec["app_version"],
+        input=None,
+        database=Path(spec["database"]),
+        events_path=sandbox / "events.jsonl",
+        result_path=sandbox / "result.json",
+        outcome_path=sandbox / "outcome.json",
+        run_dir=sandbox,
+        context=AttemptContext(workspace=Path(spec["workspace"])),
     )
+    install_runtime(attempt, events, {}, attempt.outcome_path)
     _Replay(str(code_dir / spec["entry"]), report_path).install()
     try:
         _load_relay(code_dir, spec["entry"])

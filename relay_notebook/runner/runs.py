@@ -5,33 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentworks.journal import Journal
 from agentworks.redact import Redactor
 from relay_notebook import codes
 from relay_notebook.errors import (
     AccessRevokedError,
-    AttemptBudgetError,
-    BindingChangedError,
-    CheckpointsLostError,
-    DeadlinePassedError,
     InvalidInputError,
     NotDurableError,
-    RelayError,
     RunLockedError,
     RunRejectedError,
 )
 from relay_notebook.record.bindings import (
-    bindings_changed,
     compute_bindings,
     current_code,
     draft_code,
     release_code,
 )
-from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints
 from relay_notebook.record.folders import RunFolder, allocate_run, find_run
 from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.messages import wait_ready
-from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
+from relay_notebook.record.rules import decide
 from relay_notebook.record.run_record import MAX_ATTEMPTS, RunRecord
 from relay_notebook.runner.backend import (
     Backend,
@@ -39,12 +31,18 @@ from relay_notebook.runner.backend import (
     prepare_database,
     workspace_backend,
 )
-from relay_notebook.runner.checkpoints import guard_checkpoints
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
 from relay_notebook.runner.pool import ensure_dbos_schema
+from relay_notebook.runner.preflight import (
+    Held,
+    NotWaiting,
+    check_under_lock,
+    held_handle,
+    rule_facts,
+)
 from relay_notebook.runner.run_input import check_run_input
-from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt, record_event
+from relay_notebook.runner.spec import AttemptContext
+from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt
 from relay_notebook.workspace import (
     Draft,
     Workspace,
@@ -72,21 +70,21 @@ def _hidden(workspace: Workspace) -> tuple[Path, ...]:
     return (workspace.home / VAULT_DIR,)
 
 
-def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> dict[str, Any]:
+def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> AttemptContext:
     """What the child needs besides the spec basics: for agentworks' Runtime."""
     record = RunRecord.from_json(meta)
     if record.has_default_model:
         model = record.default_model
     else:  # a run recorded before the model was kept in run.json
         model = current_code(workspace, record).default_model
-    return {
-        "workspace": str(workspace.home),
-        "variables": record.variables,
-        "default_model": model,
-        "release": record.release,
-        "durable": record.durable,
-        "wait_grace_s": workspace.wait_grace_s,
-    }
+    return AttemptContext(
+        workspace=workspace.home,
+        variables=record.variables,
+        default_model=model,
+        release=record.release,
+        durable=record.durable,
+        wait_grace_s=workspace.wait_grace_s,
+    )
 
 
 def _refuse_vault_values(workspace: Workspace, relay: str, run_input: Any) -> None:
@@ -221,8 +219,8 @@ def _launch(
             preflight=preflight, executor_id=executor_id, lifeline=lifeline,
             accept_lost=accept_lost, resume=resume,
         )  # fmt: skip
-    except _Held as held:
-        return _hold(folder, folder.read_meta(), held.decision)
+    except Held as held:
+        return held_handle(folder, folder.read_meta(), held.decision)
 
     def answered() -> RunHandle | None:
         # the attempt ended waiting: a message that came while it left resumes it at once
@@ -251,7 +249,7 @@ def _launch_attempt(
     resume: bool = False,
 ) -> RunHandle:
     def checks() -> None:
-        _preflight(workspace, folder, backend, accept_lost=accept_lost, resume=resume)
+        check_under_lock(workspace, folder, backend, accept_lost=accept_lost, resume=resume)
 
     return launch_attempt(
         folder,
@@ -272,113 +270,6 @@ def _launch_attempt(
         confine=workspace.confine,
         warm_start=workspace.warm_start,
     )
-
-
-def _finished(folder: RunFolder, record: RunRecord) -> RunOutcome:
-    result = folder.read_result() if record.status == "succeeded" else None
-    return RunOutcome(
-        folder.run_id, folder.relay, record.status, record.attempts_used, result, record.error
-    )
-
-
-class _NotWaiting(Exception):
-    """A resume found the run no longer waiting (another process resumed it first)."""
-
-
-class _Held(Exception):
-    """Under the run lock the rules held the attempt back (e.g. the vanished supervisor's
-    attempt had finished the run after all)."""
-
-    def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.code)
-        self.decision = decision
-
-
-_REFUSALS: dict[str, type[RelayError]] = {
-    cls.code: cls
-    for cls in (
-        RunLockedError,
-        NotDurableError,
-        AttemptBudgetError,
-        DeadlinePassedError,
-        BindingChangedError,
-        CheckpointsLostError,
-    )
-}
-
-
-def _facts(
-    workspace: Workspace,
-    folder: RunFolder,
-    record: RunRecord,
-    *,
-    changed: list[str] | None = None,
-    lost: LostCheckpoints | None = None,
-    resume: Backend | None = None,
-) -> Facts:
-    """The rules' facts; ``resume`` (the run's database) asks whether a waiting run is ready."""
-    blocking = Journal(folder.journal).blocking() if record.attempts else []
-    now = now_ms()
-    ready = None
-    if resume is not None and record.waiting is not None:
-        ready = wait_ready(folder, record, resume, now)
-    return Facts(
-        record=record,
-        granted=AccessPolicy(workspace.home).is_granted(folder.relay),
-        now_ms=now,
-        blocking=[Uncertain(c.key, c.describe()) for c in blocking],
-        changed=changed,
-        lost=lost,
-        wait_ready=ready,
-    )
-
-
-def _preflight(
-    workspace: Workspace,
-    folder: RunFolder,
-    backend: Backend,
-    *,
-    accept_lost: bool = False,
-    resume: bool = False,
-) -> None:
-    """The rules again under the run lock, now with the bindings and the checkpoints.
-
-    ``resume``: only a waiting run whose wait is answered goes (a message, a due timer).
-    """
-    settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
-    meta = folder.read_meta()
-    record = RunRecord.from_json(meta)
-    if record.finished:
-        raise _Held(decide(_facts(workspace, folder, record)))
-    if resume and record.waiting is None:
-        raise _NotWaiting(record.status)
-    changed = bindings_changed(workspace, record)
-    lost = None
-    if record.attempts and not accept_lost:
-        lost = find_lost_checkpoints(folder, meta, backend)
-    ready = backend if resume else None
-    decision = decide(_facts(workspace, folder, record, changed=changed, lost=lost, resume=ready))
-    if decision.verdict == "hold":
-        raise _Held(decision)
-    if decision.verdict == "refuse":
-        assert decision.code is not None and decision.message is not None
-        if decision.code == codes.BINDING_CHANGED.code:
-            record_event(folder, record.attempts_used, "recovery_rejected", changed=changed)
-        raise _REFUSALS[decision.code](decision.message)
-    if record.attempts and accept_lost:
-        guard_checkpoints(folder, meta, backend, accept=True)
-
-
-def _hold(folder: RunFolder, meta: dict[str, Any], decision: Decision) -> RunHandle:
-    """A recovery that does not start: a finished run as it was, or held with a status."""
-    if decision.code == "finished":
-        finished = _finished(folder, RunRecord.from_json(meta))
-        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
-    attempts = len(meta.get("attempts", []))
-    status, error = str(decision.status), decision.reason
-    record_event(folder, attempts, "recovery_held", status=status, error=error)
-    outcome = RunOutcome(folder.run_id, folder.relay, status, attempts, None, error)
-    return RunHandle(folder, attempts, process=None, on_event=None, finished=outcome)
 
 
 def start_recovery(
@@ -435,7 +326,7 @@ def resume_waiting(
             on_event=on_event, backend=run_backend, preflight=True, executor_id=executor_id,
             lifeline=lifeline, resume=True,
         )  # fmt: skip
-    except (RunLockedError, _NotWaiting):
+    except (RunLockedError, NotWaiting):
         return None
     return handle if handle.process is not None else None
 
@@ -459,9 +350,9 @@ def _next_attempt(
     record = RunRecord.from_json(meta)
     first = not record.attempts
     run_backend = backend_for_run(meta, workspace_backend(workspace, backend))
-    decision = decide(_facts(workspace, folder, record, resume=run_backend))
+    decision = decide(rule_facts(workspace, folder, record, resume=run_backend))
     if decision.verdict == "hold":
-        return _hold(folder, meta, decision)
+        return held_handle(folder, meta, decision)
     if decision.code == codes.NOT_DURABLE.code:
         raise NotDurableError(str(decision.message))
     return _launch(

@@ -18,18 +18,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.record.folders import RunFolder, write_json_atomic
+from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
 from relay_notebook.runner.confine import (
@@ -40,226 +38,17 @@ from relay_notebook.runner.confine import (
     confine_command,
     landlock_confinement,
 )
-from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
-from relay_notebook.runner.locks import RunLock, take_run_lock
+from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallback, RunHandle
+from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
-from relay_notebook.runner.outcome import RunOutcome, settle_attempt
+from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.runner.spec import AttemptContext, AttemptSpec
 from relay_notebook.runner.warm import ForkedProcess, WarmParent, restart_warm_parent, warm_parent
 
 __all__ = ["EventCallback", "RunHandle", "launch_attempt"]
 
 CHILD_MODULE = "relay_notebook.runner.child"
-EventCallback = Callable[[dict[str, Any]], None]
-AttemptProcess = subprocess.Popen[bytes] | ForkedProcess
-
-
-class RunHandle:
-    """One attempt in progress. ``wait`` blocks; ``outcome`` is ``None`` until it ends."""
-
-    def __init__(
-        self,
-        folder: RunFolder,
-        attempt: int,
-        *,
-        process: AttemptProcess | None,
-        on_event: EventCallback | None,
-        finished: RunOutcome | None = None,
-    ) -> None:
-        self.folder = folder
-        self.attempt = attempt
-        self.process = process
-        self._on_event = on_event
-        self._done = threading.Event()
-        self._outcome = finished
-        self._deadline_hit = False
-        self._callbacks: list[Callable[[RunOutcome], None]] = []
-        self._callbacks_lock = threading.Lock()
-        #: this attempt's child has ended (the handle may go on with the run's next attempt)
-        self._ended = threading.Event()
-        #: asked when the attempt ends ``waiting``: the next attempt, if its wait was answered
-        #: while it left (the handle then follows that attempt to the run's end)
-        self.continue_with: Callable[[], RunHandle | None] | None = None
-        if finished is not None:
-            self._done.set()
-            self._ended.set()
-
-    def add_done_callback(self, fn: Callable[[RunOutcome], None]) -> None:
-        """Call ``fn(outcome)`` when the attempt ends (at once if it already has)."""
-        with self._callbacks_lock:
-            if not self._done.is_set():
-                self._callbacks.append(fn)
-                return
-        assert self._outcome is not None
-        fn(self._outcome)
-
-    @property
-    def run_id(self) -> str:
-        return self.folder.run_id
-
-    @property
-    def outcome(self) -> RunOutcome | None:
-        return self._outcome if self._done.is_set() else None
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> RunOutcome:
-        """Block until the attempt has ended; ``TimeoutError`` if ``timeout`` passes first."""
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"run {self.run_id} attempt {self.attempt} is still going")
-        assert self._outcome is not None
-        return self._outcome
-
-    def _signal(self, sig: signal.Signals) -> None:
-        # the child leads its own session; the group includes bwrap's inner process
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
-
-    def kill(self) -> None:
-        """SIGKILL the child at once (crash testing); the attempt ends ``interrupted``."""
-        self._signal(signal.SIGKILL)
-
-    def cancel(self, grace: float = 3.0) -> RunOutcome:
-        """Stop the attempt: SIGINT, then SIGTERM, then SIGKILL, ``grace`` seconds apart."""
-        if self.process is not None:
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-                if self.process.poll() is not None:
-                    break
-                self._signal(sig)
-                try:
-                    self.process.wait(grace)
-                except subprocess.TimeoutExpired:
-                    continue
-        return self.wait()
-
-    # -- the reader thread --------------------------------------------------------------------
-
-    def _read(self, pipe_r: int | None, lock: RunLock, ctx: dict[str, Any]) -> None:
-        try:
-            report = (
-                _read_report(ctx["report_fd"], ctx["mechanism"])
-                if ctx.get("report_fd") is not None
-                else None
-            )
-            if pipe_r is not None:
-                self._forward(pipe_r)
-            assert self.process is not None
-            returncode = self.process.wait()
-            _wait_for_group(self.process.pid)
-            ctx["logs"].wait()  # the stderr tail is read from the complete, scrubbed log
-            self._outcome = settle_attempt(
-                self.folder,
-                attempt=self.attempt,
-                attempt_dir=Path(ctx["attempt_dir"]),
-                returncode=returncode,
-                crashed_on_purpose=returncode == CRASH_EXIT_CODE,
-                deadline_hit=self._deadline_hit,
-                on_event=self._on_event,
-                confinement=report,
-                backend=ctx["backend"],
-            )
-        finally:
-            lock.release()
-            if ctx.get("lifeline") is not None:
-                os.close(ctx["lifeline"])
-            self._ended.set()
-            if not self._go_on():
-                self._complete(self._outcome)
-
-    def _go_on(self) -> bool:
-        """After a ``waiting`` end: follow the next attempt if the wait was answered meanwhile."""
-        if self._outcome is None or self._outcome.status != "waiting":
-            return False
-        if self.continue_with is None:
-            return False
-        try:
-            nxt = self.continue_with()
-        except Exception:
-            return False
-        if nxt is None:
-            return False
-        self.attempt, self.process = nxt.attempt, nxt.process
-        nxt.add_done_callback(self._complete)
-        return True
-
-    def _complete(self, outcome: RunOutcome | None) -> None:
-        with self._callbacks_lock:
-            self._outcome = outcome
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
-            if outcome is not None:
-                with contextlib.suppress(Exception):  # a view's bug must not hide the end
-                    fn(outcome)
-
-    def _forward(self, pipe_r: int) -> None:
-        """Hand each live event from the child to ``on_event`` until the child closes the pipe."""
-        with os.fdopen(pipe_r, "rb") as stream:
-            for line in stream:
-                if self._on_event is None:
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                with contextlib.suppress(Exception):  # a view's bug must not stop the run
-                    self._on_event(event)
-
-    def _watch_deadline(self, deadline_ms: float) -> None:
-        remaining = (deadline_ms - now_ms()) / 1000
-        if self._ended.wait(max(remaining, 0)):
-            return
-        self._deadline_hit = True
-        self.cancel(grace=2.0)
-
-
-def _read_report(fd: int, mechanism: str) -> dict[str, Any]:
-    """The child's confinement check, sent before the relay was imported (see runner.confine)."""
-    # one line: bwrap keeps a copy of the pipe open, and only the child's first line counts
-    with os.fdopen(fd, "rb") as stream:
-        data = stream.readline(64 * 1024)
-    try:
-        report = json.loads(data)
-    except ValueError:
-        report = None
-    if not isinstance(report, dict) or not isinstance(report.get("confined"), bool):
-        why = "the child ended before reporting its confinement check"
-        return {"confined": False, "mechanism": mechanism, "reason": why}
-    return report
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` is still running (zombies have let go of files)."""
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        # after the command: state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
-
-
-def _wait_for_group(pgid: int, timeout: float = 10.0) -> None:
-    """Wait until no process of the child's group is left running.
-
-    Under bubblewrap the process we waited for is bwrap; the relay's interpreter dies just
-    after it and holds the run lock until the kernel has torn it down. Settling (and any
-    recovery) must not start before that, or the next attempt would find the run locked.
-    A zombie has already closed its files, so it counts as gone.
-    """
-    deadline = time.monotonic() + timeout
-    while _group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.005)
 
 
 def _warm_next(_: RunOutcome) -> None:
@@ -344,7 +133,7 @@ def launch_attempt(
     preflight: Callable[[], None] | None = None,
     hidden: tuple[Path, ...] = (),
     secrets: dict[str, str] | None = None,
-    context: dict[str, Any] | None = None,
+    context: AttemptContext,
     backend: Backend | None = None,
     executor_id: str = "relay-local",
     lifeline: bool = False,
@@ -395,31 +184,30 @@ def launch_attempt(
             life_r, life_w = os.pipe()
         if confinement.check is not None:
             report_r, report_w = os.pipe()
-        spec = {
-            "run_id": folder.run_id,
-            "relay": folder.relay,
-            "attempt": attempt,
-            "attempt_id": attempt_id,
-            "code_dir": str(code_dir),
-            "entry": "relay.py",
-            "app_version": app_version,
-            "input": run_input,
-            "crash": crash.to_dict() if crash else None,
-            "database": str(folder.database),
-            "events_path": str(folder.events),
-            "result_path": str(attempt_dir / "child" / "result.json"),
-            "run_dir": str(folder.path),
-            "outcome_path": str(attempt_dir / "child" / "outcome.json"),
-            "pipe_fd": pipe_w,
-            "lifeline_fd": life_r,
-            "confinement": confinement.check,
-            "report_fd": report_w,
-            "database_kind": backend.kind,
-            "app_name": app_name_for_run(folder.run_id),
-            "executor_id": executor_id,
-            **(context or {}),
-        }
-        write_json_atomic(attempt_dir / "spec.json", spec)
+        spec = AttemptSpec(
+            run_id=folder.run_id,
+            relay=folder.relay,
+            attempt=attempt,
+            attempt_id=attempt_id,
+            code_dir=code_dir,
+            app_version=app_version,
+            input=run_input,
+            crash=crash,
+            database=folder.database,
+            events_path=folder.events,
+            result_path=attempt_dir / "child" / "result.json",
+            outcome_path=attempt_dir / "child" / "outcome.json",
+            run_dir=folder.path,
+            database_kind=backend.kind,
+            app_name=app_name_for_run(folder.run_id),
+            executor_id=executor_id,
+            pipe_fd=pipe_w,
+            lifeline_fd=life_r,
+            report_fd=report_w,
+            confinement=confinement.check,
+            context=context,
+        )
+        spec.write(attempt_dir / "spec.json")
         meta = folder.read_meta()
         meta["status"] = "running"
         meta["waiting"] = None
@@ -428,7 +216,7 @@ def launch_attempt(
                 "attempt": attempt,
                 "id": attempt_id,
                 "started_at": now_ms(),
-                "crash": spec["crash"],
+                "crash": crash.to_dict() if crash else None,
                 "host": socket.gethostname(),
                 "executor_id": executor_id,
                 **confinement.record(),
@@ -456,8 +244,8 @@ def launch_attempt(
                         rules,
                         enabled=confine,
                     )
-                    spec["confinement"] = confinement.check
-                    write_json_atomic(attempt_dir / "spec.json", spec)
+                    spec = spec.with_confinement(confinement.check)
+                    spec.write(attempt_dir / "spec.json")
                     meta["attempts"][-1].update(confinement.record())
                     folder.write_meta(meta)
             if process is None:
@@ -477,14 +265,12 @@ def launch_attempt(
     handle = RunHandle(folder, attempt, process=process, on_event=on_event)
     if warm_start and parent is None:  # spawned: warm the next attempt, after this one
         handle.add_done_callback(_warm_next)
-    ctx: dict[str, Any] = {
-        "attempt_dir": str(attempt_dir), "lifeline": life_w, "report_fd": report_r,
-    }  # fmt: skip
-    ctx["logs"] = logs
-    ctx["mechanism"] = confinement.mechanism
-    ctx["backend"] = backend  # settling reads the run's checkpoints with its password
+    ends = AttemptEnds(
+        attempt_dir, logs, backend, lifeline=life_w, report_fd=report_r,
+        mechanism=confinement.mechanism,
+    )  # fmt: skip
     threading.Thread(
-        target=handle._read, args=(pipe_r, lock, ctx), name=f"relay-{folder.run_id}", daemon=True
+        target=handle._read, args=(pipe_r, lock, ends), name=f"relay-{folder.run_id}", daemon=True
     ).start()
     threading.Thread(
         target=handle._watch_deadline, args=(deadline_ms,), name="relay-deadline", daemon=True

@@ -1,0 +1,193 @@
+"""Run summaries across a workspace: one line per run, filtered, oldest first.
+
+Reads only ``run.json`` (and a run's ledger for its live state): a damaged record is listed as
+``damaged``, naming the file, and never breaks the listing of the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
+from relay_notebook.record.folders import RunFolder, list_run_folders
+from relay_notebook.record.run_record import RunRecord
+from relay_notebook.workspace import Workspace
+
+__all__ = ["RUN_STATUSES", "RunSummary", "list_runs"]
+
+#: every status a run can have (``pending`` until its first attempt starts; ``queued`` while
+#: it waits for a worker)
+RUN_STATUSES: Final = (
+    "pending",
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "interrupted",
+    "needs_reconciliation",
+    "waiting",
+    "denied",
+    "rejected",
+    "damaged",
+)
+
+Moment = datetime | float
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of ``relay runs``."""
+
+    run_id: str
+    relay: str
+    status: str
+    attempts: int
+    release: str
+    created_at: float
+    #: wall time: from the run's creation to the end of its latest attempt
+    duration_ms: float | None
+    reused: int
+    ended_at: float | None = None
+    #: why the run's record cannot be read (status ``damaged``), naming the file
+    problem: str | None = None
+    #: active time: the sum of its attempts' durations (no waiting between or before them)
+    active_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "relay": self.relay,
+            "status": self.status,
+            "attempts": self.attempts,
+            "release": self.release,
+            "created_at": self.created_at,
+            "ended_at": self.ended_at,
+            "duration_ms": self.duration_ms,
+            "active_ms": self.active_ms,
+            "reused": self.reused,
+            "problem": self.problem,
+        }
+
+
+def _damaged(folder: RunFolder, exc: RunRecordDamagedError) -> RunSummary:
+    """The line of a run whose record cannot be read: listed, marked, and the file named."""
+    try:
+        created = folder.meta.stat().st_mtime * 1000
+    except OSError:
+        created = 0.0
+    return RunSummary(
+        run_id=folder.run_id,
+        relay=folder.relay,
+        status="damaged",
+        attempts=0,
+        release="-",
+        created_at=round(created, 1),
+        duration_ms=None,
+        reused=0,
+        problem=exc.message,
+    )
+
+
+def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
+    attempts = record.attempts
+    ended = [a.ended_at for a in attempts if a.ended_at]
+    spans = [
+        a.ended_at - a.started_at
+        for a in attempts
+        if a.ended_at is not None and isinstance(a.started_at, int | float)
+    ]
+    release = record.release
+    return RunSummary(
+        run_id=folder.run_id,
+        relay=folder.relay,
+        status=record.status,
+        attempts=len(attempts),
+        release=f"v{release['version']}" if release else "draft",
+        created_at=record.created_at,
+        duration_ms=round(max(ended) - record.created_at, 1) if ended else None,
+        reused=sum(a.reused_count for a in attempts),
+        ended_at=max(ended) if ended else None,
+        active_ms=round(sum(spans), 1) if spans else None,
+    )
+
+
+def _epoch_ms(moment: Moment, what: str) -> float:
+    if isinstance(moment, datetime):
+        return moment.timestamp() * 1000
+    if isinstance(moment, int | float) and not isinstance(moment, bool):
+        return float(moment)
+    raise InvalidInputError(
+        f"{what}= takes a datetime or epoch milliseconds (as run.json's created_at), got "
+        f"{type(moment).__name__}; e.g. {what}=datetime(2025, 1, 31)"
+    )
+
+
+def _statuses(status: str | Iterable[str] | None) -> set[str] | None:
+    if status is None:
+        return None
+    wanted = {status} if isinstance(status, str) else set(status)
+    unknown = sorted(wanted - set(RUN_STATUSES))
+    if unknown:
+        raise InvalidInputError(
+            f"Unknown run status {', '.join(map(repr, unknown))}: expected one of "
+            f"{', '.join(RUN_STATUSES)}."
+        )
+    return wanted
+
+
+def _release_matches(release: dict[str, Any] | None, wanted: str) -> bool:
+    ref = wanted.strip().lower()
+    if ref == "draft":
+        return release is None
+    if release is None:
+        return False
+    if ref.removeprefix("v").isascii() and ref.removeprefix("v").isdigit():
+        return int(ref.removeprefix("v")) == int(release["version"])
+    return len(ref) >= 4 and str(release.get("hash", "")).startswith(ref)
+
+
+def list_runs(
+    workspace: Workspace,
+    relay: str | None = None,
+    *,
+    status: str | Iterable[str] | None = None,
+    release: str | None = None,
+    since: Moment | None = None,
+    until: Moment | None = None,
+) -> list[RunSummary]:
+    """Runs of one relay, or of every relay in the workspace, oldest first.
+
+    ``status`` keeps runs with that status (or any of several); ``release`` keeps runs of
+    ``"draft"``, of a release (``"v3"``) or of a release hash prefix; ``since``/``until``
+    keep runs created in that span (a ``datetime`` or epoch milliseconds).
+    """
+    relays = [relay] if relay else workspace.list_relays()
+    if relay:
+        workspace.load_draft(relay)
+    statuses = _statuses(status)
+    lo = _epoch_ms(since, "since") if since is not None else None
+    hi = _epoch_ms(until, "until") if until is not None else None
+    found = []
+    for name in relays:
+        for folder in list_run_folders(workspace, name):
+            record: RunRecord | None
+            try:
+                record = RunRecord.load(folder)
+            except RunRecordDamagedError as exc:  # one run's problem, not the workspace's
+                record, summary = None, _damaged(folder, exc)
+            else:
+                summary = _summary(folder, record)
+            if statuses is not None and summary.status not in statuses:
+                continue
+            if release is not None and (
+                record is None or not _release_matches(record.release, release)
+            ):
+                continue
+            created = summary.created_at
+            if (lo is not None and created < lo) or (hi is not None and created > hi):
+                continue
+            found.append(summary)
+    return sorted(found, key=lambda s: (s.created_at, s.run_id))

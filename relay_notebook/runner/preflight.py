@@ -1,0 +1,157 @@
+"""The recovery rules applied by the runner: their facts, the check under the run lock, a hold.
+
+Design note: ``record.rules.decide`` is the one pure function of the rules; this module
+gathers its facts for a run (access, uncertain calls, the wait's answer, and under the lock the
+bindings and lost checkpoints) and acts on the answer: ``preflight`` raises the refusal's
+error or ``Held`` (the attempt does not start), and ``held_handle`` turns a hold into the
+finished handle a caller gets back (the run as it was, or held with a status), so
+``history.preview`` and ``runs`` say the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentworks.journal import Journal
+from relay_notebook import codes
+from relay_notebook.errors import (
+    AttemptBudgetError,
+    BindingChangedError,
+    CheckpointsLostError,
+    DeadlinePassedError,
+    NotDurableError,
+    RelayError,
+    RunLockedError,
+)
+from relay_notebook.record.bindings import bindings_changed
+from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints
+from relay_notebook.record.folders import RunFolder
+from relay_notebook.record.ledger import now_ms
+from relay_notebook.record.messages import wait_ready
+from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
+from relay_notebook.record.run_record import RunRecord
+from relay_notebook.runner.backend import Backend
+from relay_notebook.runner.checkpoints import guard_checkpoints
+from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
+from relay_notebook.runner.supervisor import RunHandle, record_event
+from relay_notebook.workspace import Workspace
+from relay_notebook.workspace.access import AccessPolicy
+
+__all__ = [
+    "REFUSALS",
+    "Held",
+    "NotWaiting",
+    "check_under_lock",
+    "finished_outcome",
+    "held_handle",
+    "rule_facts",
+]
+
+
+def finished_outcome(folder: RunFolder, record: RunRecord) -> RunOutcome:
+    result = folder.read_result() if record.status == "succeeded" else None
+    return RunOutcome(
+        folder.run_id, folder.relay, record.status, record.attempts_used, result, record.error
+    )
+
+
+class NotWaiting(Exception):
+    """A resume found the run no longer waiting (another process resumed it first)."""
+
+
+class Held(Exception):
+    """Under the run lock the rules held the attempt back (e.g. the vanished supervisor's
+    attempt had finished the run after all)."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.code)
+        self.decision = decision
+
+
+REFUSALS: dict[str, type[RelayError]] = {
+    cls.code: cls
+    for cls in (
+        RunLockedError,
+        NotDurableError,
+        AttemptBudgetError,
+        DeadlinePassedError,
+        BindingChangedError,
+        CheckpointsLostError,
+    )
+}
+
+
+def rule_facts(
+    workspace: Workspace,
+    folder: RunFolder,
+    record: RunRecord,
+    *,
+    changed: list[str] | None = None,
+    lost: LostCheckpoints | None = None,
+    resume: Backend | None = None,
+) -> Facts:
+    """The rules' facts; ``resume`` (the run's database) asks whether a waiting run is ready."""
+    blocking = Journal(folder.journal).blocking() if record.attempts else []
+    now = now_ms()
+    ready = None
+    if resume is not None and record.waiting is not None:
+        ready = wait_ready(folder, record, resume, now)
+    return Facts(
+        record=record,
+        granted=AccessPolicy(workspace.home).is_granted(folder.relay),
+        now_ms=now,
+        blocking=[Uncertain(c.key, c.describe()) for c in blocking],
+        changed=changed,
+        lost=lost,
+        wait_ready=ready,
+    )
+
+
+def check_under_lock(
+    workspace: Workspace,
+    folder: RunFolder,
+    backend: Backend,
+    *,
+    accept_lost: bool = False,
+    resume: bool = False,
+) -> None:
+    """The rules again under the run lock, now with the bindings and the checkpoints.
+
+    ``resume``: only a waiting run whose wait is answered goes (a message, a due timer).
+    """
+    settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
+    meta = folder.read_meta()
+    record = RunRecord.from_json(meta)
+    if record.finished:
+        raise Held(decide(rule_facts(workspace, folder, record)))
+    if resume and record.waiting is None:
+        raise NotWaiting(record.status)
+    changed = bindings_changed(workspace, record)
+    lost = None
+    if record.attempts and not accept_lost:
+        lost = find_lost_checkpoints(folder, meta, backend)
+    ready = backend if resume else None
+    decision = decide(
+        rule_facts(workspace, folder, record, changed=changed, lost=lost, resume=ready)
+    )
+    if decision.verdict == "hold":
+        raise Held(decision)
+    if decision.verdict == "refuse":
+        assert decision.code is not None and decision.message is not None
+        if decision.code == codes.BINDING_CHANGED.code:
+            record_event(folder, record.attempts_used, "recovery_rejected", changed=changed)
+        raise REFUSALS[decision.code](decision.message)
+    if record.attempts and accept_lost:
+        guard_checkpoints(folder, meta, backend, accept=True)
+
+
+def held_handle(folder: RunFolder, meta: dict[str, Any], decision: Decision) -> RunHandle:
+    """A recovery that does not start: a finished run as it was, or held with a status."""
+    if decision.code == codes.FINISHED.code:
+        finished = finished_outcome(folder, RunRecord.from_json(meta))
+        return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
+    attempts = len(meta.get("attempts", []))
+    status, error = str(decision.status), decision.reason
+    record_event(folder, attempts, "recovery_held", status=status, error=error)
+    outcome = RunOutcome(folder.run_id, folder.relay, status, attempts, None, error)
+    return RunHandle(folder, attempts, process=None, on_event=None, finished=outcome)
