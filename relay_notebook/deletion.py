@@ -34,6 +34,7 @@ from relay_notebook.record.folders import (
     list_run_folders,
     parse_run_id,
 )
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import Backend, backend_for_run, workspace_backend
 from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.workspace import Workspace, list_releases
@@ -64,14 +65,14 @@ class Deleted:
 
 def _lock(folder: RunFolder, backend: Backend | None) -> RunLock:
     """The run's lock, or ``run-locked`` worded for a delete."""
-    meta = folder.read_meta()
-    if meta.get("status") == "queued":
+    record = RunRecord.load(folder)
+    if record.status == "queued":
         raise RunLockedError(
             f"Cannot delete run {folder.run_id}: it is queued for the worker pool. Wait until "
             f"it has finished (relay runs {folder.relay}), then delete it."
         )
     try:
-        return take_run_lock(folder, backend_for_run(meta, backend))
+        return take_run_lock(folder, backend_for_run(record.raw, backend))
     except RunLockedError:
         raise RunLockedError(
             f"Cannot delete run {folder.run_id}: an attempt is executing it right now. Wait "

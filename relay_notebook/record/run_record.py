@@ -252,6 +252,15 @@ class RunRecord:
     def finished(self) -> bool:
         return self.status in TERMINAL
 
+    def begin_attempt(self, attempt: int, **fields: Any) -> AttemptRecord:
+        """Record that attempt ``attempt`` starts now (``fields``: its id, start time, host,
+        executor, crash, confinement as run.json keeps them); the run is ``running``."""
+        entry = AttemptRecord.from_json({"attempt": attempt, **copy.deepcopy(fields)})
+        self.attempts.append(entry)
+        self.status = "running"
+        self.raw["waiting"] = None
+        return entry
+
     def attempt_entry(self, attempt: int) -> AttemptRecord | None:
         """The entry of attempt number ``attempt``, if recorded."""
         return next((a for a in self.attempts if a.attempt == attempt), None)

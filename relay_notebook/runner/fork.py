@@ -28,6 +28,7 @@ from agentworks.redact import Redactor
 from relay_notebook import codes
 from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
 from relay_notebook.record.folders import RunFolder, find_run
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import open_database
 from relay_notebook.runner.backend import (
     Backend,
@@ -350,17 +351,17 @@ def create_fork(
     from relay_notebook.runner.runs import create_run
 
     parent = find_run(workspace, run_id)
-    meta = parent.read_meta()
-    backend = backend_for_run(meta, workspace_backend(workspace, backend))
-    relay = str(meta["relay"])
+    record = RunRecord.load(parent)
+    backend = backend_for_run(record.raw, workspace_backend(workspace, backend))
+    relay = record.relay
     current = workspace.load_draft(relay)
     if release is None and not draft:
-        if meta.get("release"):
-            release = f"v{meta['release']['version']}"
+        if record.release:
+            release = f"v{record.release['version']}"
         else:
             from relay_notebook.runner.runs import draft_hash
 
-            if draft_hash(current) != meta["app_version"]:
+            if draft_hash(current) != record.app_version:
                 raise ForkError(
                     f"Cannot fork run {run_id} onto its own code: the draft of {relay} changed "
                     f"since the run started. Fork onto the current draft with --draft (its "
@@ -370,7 +371,7 @@ def create_fork(
     lock = hold_parent(parent, backend)
     try:
         fork = create_run(
-            workspace, current, run_input=run_input if input_given else meta.get("input"),
+            workspace, current, run_input=run_input if input_given else record.input,
             release=release, backend=backend, queued=queued,
         )  # fmt: skip
         try:
@@ -380,29 +381,27 @@ def create_fork(
                 workspace, parent, backend if backend.is_postgres else fork.database,
                 from_call, sets=sets or {}, input_edited=input_given,
             )  # fmt: skip
-            fork_meta = fork.read_meta()
-            code_dir = Path(fork_meta["code_dir"])
-            if fork_meta["app_version"] != meta["app_version"]:
+            made = RunRecord.load(fork)
+            code_dir = Path(made.code_dir)
+            same_code = made.app_version == record.app_version
+            if not same_code:
                 source = (code_dir / "relay.py").read_text(encoding="utf-8")
                 check_compatible(plan, source, relay)
             origin = plan.record()
             origin["code"] = (
-                "the parent's"
-                if fork_meta["app_version"] == meta["app_version"]
-                else (f"release {release}" if release else "the draft")
+                "the parent's" if same_code else (f"release {release}" if release else "the draft")
             )
-            fork_meta["fork"] = origin
-            fork.write_meta(fork_meta)
+            made.fork = origin
+            made.raw["fork"] = origin
+            made.save(fork)
             prepare_fork(
-                plan, fork, app_version=fork_meta["app_version"],
-                run_input=fork_meta["input"], backend=backend,
+                plan, fork, app_version=made.app_version, run_input=made.input, backend=backend,
             )  # fmt: skip
         except BaseException as exc:
-            failed = fork.read_meta()
-            failed["status"] = "rejected"
+            failed = RunRecord.load(fork)
             entry = exc.entry if isinstance(exc, RelayError) else codes.FORK_REFUSED
-            failed["error"] = entry.record(str(exc))
-            fork.write_meta(failed)
+            failed.status, failed.error = "rejected", entry.record(str(exc))
+            failed.save(fork)
             raise
     finally:
         lock.release()

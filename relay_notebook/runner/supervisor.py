@@ -29,6 +29,7 @@ from typing import Any
 
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
 from relay_notebook.runner.confine import (
     TURNED_OFF,
@@ -157,7 +158,7 @@ def launch_attempt(
         if preflight is not None:
             preflight()
         if attempt is None:  # numbered under the lock: two recoveries cannot both be attempt N
-            attempt = len(folder.read_meta().get("attempts", [])) + 1
+            attempt = RunRecord.load(folder).attempts_used + 1
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
@@ -208,21 +209,17 @@ def launch_attempt(
             context=context,
         )
         spec.write(attempt_dir / "spec.json")
-        meta = folder.read_meta()
-        meta["status"] = "running"
-        meta["waiting"] = None
-        meta.setdefault("attempts", []).append(
-            {
-                "attempt": attempt,
-                "id": attempt_id,
-                "started_at": now_ms(),
-                "crash": crash.to_dict() if crash else None,
-                "host": socket.gethostname(),
-                "executor_id": executor_id,
-                **confinement.record(),
-            }
+        record = RunRecord.load(folder)
+        entry = record.begin_attempt(
+            attempt,
+            id=attempt_id,
+            started_at=now_ms(),
+            crash=crash.to_dict() if crash else None,
+            host=socket.gethostname(),
+            executor_id=executor_id,
+            **confinement.record(),
         )
-        folder.write_meta(meta)
+        record.save(folder)
         child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
         logs = AttemptLogs(attempt_dir, secrets)  # scrubbed of vault values: see log_scrubber
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
@@ -246,8 +243,8 @@ def launch_attempt(
                     )
                     spec = spec.with_confinement(confinement.check)
                     spec.write(attempt_dir / "spec.json")
-                    meta["attempts"][-1].update(confinement.record())
-                    folder.write_meta(meta)
+                    entry.update(**confinement.record())
+                    record.save(folder)
             if process is None:
                 process = _spawn(argv, rules.cwd, env, logs, lock.pass_fds + child_fds, private)
         finally:
@@ -260,8 +257,8 @@ def launch_attempt(
             if end is not None:
                 os.close(end)
         raise
-    meta["attempts"][-1]["pid"] = process.pid
-    folder.write_meta(meta)
+    entry.update(pid=process.pid)
+    record.save(folder)
     handle = RunHandle(folder, attempt, process=process, on_event=on_event)
     if warm_start and parent is None:  # spawned: warm the next attempt, after this one
         handle.add_done_callback(_warm_next)
