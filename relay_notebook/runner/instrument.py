@@ -20,7 +20,7 @@ import json
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,55 +180,45 @@ class Instrumentation:
             "step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2)
         )
 
+    @contextlib.contextmanager
+    def _body(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+        """Around one run of a step's body: its events, the secret checks, ``--crash during``."""
+        call, info = self._body_started(name, args, kwargs)
+        started = time.perf_counter()
+        try:
+            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+            yield
+        except Exception as exc:
+            self._body_failed(info, started, exc)
+            safe = self._scrubbed(exc)
+            if safe is not exc:
+                raise safe from None
+            raise
+        except BaseException as exc:
+            self._body_failed(info, started, exc)
+            raise
+        finally:
+            if call is not None:
+                self._crash_now(call, "during")
+        self._body_done(info, started)
+
     def _wrap_body(self, func: Callable[..., Any], name: str) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_body(*args: Any, **kwargs: Any) -> Any:
-                call, info = self._body_started(name, args, kwargs)
-                started = time.perf_counter()
-                try:
-                    self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+                with self._body(name, args, kwargs):
                     result = await func(*args, **kwargs)
                     self._refuse_secret(f"The result of step {name!r}", result)
-                except Exception as exc:
-                    self._body_failed(info, started, exc)
-                    safe = self._scrubbed(exc)
-                    if safe is not exc:
-                        raise safe from None
-                    raise
-                except BaseException as exc:
-                    self._body_failed(info, started, exc)
-                    raise
-                finally:
-                    if call is not None:
-                        self._crash_now(call, "during")
-                self._body_done(info, started)
                 return result
 
             return async_body
 
         @functools.wraps(func)
         def sync_body(*args: Any, **kwargs: Any) -> Any:
-            call, info = self._body_started(name, args, kwargs)
-            started = time.perf_counter()
-            try:
-                self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+            with self._body(name, args, kwargs):
                 result = func(*args, **kwargs)
                 self._refuse_secret(f"The result of step {name!r}", result)
-            except Exception as exc:
-                self._body_failed(info, started, exc)
-                safe = self._scrubbed(exc)
-                if safe is not exc:
-                    raise safe from None
-                raise
-            except BaseException as exc:
-                self._body_failed(info, started, exc)
-                raise
-            finally:
-                if call is not None:
-                    self._crash_now(call, "during")
-            self._body_done(info, started)
             return result
 
         return sync_body
@@ -262,39 +252,36 @@ class Instrumentation:
         if not call.executed and not isinstance(exc, DBOSException):
             self._reused(call, raised=type(exc).__name__)
 
+    @contextlib.contextmanager
+    def _call(self, name: str, function: str) -> Iterator[None]:
+        """Around every call of a step (run or replayed): reused or crash ``after``."""
+        call = self._next_call(name, function)
+        token = _CALL.set(call)
+        try:
+            with self._step_scope():
+                yield
+        except BaseException as exc:
+            self._after_raise(call, exc)
+            raise
+        finally:
+            _CALL.reset(token)
+        self._after_call(call)
+
     def _wrap_calls(self, wrapped: Any, name: str, func: Callable[..., Any]) -> Any:
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(wrapped)
             async def async_call(*args: Any, **kwargs: Any) -> Any:
-                call = self._next_call(name, func.__name__)
-                token = _CALL.set(call)
-                try:
-                    with self._step_scope():
-                        result = await wrapped(*args, **kwargs)
-                except BaseException as exc:
-                    self._after_raise(call, exc)
-                    raise
-                finally:
-                    _CALL.reset(token)
-                self._after_call(call)
+                with self._call(name, func.__name__):
+                    result = await wrapped(*args, **kwargs)
                 return result
 
             return async_call
 
         @functools.wraps(wrapped)
         def sync_call(*args: Any, **kwargs: Any) -> Any:
-            call = self._next_call(name, func.__name__)
-            token = _CALL.set(call)
-            try:
-                with self._step_scope():
-                    result = wrapped(*args, **kwargs)
-            except BaseException as exc:
-                self._after_raise(call, exc)
-                raise
-            finally:
-                _CALL.reset(token)
-            self._after_call(call)
+            with self._call(name, func.__name__):
+                result = wrapped(*args, **kwargs)
             return result
 
         return sync_call
