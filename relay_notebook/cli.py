@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import codes, commands, crash_each, inputs, surfaces, time_travel
+from relay_notebook import codes, commands, crash_each, events, inputs, surfaces, time_travel
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
@@ -127,6 +127,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
 
     time_travel.add_parsers(sub, notebook=notebook)
     crash_each.add_parsers(sub, notebook=notebook)
+    events.add_parsers(sub, notebook=notebook)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
@@ -618,6 +619,7 @@ _COMMANDS = {
     "doctor": _cmd_doctor,
     **time_travel.cli_commands(_report_outcome, _wait, _progress),
     **crash_each.cli_commands(),
+    **events.cli_commands(),
 }
 
 
