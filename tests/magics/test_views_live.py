@@ -123,7 +123,8 @@ def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace)
     channel.handle({"content": {"data": {"action": "delete"}}})
     assert sent[-1] == {
         "type": "error",
-        "message": "unknown view action 'delete'; expected 'run', 'recover', 'fork' or 'workspace'",
+        "message": "unknown view action 'delete'; expected 'run', 'recover', 'fork', 'send' or "
+        "'workspace'",
     }
 
 
