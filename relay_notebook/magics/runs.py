@@ -64,6 +64,7 @@ class RunView:
         #: also told of every push (the comm of a view started from a button); True when final
         self.sinks: list[Sink] = []
         self._lock = threading.Lock()
+        self._pushing = threading.Lock()
         self.throttle = Throttle(self._push)
 
     def __repr__(self) -> str:
@@ -223,15 +224,20 @@ class RunView:
         self.throttle.flush()
 
     def _push(self) -> None:
-        self.monitor.refresh()
-        bundle = self.monitor.bundle()
-        done = self.finished.is_set() and (self.handle is None or self.handle.outcome is not None)
-        with self._lock:
-            if self._display is not None:
-                self._display.update(bundle, raw=True)
-            sinks = list(self.sinks)
-        for sink in sinks:
-            sink(bundle, done)
+        # one push at a time: the poller's and the supervisor's threads both push, and a push
+        # that read the run earlier must not be painted (or sent) after the final one
+        with self._pushing:
+            done = self.finished.is_set() and (
+                self.handle is None or self.handle.outcome is not None
+            )
+            self.monitor.refresh()
+            bundle = self.monitor.bundle()
+            with self._lock:
+                if self._display is not None:
+                    self._display.update(bundle, raw=True)
+                sinks = list(self.sinks)
+            for sink in sinks:
+                sink(bundle, done)
 
     # -- showing ------------------------------------------------------------------------------
 
