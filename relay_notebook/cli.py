@@ -15,7 +15,16 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import codes, commands, crash_each, events, inputs, surfaces, time_travel
+from relay_notebook import (
+    codes,
+    commands,
+    crash_each,
+    events,
+    inputs,
+    surfaces,
+    time_travel,
+    waiting,
+)
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
@@ -126,6 +135,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
         _add_record_parsers(sub)
 
     time_travel.add_parsers(sub, notebook=notebook)
+    waiting.add_parsers(sub, notebook=notebook)
     crash_each.add_parsers(sub, notebook=notebook)
     events.add_parsers(sub, notebook=notebook)
 
@@ -618,9 +628,14 @@ _COMMANDS = {
     "workers": _cmd_workers,
     "doctor": _cmd_doctor,
     **time_travel.cli_commands(_report_outcome, _wait, _progress),
+    **waiting.cli_commands(_report_outcome, _wait, _progress),
     **crash_each.cli_commands(),
     **events.cli_commands(),
 }
+
+
+#: commands that do not wake due runs first (``wake`` itself; a worker wakes its own)
+_NO_WAKE = frozenset({"wake", "worker"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -638,6 +653,8 @@ def _main(argv: Sequence[str] | None) -> int:
             settings = dataclasses.replace(settings, warm_start=False)
         ws = settings.workspace()
         args.backend = settings.backend()
+        if args.command not in _NO_WAKE:  # a due waiting run resumes at any relay command
+            waiting.wake_in_background(ws, args.backend)
         return _COMMANDS[args.command](ws, args)
     except CommandLineError as exc:
         print(f"relay: error: {exc} [{codes.USAGE.code}]", file=sys.stderr)

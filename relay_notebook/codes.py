@@ -330,6 +330,19 @@ FINISHED = Code(
     sections=("recovery",),
     recorded=True,
 )
+WAITING = Code(
+    "waiting",
+    "The run waits with no process: for a message on a topic (`DBOS.recv`) or a durable "
+    "sleep's timer. It resumes when the message arrives or the timer is due.",
+    "answer it: `relay send RUN TOPIC JSON`; a due timer: `relay wake`",
+    sections=("recovery", "runs"),
+    recorded=True,
+)
+RUN_NOT_WAITING = _error(
+    "run-not-waiting",
+    "A message was sent to a run that has finished (or cannot receive): nothing was delivered.",
+    "start a new run: `relay run NAME`",
+)
 FORBIDDEN = Code(
     "forbidden",
     "The Jupyter server refused the request (HTTP 403): no valid token or login, or its "

@@ -50,6 +50,7 @@ __all__ = [
     "RunFileRefusedError",
     "RunLockedError",
     "RunNotFoundError",
+    "RunNotWaitingError",
     "RunRecordDamagedError",
     "RunRejectedError",
     "WorkspaceError",
@@ -315,3 +316,9 @@ class WorkspaceNotFoundError(RelayError):
     """A REST request named a workspace folder that does not exist (no relay saved there yet)."""
 
     entry = codes.WORKSPACE_NOT_FOUND
+
+
+class RunNotWaitingError(RelayError):
+    """A message to a run that cannot receive it (finished, never started, not durable)."""
+
+    entry = codes.RUN_NOT_WAITING

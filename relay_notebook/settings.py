@@ -19,12 +19,30 @@ from dataclasses import dataclass
 from relay_notebook.runner.backend import ENV_VAR, Backend, resolve_backend
 from relay_notebook.workspace import Workspace
 
-__all__ = ["ENV_CONFINE", "ENV_DATABASE_URL", "ENV_HOME", "ENV_WARM_START", "Settings"]
+__all__ = [
+    "ENV_CONFINE",
+    "ENV_DATABASE_URL",
+    "ENV_HOME",
+    "ENV_WAIT_GRACE",
+    "ENV_WARM_START",
+    "Settings",
+]
 
 ENV_HOME = "RELAY_HOME"
 ENV_DATABASE_URL = ENV_VAR  # the supervisor keeps it out of every child's environment
 ENV_CONFINE = "RELAY_CONFINE"
 ENV_WARM_START = "RELAY_WARM_START"
+ENV_WAIT_GRACE = "RELAY_WAIT_GRACE"
+DEFAULT_WAIT_GRACE_S = 3.0
+
+
+def _seconds(text: str | None, default: float) -> float:
+    """A number of seconds from the environment (an unusable value: ``default``)."""
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return default
+    return value if value >= 0 and value == value else default
 
 
 @dataclass(frozen=True)
@@ -38,6 +56,8 @@ class Settings:
     database_url: str | None = None
     confine: bool = True
     warm_start: bool = True
+    #: seconds a run may block in DBOS.recv / DBOS.sleep before its attempt ends ``waiting``
+    wait_grace_s: float = DEFAULT_WAIT_GRACE_S
 
     @classmethod
     def from_environment(
@@ -48,11 +68,15 @@ class Settings:
         database_url: str | None = None,
         confine: bool | None = None,
         warm_start: bool | None = None,
+        wait_grace_s: float | None = None,
     ) -> Settings:
         """The explicit values given, else ``RELAY_HOME``, ``RELAY_DATABASE_URL``,
-        ``RELAY_CONFINE`` (``0`` turns confinement off) and ``RELAY_WARM_START`` (``0``
-        spawns every child) from ``environ`` (default: ours)."""
+        ``RELAY_CONFINE`` (``0`` turns confinement off), ``RELAY_WARM_START`` (``0``
+        spawns every child) and ``RELAY_WAIT_GRACE`` (seconds) from ``environ`` (default:
+        ours)."""
         env = os.environ if environ is None else environ
+        if wait_grace_s is None:
+            wait_grace_s = _seconds(env.get(ENV_WAIT_GRACE), DEFAULT_WAIT_GRACE_S)
         return cls(
             home=home if home is not None else (env.get(ENV_HOME) or None),
             database_url=database_url if database_url is not None else env.get(ENV_DATABASE_URL),
@@ -60,6 +84,7 @@ class Settings:
             warm_start=(
                 warm_start if warm_start is not None else env.get(ENV_WARM_START, "1") != "0"
             ),
+            wait_grace_s=wait_grace_s,
         )
 
     def backend(self) -> Backend:
@@ -74,4 +99,5 @@ class Settings:
             database_url=self.database_url,
             confine=self.confine,
             warm_start=self.warm_start,
+            wait_grace_s=self.wait_grace_s,
         )

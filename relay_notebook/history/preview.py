@@ -24,6 +24,7 @@ from relay_notebook.record.backend import workspace_backend
 from relay_notebook.record.bindings import bindings_changed
 from relay_notebook.record.checkpoints import find_lost_checkpoints
 from relay_notebook.record.folders import find_run
+from relay_notebook.record.messages import wait_ready
 from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
@@ -125,12 +126,17 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
         if not c.blocking
     ]
 
+    now = time.time() * 1000
+    ready = None
+    if record.waiting is not None:
+        ready = wait_ready(folder, record, workspace_backend(workspace), now)
     facts = Facts(
         record=record,
         granted=AccessPolicy(workspace.home).is_granted(folder.relay),
-        now_ms=time.time() * 1000,
+        now_ms=now,
         blocking=[Uncertain(c.key, c.describe()) for c in journal.blocking()],
         live=bool(log.run.get("live")),
+        wait_ready=ready,
     )
     decision = decide(facts)
     if decision.verdict == "go":  # the checks recovery makes under the run lock

@@ -8,6 +8,7 @@ mirror). How the path is found is ``history.run_path``'s business.
 
 from __future__ import annotations
 
+import calendar
 import copy
 import itertools
 import time
@@ -230,9 +231,13 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
 
 
 def _sleep_end_s(step: dict[str, Any]) -> float | None:
-    """When a ``DBOS.sleep`` ends (DBOS saves its end time, epoch seconds, as its output)."""
+    """When a ``DBOS.sleep`` ends: DBOS saves its end time (epoch seconds) as its output,
+    previewed as ``wakes YYYY-MM-DD HH:MM:SS UTC`` (to the second)."""
+    text = str(step.get("output_preview"))
     try:
-        return float(str(step.get("output_preview")))
+        if text.startswith("wakes "):
+            return float(calendar.timegm(time.strptime(text[6:], "%Y-%m-%d %H:%M:%S UTC")))
+        return float(text)
     except ValueError:
         return None
 

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
-from traitlets import Bool, Undefined, Unicode, default, observe
+from traitlets import Bool, Float, Undefined, Unicode, default, observe
 
 from relay_notebook import codes, commands, inputs, surfaces
 from relay_notebook.cli import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.magics.runs import RunView, register_view_channel
+from relay_notebook.runner.wake import Waker
 from relay_notebook.settings import Settings
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
+from relay_notebook.workspace import Workspace
 
 __all__ = ["RelayMagics"]
 
@@ -46,6 +49,18 @@ def _admission(relay: str, lines: list[str], errors: int, then: str) -> UsageErr
             ]
         )
     )
+
+
+_WAKER: Waker | None = None
+
+
+def _start_waker(workspace: Callable[[], Workspace]) -> None:
+    """While the extension is loaded, due waiting runs of the workspace resume in this kernel
+    (one waker per kernel: loading the extension again replaces it)."""
+    global _WAKER
+    if _WAKER is not None:
+        _WAKER.stop()
+    _WAKER = Waker(workspace).start()
 
 
 @magics_class
@@ -93,6 +108,11 @@ class RelayMagics(Magics):
         "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
     ).tag(config=True)
 
+    wait_grace = Float(
+        help="Seconds a run may block in DBOS.recv or DBOS.sleep before its attempt ends "
+        "'waiting' with no process. Default: 3, or RELAY_WAIT_GRACE.",
+    ).tag(config=True)
+
     # what is not configured comes from the environment, read here (the boundary) once
     @default("home")
     def _home_from_environment(self) -> str | None:
@@ -110,6 +130,10 @@ class RelayMagics(Magics):
     def _warm_start_from_environment(self) -> bool:
         return Settings.from_environment().warm_start
 
+    @default("wait_grace")
+    def _wait_grace_from_environment(self) -> float:
+        return Settings.from_environment().wait_grace_s
+
     def __init__(self, shell: Any, home: str | None = None) -> None:
         super().__init__(shell)
         if home is not None:
@@ -118,6 +142,7 @@ class RelayMagics(Magics):
         self.views: list[RunView] = []
         # the buttons of run views reach the kernel through a comm (the workspace as it is then)
         register_view_channel(shell, lambda: self.workspace)
+        _start_waker(lambda: self.workspace)
 
     @property
     def settings(self) -> Settings:
@@ -127,9 +152,10 @@ class RelayMagics(Magics):
             database_url=self.database_url,
             confine=self.confine,
             warm_start=self.warm_start,
+            wait_grace_s=self.wait_grace,
         )
 
-    @observe("home", "database_url", "confine", "warm_start")
+    @observe("home", "database_url", "confine", "warm_start", "wait_grace")
     def _settings_changed(self, change: Any) -> None:
         """``%config RelayMagics.home = ...``: later magics (and views' buttons) use it."""
         try:
@@ -316,6 +342,35 @@ class RelayMagics(Magics):
             self.workspace, args.run_id, shell=self.shell, output=args.output, **options
         )
         return self._show(view, args)
+
+    def _do_send(self, args: Any) -> Any:
+        """``%relay send RUN TOPIC JSON``: deliver a message; a live view of the resumed run."""
+        from relay_notebook.waiting import delivery_line
+
+        message = inputs.value_from_text(args.message, "the message", self._user_ns)
+        view, delivery = RunView.send(
+            self.workspace, args.run_id, args.topic, message,
+            idempotency_key=args.idempotency_key, shell=self.shell, output=args.output,
+        )  # fmt: skip
+        if args.json:
+            return delivery.to_dict()
+        print(delivery_line(delivery, "notebook"))
+        if delivery.handle is None:
+            return None
+        return self._show(view, args)
+
+    def _do_wake(self, args: Any) -> Any:
+        """``%relay wake``: resume the workspace's due waiting runs; their outcomes."""
+        from relay_notebook.waiting import wake
+
+        outcomes = [h.wait() for h in wake(self.workspace)]
+        if args.json:
+            return [o.to_dict() for o in outcomes]
+        if not outcomes:
+            print("no waiting run is due")
+        for o in outcomes:
+            print(f"run {o.run_id}: {o.status} (attempt {o.attempt})")
+        return None
 
     def _do_lineage(self, args: Any) -> Any:
         """``%relay lineage RUN``: the run's forks as a tree."""

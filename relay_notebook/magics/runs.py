@@ -19,11 +19,12 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from relay_notebook import commands
+from relay_notebook import commands, waiting
 from relay_notebook.history.run_events import read_run_events
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.views.live import RunMonitor, Throttle
+from relay_notebook.waiting import Delivery
 from relay_notebook.workspace import Workspace
 
 __all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
@@ -150,33 +151,33 @@ class RunView:
         return view
 
     @classmethod
-    def answer(
+    def send(
         cls,
         workspace: Workspace,
         run_id: str,
         topic: str,
         message: Any,
         *,
+        idempotency_key: str | None = None,
         shell: Any,
         output: str | None = None,
         sinks: list[Sink] | None = None,
-    ) -> RunView:
-        """Send ``message`` on ``topic`` to the waiting run ``run_id``
-        (``relay_notebook.waiting.send``) and follow the run as it resumes, to its end."""
-        from relay_notebook.waiting import send
-
+    ) -> tuple[RunView, Delivery]:
+        """Send ``message`` to ``run_id``; the view follows the attempt it resumes, if any."""
         log = commands.logs(workspace, run_id)
         relay = str(log.run["relay"])
         view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
         view.sinks.extend(sinks or [])
         view.monitor.run_id = run_id
-        delivery = send(workspace, run_id, topic, message, on_event=view._on_event)
-        view.monitor.note = delivery.line("notebook")
+        delivery = waiting.send(
+            workspace, run_id, topic, message, idempotency_key=idempotency_key,
+            on_event=view._on_event,
+        )  # fmt: skip
         if delivery.handle is not None:
             view._attach(delivery.handle)
         else:
-            view._follow()
-        return view
+            view.monitor.refresh()
+        return view, delivery
 
     def _attach(self, handle: RunHandle) -> None:
         self.handle = handle
@@ -302,10 +303,16 @@ class ViewChannel:
             topic = data.get("topic")
             if not isinstance(topic, str) or not topic:
                 raise ValueError(f"cannot answer run {run_id}: the view named no topic to send on")
-            return RunView.answer(
+            view, delivery = RunView.send(
                 workspace, run_id, topic, data.get("message"), shell=self.shell,
                 sinks=[self._send],
             )  # fmt: skip
+            view.monitor.note = (
+                f"{waiting.delivery_line(delivery, 'notebook')} (this view's button)"
+            )
+            if delivery.handle is None:
+                view._follow()  # a live attempt receives it, or it resumes elsewhere
+            return view
         if action == "recover":
             view = RunView.recover(workspace, run_id, shell=self.shell, sinks=[self._send])
             view.monitor.note = view.monitor.note or "recovered with this view's button"

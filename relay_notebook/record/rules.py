@@ -9,15 +9,23 @@ answer and ``history.preview`` reports it, so both say the same, in one message 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from relay_notebook import codes
 from relay_notebook.record.checkpoints import LostCheckpoints
-from relay_notebook.record.run_record import RunRecord
+from relay_notebook.record.run_record import RunRecord, WaitState
 
-__all__ = ["Decision", "Facts", "Uncertain", "access_revoked_message", "decide"]
+__all__ = [
+    "Decision",
+    "Facts",
+    "Uncertain",
+    "access_revoked_message",
+    "decide",
+    "waiting_message",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,9 @@ class Facts:
     live: bool = False
     changed: Sequence[str] | None = None
     lost: LostCheckpoints | None = None
+    #: for a waiting run: whether what it waits for is there (its message, or its timer due);
+    #: ``None``: not looked at (a ``relay recover`` the user asked for goes ahead anyway)
+    wait_ready: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,24 @@ def access_revoked_message(run_id: str, relay: str, stopped: str | None = None) 
     )
 
 
+def waiting_message(run_id: str, wait: WaitState) -> str:
+    """The one ``waiting`` message: what the run waits for, until when, and how to answer."""
+    until = ""
+    if wait.until_ms is not None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(wait.until_ms / 1000))
+        until = f" until {stamp}" if wait.kind == "message" else f"; its timer is due at {stamp}"
+    if wait.kind == "message":
+        topic = wait.topic if wait.topic is not None else "''"
+        return (
+            f"Run {run_id} waits for {wait.describe()}{until}, with no process. Answer it "
+            f"with: relay send {run_id} {topic} JSON"
+        )
+    return (
+        f"Run {run_id} waits in {wait.describe()}{until}, with no process. It resumes then "
+        f"(relay wake resumes due runs)."
+    )
+
+
 def decide(facts: Facts) -> Decision:
     """The first rule the run's next attempt fails, in the order the runner applies them."""
     r, run_id, relay = facts.record, facts.record.run_id, facts.record.relay
@@ -99,6 +128,9 @@ def decide(facts: Facts) -> Decision:
         return Decision(
             "hold", codes.ACCESS_REVOKED.code, access_revoked_message(run_id, relay), "denied"
         )
+    wait = r.waiting
+    if wait is not None and facts.wait_ready is False:
+        return Decision("hold", codes.WAITING.code, waiting_message(run_id, wait), "waiting")
     if not first and facts.blocking:
         calls = "; ".join(f"{b.call} (key {b.key})" for b in facts.blocking)
         return Decision(

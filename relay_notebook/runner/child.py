@@ -290,7 +290,17 @@ def main(spec_path: str) -> None:
         # first, before the relay's imports: from here on this process is the run's executor
         _hold_child_lock(spec, database_url, events, outcome_path, runtime)
     crash = CrashSpec.from_dict(spec["crash"]) if spec.get("crash") else None
-    Instrumentation(events, crash, code_dir, runtime.redactor, spec["entry"]).install()
+    watch = None
+    if spec.get("durable", True):
+        from relay_notebook.runner.waits import WaitWatch
+
+        watch = WaitWatch(
+            lambda outcome: _finish(events, outcome_path, runtime, outcome),
+            grace_s=float(spec.get("wait_grace_s", 3.0)),
+            events=events,
+        )
+        watch.install()
+    Instrumentation(events, crash, code_dir, runtime.redactor, spec["entry"], watch).install()
     try:
         module = _load_relay(code_dir, spec["entry"])
         entry = getattr(module, "run", None)

@@ -12,6 +12,7 @@ during:`` at the end of the inner one, so the body's effects happened but no che
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -35,6 +36,7 @@ from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.guards import withheld
 from relay_notebook.runner.leave import crash_point
+from relay_notebook.runner.waits import WaitWatch
 
 __all__ = ["Instrumentation", "user_traceback"]
 
@@ -95,8 +97,11 @@ class Instrumentation:
         code_dir: Path,
         redactor: Redactor | None = None,
         entry: str = "relay.py",
+        watch: WaitWatch | None = None,
     ) -> None:
         self.events = events
+        #: told of every step call, so that a waiting run never leaves while a step runs
+        self.watch = watch
         self.redactor = redactor or Redactor({})
         self.crash = crash
         self.code_dir = code_dir
@@ -228,6 +233,9 @@ class Instrumentation:
 
         return sync_body
 
+    def _step_scope(self) -> contextlib.AbstractContextManager[Any]:
+        return self.watch.step() if self.watch is not None else contextlib.nullcontext()
+
     def _next_call(self, name: str, function: str) -> _Call:
         n = self._calls.get(name, 0) + 1
         self._calls[name] = n
@@ -262,7 +270,8 @@ class Instrumentation:
                 call = self._next_call(name, func.__name__)
                 token = _CALL.set(call)
                 try:
-                    result = await wrapped(*args, **kwargs)
+                    with self._step_scope():
+                        result = await wrapped(*args, **kwargs)
                 except BaseException as exc:
                     self._after_raise(call, exc)
                     raise
@@ -278,7 +287,8 @@ class Instrumentation:
             call = self._next_call(name, func.__name__)
             token = _CALL.set(call)
             try:
-                result = wrapped(*args, **kwargs)
+                with self._step_scope():
+                    result = wrapped(*args, **kwargs)
             except BaseException as exc:
                 self._after_raise(call, exc)
                 raise

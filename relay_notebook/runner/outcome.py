@@ -15,7 +15,8 @@ from relay_notebook import codes
 from relay_notebook.record.checkpoints import read_checkpoints
 from relay_notebook.record.folders import RunFolder, write_json_atomic
 from relay_notebook.record.ledger import EventWriter, now_ms, read_events
-from relay_notebook.record.run_record import AttemptRecord, RunRecord
+from relay_notebook.record.rules import waiting_message
+from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, WaitState
 from relay_notebook.runner.backend import Backend
 
 __all__ = [
@@ -49,6 +50,7 @@ EXIT_CODES = {
     "rejected": 1,
     "interrupted": 3,
     "needs_reconciliation": 4,
+    "waiting": 5,
 }
 
 
@@ -169,11 +171,23 @@ def settle_attempt(
     outcome_file = _child_file(attempt_dir, "outcome.json")
     stderr_tail = _tail(attempt_dir / "stderr.log")
     result: Any = None
+    waiting: dict[str, Any] | None = None
     if outcome_file.is_file() and returncode == 0:
         child = json.loads(_read_child_file(outcome_file))
         status, error = child["status"], child.get("error")
         if status == "succeeded":
             result = _take_result(folder, attempt_dir)
+        if status == WAITING:
+            waiting = _waiting(child.get("waiting"))
+            state = WaitState.from_json(waiting)
+            if state is not None:
+                error = codes.WAITING.record(waiting_message(folder.run_id, state))
+            else:  # not what a child writes: read it as an interruption
+                status = "interrupted"
+                error = codes.INTERRUPTED.record(
+                    f"Attempt {attempt} of run {folder.run_id} ended waiting without saying "
+                    f"what for. Recover it with: relay recover {folder.run_id}"
+                )
     elif deadline_hit:
         status = "failed"
         error = codes.DEADLINE_EXCEEDED.record(
@@ -208,12 +222,14 @@ def settle_attempt(
             on_event(end)
     record = RunRecord.load(folder)
     record.status, record.error = status, error
+    record.raw["waiting"] = waiting
     entry = record.attempt_entry(attempt)
     if entry is not None:
-        more: dict[str, Any] = {}
+        more: dict[str, Any] = {"waiting": waiting} if waiting is not None else {}
         if confinement is not None:
             details = {k: v for k, v in confinement.items() if k != "confined"}
-            more = {"confined": confinement["confined"] is True, "confinement": details}
+            more["confined"] = confinement["confined"] is True
+            more["confinement"] = details
         entry.end(
             ended_at=now_ms(),
             returncode=returncode,
@@ -226,6 +242,15 @@ def settle_attempt(
     write_trace(folder, record)
     record.save(folder)
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
+
+
+def _waiting(data: Any) -> dict[str, Any] | None:
+    """The child's account of what its run waits for, checked (``None`` if unusable)."""
+    state = WaitState.from_json(data)
+    if state is None:
+        return None
+    function_id = data.get("function_id")
+    return {**state.to_json(), "function_id": function_id if type(function_id) is int else None}
 
 
 def settle_lost_attempts(folder: RunFolder, backend: Backend | None = None) -> list[int]:
@@ -294,6 +319,7 @@ def _settle_lost(folder: RunFolder, a: AttemptRecord, backend: Backend | None) -
             lost=True,
         )
     record.status, record.error = "interrupted", error
+    record.raw["waiting"] = None
     write_trace(folder, record)
     record.save(folder)
 

@@ -25,6 +25,7 @@ __all__ = [
     "enqueue_run",
     "invocation_id",
     "list_workers",
+    "resume_invocation_id",
     "wait_for_invocation",
 ]
 
@@ -77,11 +78,22 @@ def ensure_dbos_schema(backend: Backend) -> None:
     _client(backend)
 
 
+def resume_invocation_id(run_id: str, attempt: int) -> str:
+    """The invocation that resumes a waiting run as its attempt ``attempt`` (one per attempt:
+    two workers that find the run due enqueue the same workflow, which DBOS keeps once)."""
+    return f"{run_id}.resume-{attempt}"
+
+
 def enqueue_run(
-    backend: Backend, run_id: str, *, crash: CrashSpec | None = None, n: int = 1
+    backend: Backend,
+    run_id: str,
+    *,
+    crash: CrashSpec | None = None,
+    n: int = 1,
+    workflow_id: str | None = None,
 ) -> str:
     """Put run ``run_id`` (already created) on the workers' queue; returns the invocation id."""
-    workflow_id = invocation_id(run_id, n)
+    workflow_id = workflow_id or invocation_id(run_id, n)
     _client(backend).enqueue(
         {
             "queue_name": QUEUE,

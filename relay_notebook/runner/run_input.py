@@ -19,6 +19,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_INPUT_DEPTH",
     "check_run_input",
+    "json_problem",
     "parse_json_text",
     "read_input_file",
 ]
@@ -121,6 +122,11 @@ def _problem(value: Any) -> str | None:
         else:
             return f"{path} is a {type(item).__name__}, which JSON cannot hold"
     return None
+
+
+def json_problem(value: Any) -> str | None:
+    """Why ``value`` is not JSON the kit keeps (a message, an input), or ``None``."""
+    return _problem(value)
 
 
 def check_run_input(value: Any) -> int:

@@ -30,6 +30,7 @@ from relay_notebook.record.bindings import (
 from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints
 from relay_notebook.record.folders import RunFolder, allocate_run, find_run
 from relay_notebook.record.ledger import now_ms
+from relay_notebook.record.messages import wait_ready
 from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
 from relay_notebook.record.run_record import MAX_ATTEMPTS, RunRecord
 from relay_notebook.runner.backend import (
@@ -57,6 +58,7 @@ __all__ = [
     "advance_run",
     "create_run",
     "record_refusal",
+    "resume_waiting",
     "start_recovery",
     "start_run",
 ]
@@ -83,6 +85,7 @@ def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> dict[str, 
         "default_model": model,
         "release": record.release,
         "durable": record.durable,
+        "wait_grace_s": workspace.wait_grace_s,
     }
 
 
@@ -210,15 +213,26 @@ def _launch(
     executor_id: str = "relay-local",
     lifeline: bool = False,
     accept_lost: bool = False,
+    resume: bool = False,
 ) -> RunHandle:
     try:
-        return _launch_attempt(
+        handle = _launch_attempt(
             workspace, folder, meta, attempt, crash=crash, on_event=on_event, backend=backend,
             preflight=preflight, executor_id=executor_id, lifeline=lifeline,
-            accept_lost=accept_lost,
+            accept_lost=accept_lost, resume=resume,
         )  # fmt: skip
     except _Held as held:
         return _hold(folder, folder.read_meta(), held.decision)
+
+    def answered() -> RunHandle | None:
+        # the attempt ended waiting: a message that came while it left resumes it at once
+        return resume_waiting(
+            workspace, folder.run_id, on_event=on_event, backend=backend,
+            executor_id=executor_id, lifeline=lifeline,
+        )  # fmt: skip
+
+    handle.continue_with = answered
+    return handle
 
 
 def _launch_attempt(
@@ -234,9 +248,10 @@ def _launch_attempt(
     executor_id: str,
     lifeline: bool,
     accept_lost: bool = False,
+    resume: bool = False,
 ) -> RunHandle:
     def checks() -> None:
-        _preflight(workspace, folder, backend, accept_lost=accept_lost)
+        _preflight(workspace, folder, backend, accept_lost=accept_lost, resume=resume)
 
     return launch_attempt(
         folder,
@@ -245,7 +260,7 @@ def _launch_attempt(
         app_version=meta["app_version"],
         run_input=meta["input"],
         crash=crash,
-        deadline_ms=meta["deadline_ms"],
+        deadline_ms=RunRecord.from_json(meta).deadline_at(now_ms()),
         on_event=on_event,
         preflight=checks if preflight else None,
         hidden=_hidden(workspace),
@@ -264,6 +279,10 @@ def _finished(folder: RunFolder, record: RunRecord) -> RunOutcome:
     return RunOutcome(
         folder.run_id, folder.relay, record.status, record.attempts_used, result, record.error
     )
+
+
+class _NotWaiting(Exception):
+    """A resume found the run no longer waiting (another process resumed it first)."""
 
 
 class _Held(Exception):
@@ -295,32 +314,50 @@ def _facts(
     *,
     changed: list[str] | None = None,
     lost: LostCheckpoints | None = None,
+    resume: Backend | None = None,
 ) -> Facts:
+    """The rules' facts; ``resume`` (the run's database) asks whether a waiting run is ready."""
     blocking = Journal(folder.journal).blocking() if record.attempts else []
+    now = now_ms()
+    ready = None
+    if resume is not None and record.waiting is not None:
+        ready = wait_ready(folder, record, resume, now)
     return Facts(
         record=record,
         granted=AccessPolicy(workspace.home).is_granted(folder.relay),
-        now_ms=now_ms(),
+        now_ms=now,
         blocking=[Uncertain(c.key, c.describe()) for c in blocking],
         changed=changed,
         lost=lost,
+        wait_ready=ready,
     )
 
 
 def _preflight(
-    workspace: Workspace, folder: RunFolder, backend: Backend, *, accept_lost: bool = False
+    workspace: Workspace,
+    folder: RunFolder,
+    backend: Backend,
+    *,
+    accept_lost: bool = False,
+    resume: bool = False,
 ) -> None:
-    """The rules again under the run lock, now with the bindings and the checkpoints."""
+    """The rules again under the run lock, now with the bindings and the checkpoints.
+
+    ``resume``: only a waiting run whose wait is answered goes (a message, a due timer).
+    """
     settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
     meta = folder.read_meta()
     record = RunRecord.from_json(meta)
     if record.finished:
         raise _Held(decide(_facts(workspace, folder, record)))
+    if resume and record.waiting is None:
+        raise _NotWaiting(record.status)
     changed = bindings_changed(workspace, record)
     lost = None
     if record.attempts and not accept_lost:
         lost = find_lost_checkpoints(folder, meta, backend)
-    decision = decide(_facts(workspace, folder, record, changed=changed, lost=lost))
+    ready = backend if resume else None
+    decision = decide(_facts(workspace, folder, record, changed=changed, lost=lost, resume=ready))
     if decision.verdict == "hold":
         raise _Held(decision)
     if decision.verdict == "refuse":
@@ -369,6 +406,40 @@ def start_recovery(
     )  # fmt: skip
 
 
+def resume_waiting(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    on_event: EventCallback | None = None,
+    backend: Backend | None = None,
+    executor_id: str = "relay-local",
+    lifeline: bool = False,
+) -> RunHandle | None:
+    """The next attempt of a waiting run whose wait is answered (a message, a due timer).
+
+    ``None`` when the run is not waiting, its wait is not answered yet, or another process is
+    resuming it now: the single-executor rule holds, so a run is never resumed twice at once.
+    The attempt replays to the wait from checkpoints and goes on (or waits again).
+    """
+    folder = find_run(workspace, run_id)
+    meta = folder.read_meta()
+    record = RunRecord.from_json(meta)
+    if record.waiting is None:
+        return None
+    run_backend = backend_for_run(meta, workspace_backend(workspace, backend))
+    if not wait_ready(folder, record, run_backend, now_ms()):
+        return None  # checked again under the run lock
+    try:
+        handle = _launch(
+            workspace, folder, meta, len(meta.get("attempts", [])) + 1, crash=None,
+            on_event=on_event, backend=run_backend, preflight=True, executor_id=executor_id,
+            lifeline=lifeline, resume=True,
+        )  # fmt: skip
+    except (RunLockedError, _NotWaiting):
+        return None
+    return handle if handle.process is not None else None
+
+
 def _next_attempt(
     workspace: Workspace,
     folder: RunFolder,
@@ -387,7 +458,8 @@ def _next_attempt(
     """
     record = RunRecord.from_json(meta)
     first = not record.attempts
-    decision = decide(_facts(workspace, folder, record))
+    run_backend = backend_for_run(meta, workspace_backend(workspace, backend))
+    decision = decide(_facts(workspace, folder, record, resume=run_backend))
     if decision.verdict == "hold":
         return _hold(folder, meta, decision)
     if decision.code == codes.NOT_DURABLE.code:
@@ -399,7 +471,7 @@ def _next_attempt(
         len(meta.get("attempts", [])) + 1,
         crash=crash if first else None,
         on_event=on_event,
-        backend=backend_for_run(meta, workspace_backend(workspace, backend)),
+        backend=run_backend,
         preflight=True,
         executor_id=executor_id,
         lifeline=lifeline,

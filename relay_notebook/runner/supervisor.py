@@ -74,8 +74,14 @@ class RunHandle:
         self._deadline_hit = False
         self._callbacks: list[Callable[[RunOutcome], None]] = []
         self._callbacks_lock = threading.Lock()
+        #: this attempt's child has ended (the handle may go on with the run's next attempt)
+        self._ended = threading.Event()
+        #: asked when the attempt ends ``waiting``: the next attempt, if its wait was answered
+        #: while it left (the handle then follows that attempt to the run's end)
+        self.continue_with: Callable[[], RunHandle | None] | None = None
         if finished is not None:
             self._done.set()
+            self._ended.set()
 
     def add_done_callback(self, fn: Callable[[RunOutcome], None]) -> None:
         """Call ``fn(outcome)`` when the attempt ends (at once if it already has)."""
@@ -157,13 +163,35 @@ class RunHandle:
             lock.release()
             if ctx.get("lifeline") is not None:
                 os.close(ctx["lifeline"])
-            with self._callbacks_lock:
-                self._done.set()
-                callbacks, self._callbacks = self._callbacks, []
-            for fn in callbacks:
-                if self._outcome is not None:
-                    with contextlib.suppress(Exception):  # a view's bug must not hide the end
-                        fn(self._outcome)
+            self._ended.set()
+            if not self._go_on():
+                self._complete(self._outcome)
+
+    def _go_on(self) -> bool:
+        """After a ``waiting`` end: follow the next attempt if the wait was answered meanwhile."""
+        if self._outcome is None or self._outcome.status != "waiting":
+            return False
+        if self.continue_with is None:
+            return False
+        try:
+            nxt = self.continue_with()
+        except Exception:
+            return False
+        if nxt is None:
+            return False
+        self.attempt, self.process = nxt.attempt, nxt.process
+        nxt.add_done_callback(self._complete)
+        return True
+
+    def _complete(self, outcome: RunOutcome | None) -> None:
+        with self._callbacks_lock:
+            self._outcome = outcome
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            if outcome is not None:
+                with contextlib.suppress(Exception):  # a view's bug must not hide the end
+                    fn(outcome)
 
     def _forward(self, pipe_r: int) -> None:
         """Hand each live event from the child to ``on_event`` until the child closes the pipe."""
@@ -180,7 +208,7 @@ class RunHandle:
 
     def _watch_deadline(self, deadline_ms: float) -> None:
         remaining = (deadline_ms - now_ms()) / 1000
-        if self._done.wait(max(remaining, 0)):
+        if self._ended.wait(max(remaining, 0)):
             return
         self._deadline_hit = True
         self.cancel(grace=2.0)
@@ -394,6 +422,7 @@ def launch_attempt(
         write_json_atomic(attempt_dir / "spec.json", spec)
         meta = folder.read_meta()
         meta["status"] = "running"
+        meta["waiting"] = None
         meta.setdefault("attempts", []).append(
             {
                 "attempt": attempt,

@@ -39,10 +39,20 @@ from relay_notebook.errors import (
     RunNotFoundError,
     RunRejectedError,
 )
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect, prepare_database
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.pool import INVOCATION, QUEUE, WORKER_APP, WORKER_VERSION
+from relay_notebook.runner.pool import (
+    INVOCATION,
+    QUEUE,
+    WORKER_APP,
+    WORKER_VERSION,
+    enqueue_run,
+    resume_invocation_id,
+)
 from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run, record_refusal
+from relay_notebook.runner.wake import WaitingScan, due_runs
 from relay_notebook.workspace import Workspace
 
 __all__ = ["Worker", "WorkerSettings", "default_executor_id"]
@@ -103,6 +113,7 @@ class Worker:
         self.log = log
         self._stop = threading.Event()
         self._lease_conn: Any = None
+        self._scan = WaitingScan(workspace)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -211,6 +222,7 @@ class Worker:
             try:
                 self._renew_lease()
                 self._forget_old_leases()
+                self._wake_due()
                 dead = self._dead_executors()
                 if dead:
                     handles = DBOS._recover_pending_workflows(dead)
@@ -226,6 +238,16 @@ class Worker:
                     self._lease_conn = connect(self.backend)
                 except RelayError:
                     pass
+
+    def _wake_due(self) -> None:
+        """Put the workspace's due waiting runs on PostgreSQL back on the queue (once each)."""
+        for run_id in due_runs(self.workspace, self.backend, self._scan):
+            record = RunRecord.load(find_run(self.workspace, run_id))
+            if record.database is None:
+                continue  # a run in its own SQLite file: the kernel, the CLI or relay wake
+            attempt = len(record.attempts) + 1
+            enqueue_run(self.backend, run_id, workflow_id=resume_invocation_id(run_id, attempt))
+            self.log(f"worker {self.settings.executor_id}: {run_id} is due; queued to resume")
 
     # -- one attempt ---------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import asyncio
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Unicode, default
+from traitlets import Bool, Float, Unicode, default
 
 from relay_notebook.server.handlers import API_PREFIX, ROUTES
 from relay_notebook.server.workspaces import WorkspaceServices
@@ -55,6 +55,11 @@ class RelayExtension(ExtensionApp):
         "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
     ).tag(config=True)
 
+    wait_grace = Float(
+        help="Seconds a run may block in DBOS.recv or DBOS.sleep before its attempt ends "
+        "'waiting' with no process. Default: 3, or RELAY_WAIT_GRACE.",
+    ).tag(config=True)
+
     # what is not configured comes from the environment, read here (the boundary) once
     @default("database_url")
     def _database_url_from_environment(self) -> str | None:
@@ -68,6 +73,10 @@ class RelayExtension(ExtensionApp):
     def _warm_start_from_environment(self) -> bool:
         return Settings.from_environment().warm_start
 
+    @default("wait_grace")
+    def _wait_grace_from_environment(self) -> float:
+        return Settings.from_environment().wait_grace_s
+
     def relay_settings(self) -> Settings:
         """The extension's settings: its traits, defaulting from the environment at start."""
         return Settings(
@@ -75,6 +84,7 @@ class RelayExtension(ExtensionApp):
             database_url=self.database_url,
             confine=self.confine,
             warm_start=self.warm_start,
+            wait_grace_s=self.wait_grace,
         )
 
     def workspace_home(self) -> Path:

@@ -277,6 +277,15 @@ class ForkHandler(RelayAPIHandler):
         self.reply(run, 202)
 
 
+class MessagesHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, run_id: str) -> None:
+        key = self.request.headers.get("Idempotency-Key")
+        delivery, resumed = await self.call(self.service.send_message, run_id, self.body(), key)
+        self.reply(delivery, 202 if resumed else 200)
+
+
 class LineageHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
@@ -344,6 +353,7 @@ ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
     (rf"{API_PREFIX}/runs/{_RUN}/fork", ForkHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/lineage", LineageHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/events", RunEventsHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/messages", MessagesHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/files", RunFilesHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/files/(?P<path>.+)", RunFileHandler, {}),
     (rf"{API_PREFIX}(?:/.*)?", NoRouteHandler, {}),

@@ -235,6 +235,34 @@ class RelayService:
         self._keep(handle)
         return self._brief(run_id), True
 
+    def send_message(
+        self, run_id: str, body: dict[str, Any], idempotency_key: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """``POST relay/api/runs/{run_id}/messages``: ``(delivery, resumed)``.
+
+        The body is ``{"topic": T, "message": JSON}``. A known ``Idempotency-Key`` delivers
+        nothing again (``duplicate`` true); a finished run is refused (``run-not-waiting``).
+        """
+        from relay_notebook import waiting
+
+        _check_fields(body, {"topic", "message"}, "message request")
+        topic = body.get("topic")
+        if not isinstance(topic, str) or not topic:
+            raise InvalidRequestError(
+                "Field 'topic' of the message request must be a non-empty string: the topic "
+                'the run waits on, e.g. {"topic": "approval", "message": {"approved": true}}.'
+            )
+        if "message" not in body:
+            raise InvalidRequestError(
+                "The message request has no field 'message': send the JSON value the run "
+                'receives, e.g. {"topic": "approval", "message": {"approved": true}}.'
+            )
+        key = validate_key(idempotency_key) if idempotency_key is not None else None
+        delivery = waiting.send(self.workspace, run_id, topic, body["message"], idempotency_key=key)
+        if delivery.handle is not None:
+            self._keep(delivery.handle)
+        return delivery.to_dict(), delivery.handle is not None
+
     def lineage(self, run_id: str) -> dict[str, Any]:
         """``GET relay/api/runs/{run_id}/lineage``: the fork tree the run belongs to, from the
         run it was first forked from (each node: run id, status, fork origin, its forks)."""

@@ -79,9 +79,9 @@ def _draft_files(folder: Path) -> Iterator[str]:
 class Workspace:
     """A folder of relays. Creating one does not touch the disk; saving a draft does.
 
-    ``database_url`` (PostgreSQL; ``None``: one SQLite file per run), ``confine`` and
-    ``warm_start`` are the settings its runs are started, recovered and read with (see
-    ``relay_notebook.settings``).
+    ``database_url`` (PostgreSQL; ``None``: one SQLite file per run), ``confine``,
+    ``warm_start`` and ``wait_grace_s`` are the settings its runs are started, recovered and
+    read with (see ``relay_notebook.settings``).
     """
 
     def __init__(
@@ -91,11 +91,14 @@ class Workspace:
         database_url: str | None = None,
         confine: bool = True,
         warm_start: bool = True,
+        wait_grace_s: float = 3.0,
     ) -> None:
         self.home = resolve_home(home)
         self.database_url = database_url
         self.confine = confine
         self.warm_start = warm_start
+        #: seconds a run may block in a wait before its attempt ends ``waiting`` (no process)
+        self.wait_grace_s = wait_grace_s
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.home)!r})"

@@ -109,3 +109,61 @@ def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
 def test_the_public_apis_the_next_issues_build_on_are_there(name: str) -> None:
     """Fork, patch, messages and events (dbos-3.4-apis.md) exist on DBOS."""
     assert callable(getattr(DBOS, name))
+
+
+def test_what_waiting_runs_rely_on_is_there() -> None:
+    """Waiting runs (runner/waits.py, record/messages.py, runner/messages.py): the stored form
+    of topic ``None``, the sleep recorder behind recv's timeout and the client's ``send``."""
+    from dbos import _sys_db
+    from dbos._client import DBOSClient
+
+    from relay_notebook.record.messages import NULL_TOPIC
+
+    assert _sys_db._dbos_null_topic == NULL_TOPIC
+    record_sleep = inspect.signature(_sys_db.SystemDatabase.record_sleep).parameters
+    assert "project_completion_time" in record_sleep
+    assert set(inspect.signature(DBOSClient.send).parameters) >= {
+        "destination_id", "message", "topic", "idempotency_key",
+    }  # fmt: skip
+    assert "self.tables.notifications" in inspect.getsource(_sys_db.SystemDatabase.recv_check)
+
+
+def test_a_waiting_workflows_rows_read_as_the_kit_reads_them(tmp_path: Path) -> None:
+    """A recv that timed out and a sleep leave ``DBOS.sleep`` rows whose output is the wake
+    time in epoch seconds (runner/waits.py reads it with list_workflow_steps); a message sent
+    with a key is stored unconsumed under ``KEY::WORKFLOW`` (record/messages.py)."""
+    import time
+
+    from dbos import DBOSClient
+
+    url = f"sqlite:///{tmp_path / 'canary.sqlite'}"
+    DBOS.destroy(destroy_registry=True)
+    DBOS(config={"name": "canary-wait", "system_database_url": url})
+
+    @DBOS.workflow()
+    async def waits() -> None:
+        await DBOS.recv_async("never", timeout_seconds=0.2)
+        await DBOS.sleep_async(0.2)
+
+    DBOS.launch()
+    try:
+        before = time.time()
+        asyncio.run(waits())
+        status = DBOS.list_workflows()[0]
+        steps = DBOS.list_workflow_steps(status.workflow_id)
+        names = [s["function_name"] for s in steps]
+        assert names == ["DBOS.recv", "DBOS.sleep", "DBOS.sleep"], names
+        for s in steps[1:]:
+            assert isinstance(s["output"], float) and before < s["output"] < time.time() + 1
+        client = DBOSClient(system_database_url=url)
+        client.send(status.workflow_id, {"x": 1}, "t", idempotency_key="k")
+        client.send(status.workflow_id, {"x": 1}, "t", idempotency_key="k")
+        client.destroy()
+    finally:
+        DBOS.destroy(destroy_registry=True)
+    with sqlite3.connect(tmp_path / "canary.sqlite") as conn:
+        rows = conn.execute(
+            "SELECT message_uuid, topic, consumed FROM notifications WHERE destination_uuid = ?",
+            (status.workflow_id,),
+        ).fetchall()
+    assert rows == [(f"k::{status.workflow_id}", "t", 0)]

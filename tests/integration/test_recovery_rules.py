@@ -16,6 +16,7 @@ from relay_notebook.history.preview import preview_recovery
 from relay_notebook.record.bindings import bindings_changed
 from relay_notebook.record.checkpoints import find_lost_checkpoints
 from relay_notebook.record.folders import RunFolder, find_run
+from relay_notebook.record.messages import wait_ready
 from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
@@ -86,6 +87,21 @@ CASES = {
         "the relay source (bound",
         lambda ws, folder: ws.save_draft("five", FIVE_STEPS + "\n# edited\n"),
     ),
+    "waiting for a message": Case(
+        "waiting",
+        "relay send five-1 approval JSON",
+        lambda ws, folder: _edit_record(
+            folder,
+            status="waiting",
+            waiting={
+                "kind": "message",
+                "workflow_id": folder.run_id,
+                "since_ms": time.time() * 1000,
+                "topic": "approval",
+                "until_ms": time.time() * 1000 + 3_600_000,
+            },
+        ),
+    ),
     "go": Case(None, ""),
 }
 
@@ -94,11 +110,13 @@ def _rules(ws: Workspace, folder: RunFolder) -> Decision:
     """The pure rules on the facts of ``folder`` as they are now (all checks, as under lock)."""
     record = RunRecord.load(folder)
     lost = find_lost_checkpoints(folder, folder.read_meta()) if record.attempts else None
+    now = time.time() * 1000
     return decide(
         Facts(
             record=record,
             granted=AccessPolicy(ws.home).is_granted(record.relay),
-            now_ms=time.time() * 1000,
+            now_ms=now,
+            wait_ready=wait_ready(folder, record, None, now) if record.waiting else None,
             blocking=[Uncertain(c.key, c.describe()) for c in Journal(folder.journal).blocking()],
             changed=bindings_changed(ws, record),
             lost=lost,
@@ -148,6 +166,10 @@ def test_rules_preview_and_recovery_agree(workspace: Workspace, name: str) -> No
         assert (status, code) == ("succeeded", None)
     else:
         assert (code, message) == (case.code, decision.message)
-        held = {"access-revoked": "denied", "needs-reconciliation": "needs_reconciliation"}
+        held = {
+            "access-revoked": "denied",
+            "needs-reconciliation": "needs_reconciliation",
+            "waiting": "waiting",
+        }
         assert status == held.get(case.code, "refused")
     assert len(RunRecord.load(folder).attempts) == 1  # no attempt was used

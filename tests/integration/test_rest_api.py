@@ -672,3 +672,42 @@ def test_a_notebooks_own_workspace_is_served_by_parameter(server: Server) -> Non
     unexpandable = server.call("GET", "/relays", query="?workspace=~nosuchuser/x")
     assert unexpandable.status == 400, unexpandable.body
     assert unexpandable.body["error"]["code"] in ("workspace-refused", "workspace-not-found")
+
+
+def test_a_waiting_run_is_answered_by_a_message(tmp_path: Path) -> None:
+    """``POST /runs/{id}/messages``: a run waiting for an approval resumes (202) and finishes
+    with the message's value; the same Idempotency-Key again delivers nothing (200,
+    ``duplicate``); a message to the finished run is refused (409, ``run-not-waiting``)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    Workspace(root / "relays").save_draft("refund", relay_source("refund"))
+    srv = start_server(root, "--RelayExtension.wait_grace=0.5")
+    try:
+        started = srv.call(
+            "POST", "/relays/{name}/runs", {"name": "refund"}, body={"input": {"order": "R-1"}}
+        )
+        run_id = started.body["run_id"]
+
+        def status(wanted: str) -> dict[str, Any] | None:
+            run = srv.call("GET", "/runs/{run_id}", {"run_id": run_id}).body
+            return run if run["status"] == wanted else None
+
+        run = wait_until(lambda: status("waiting"), timeout=120, what="the run to wait")
+        assert run["error"]["code"] == "waiting"
+        assert f"relay send {run_id} approval JSON" in run["error"]["message"]
+        body = {"topic": "approval", "message": {"approved": True, "note": "via REST"}}
+        key = {"Idempotency-Key": "approve-R-1"}
+        sent = srv.call("POST", "/runs/{run_id}/messages", {"run_id": run_id}, body=body,
+                        headers=key)  # fmt: skip
+        assert sent.status == 202 and sent.body["resumed"] and not sent.body["duplicate"]
+        run = wait_until(lambda: status("succeeded"), timeout=120, what="the run to finish")
+        assert run["result"] == {"status": "paid", "paid": 40, "note": "via REST"}
+        again = srv.call("POST", "/runs/{run_id}/messages", {"run_id": run_id}, body=body,
+                         headers=key)  # fmt: skip
+        assert again.status == 200 and again.body["duplicate"] and not again.body["resumed"]
+        late = srv.call("POST", "/runs/{run_id}/messages", {"run_id": run_id}, body=body)
+        assert late.status == 409 and late.body["error"]["code"] == "run-not-waiting"
+        bad = srv.call("POST", "/runs/{run_id}/messages", {"run_id": run_id}, body={"message": 1})
+        assert bad.status == 400 and bad.body["error"]["code"] == "invalid-request"
+    finally:
+        stop_server(srv)

@@ -1,0 +1,100 @@
+"""What a waiting run waits for, read from its DBOS store: a message there for it, a wait answered.
+
+Design note: DBOS keeps the messages sent to a workflow in ``notifications`` (``consumed``
+once a ``recv`` took one) and a ``recv``'s result in ``operation_outputs`` under the recv's
+function id. A waiting run is *ready* to resume when its timer is due, when a message on its
+topic waits unconsumed, or when its recv already consumed one (the process left just after).
+These reads go through the record's one read-only opener; the kit never writes DBOS's tables
+(messages are sent with DBOS's own client: see ``runner.messages``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from relay_notebook.record.backend import Backend
+from relay_notebook.record.folders import RunFolder
+from relay_notebook.record.run_record import RunRecord
+from relay_notebook.record.store import open_run_database
+
+__all__ = ["NULL_TOPIC", "delivered_message", "pending_message", "wait_ready"]
+
+#: how DBOS stores the topic ``None`` (``dbos._sys_db._dbos_null_topic``; a canary checks it)
+NULL_TOPIC = "__null__topic__"
+
+
+def _topic(topic: str | None) -> str:
+    return NULL_TOPIC if topic is None else topic
+
+
+def pending_message(
+    folder: RunFolder, record: RunRecord, backend: Backend | None, topic: str | None
+) -> bool:
+    """Whether a message on ``topic`` waits, unconsumed, for the run's workflow."""
+    wait = record.waiting
+    workflow_id = wait.workflow_id if wait is not None and wait.workflow_id else record.run_id
+    try:
+        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
+            if conn is None:
+                return False
+            row = conn.execute(
+                "SELECT 1 FROM notifications WHERE destination_uuid = ? AND topic = ? "
+                "AND consumed = ? LIMIT 1",
+                (workflow_id, _topic(topic), False),
+            ).fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return row is not None
+
+
+def delivered_message(
+    folder: RunFolder, record: RunRecord, backend: Backend | None, key: str
+) -> bool:
+    """Whether a message sent with idempotency key ``key`` reached the run (DBOS's id for it)."""
+    try:
+        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
+            if conn is None:
+                return False
+            row = conn.execute(
+                "SELECT 1 FROM notifications WHERE message_uuid = ? LIMIT 1",
+                (f"{key}::{record.workflow_id}",),
+            ).fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return row is not None
+
+
+def _recv_recorded(
+    folder: RunFolder, record: RunRecord, backend: Backend | None, function_id: int
+) -> bool:
+    wait = record.waiting
+    workflow_id = wait.workflow_id if wait is not None and wait.workflow_id else record.run_id
+    try:
+        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
+            if conn is None:
+                return False
+            row = conn.execute(
+                "SELECT 1 FROM operation_outputs WHERE workflow_uuid = ? AND function_id = ? "
+                "AND function_name = 'DBOS.recv'",
+                (workflow_id, function_id),
+            ).fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return row is not None
+
+
+def wait_ready(
+    folder: RunFolder, record: RunRecord, backend: Backend | None, now_ms: float
+) -> bool:
+    """Whether the waiting run's next attempt would get past its wait now."""
+    wait = record.waiting
+    if wait is None:
+        return True
+    if wait.due(now_ms):
+        return True
+    if wait.kind != "message":
+        return False
+    if pending_message(folder, record, backend, wait.topic):
+        return True
+    function_id = record.raw.get("waiting", {}).get("function_id")
+    return type(function_id) is int and _recv_recorded(folder, record, backend, function_id)

@@ -1,0 +1,169 @@
+"""Waiting runs for every surface: ``send`` a message to a run, ``wake`` the runs that are due.
+
+The mechanism lives in ``runner.messages`` (delivery with DBOS's client, then the resume) and
+``runner.wake`` (finding due runs); this module turns what a user types into their arguments
+and renders the results. The CLI's parsers and commands are here too, so ``cli.py`` and the
+magics only register them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from relay_notebook import inputs
+from relay_notebook.runner import RunHandle
+from relay_notebook.runner.backend import Backend
+from relay_notebook.runner.messages import Delivery, send_message
+from relay_notebook.runner.supervisor import EventCallback
+from relay_notebook.runner.wake import due_runs, wake_due
+from relay_notebook.surfaces import Surface
+from relay_notebook.workspace import Workspace
+
+__all__ = [
+    "Delivery",
+    "add_parsers",
+    "cli_commands",
+    "delivery_line",
+    "send",
+    "wake",
+    "wake_in_background",
+]
+
+
+def send(
+    workspace: Workspace,
+    run_id: str,
+    topic: str,
+    message: Any,
+    *,
+    idempotency_key: str | None = None,
+    on_event: EventCallback | None = None,
+    backend: Backend | None = None,
+) -> Delivery:
+    """Deliver ``message`` on ``topic`` to ``run_id`` durably and resume the run if it waits."""
+    return send_message(
+        workspace, run_id, topic, message, idempotency_key=idempotency_key, on_event=on_event,
+        backend=backend,
+    )  # fmt: skip
+
+
+def wake(
+    workspace: Workspace, *, backend: Backend | None = None, on_event: EventCallback | None = None
+) -> list[RunHandle]:
+    """Resume every waiting run of the workspace whose timer is due or whose message came."""
+    return wake_due(workspace, backend=backend, on_event=on_event)
+
+
+def delivery_line(delivery: Delivery, surface: Surface = "terminal") -> str:
+    """One line saying what the message did."""
+    what = f"message on topic {delivery.topic!r} to run {delivery.run_id}"
+    if delivery.duplicate:
+        head = f"{what} was delivered before (same idempotency key): not delivered again"
+    else:
+        head = f"{what} delivered"
+    if delivery.handle is not None:
+        return f"{head}; the run resumes (attempt {delivery.handle.attempt})"
+    if delivery.status == "running":
+        return f"{head}; the run's live attempt receives it"
+    if delivery.status == "waiting":
+        return f"{head}; the run still waits (for another topic, or it is resuming elsewhere)"
+    recover = "%relay recover" if surface == "notebook" else "relay recover"
+    return f"{head}; the run is {delivery.status}: it reads it once recovered ({recover} RUN)"
+
+
+def wake_in_background(workspace: Workspace, backend: Backend | None = None) -> bool:
+    """If runs are due, start ``relay wake`` detached to resume them; returns whether it did.
+
+    Every ``relay`` command calls this, so a due run on the SQLite default resumes without a
+    scheduler; the detached process supervises the attempts, so the command does not wait.
+    """
+    try:
+        if not due_runs(workspace, backend):
+            return False
+    except Exception:
+        return False  # a damaged run folder is reported by the commands that read it
+    argv = [sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home), "wake"]
+    subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=os.environ.copy(),
+    )
+    return True
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def add_parsers(sub: Any, *, notebook: bool = False) -> None:
+    """``send`` and ``wake`` on the CLI's (or the magic's) subparsers."""
+    p = sub.add_parser("send", help="send a message to a run (e.g. an approval); it resumes")
+    p.add_argument("run_id", metavar="RUN", help="the run, e.g. refund-3")
+    p.add_argument("topic", metavar="TOPIC", help="the topic the run waits on (DBOS.recv)")
+    p.add_argument(
+        "message", metavar="JSON", help="the message: JSON (or, in a notebook, a variable name)"
+    )
+    p.add_argument(
+        "--idempotency-key", metavar="KEY",
+        help="deliver at most once per KEY (a retried send is not delivered twice)",
+    )  # fmt: skip
+    if notebook:
+        p.add_argument("--wait", action="store_true", help="block until the resumed run ends")
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the run's result to VAR")
+    else:
+        p.add_argument(
+            "--no-wait", action="store_true", help="do not wait for the resumed attempt to end"
+        )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p = sub.add_parser(
+        "wake", help="resume waiting runs whose timer is due or whose message came (for cron)"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON list of the outcomes")
+
+
+def cli_commands(
+    report: Any, wait: Any, progress: Any
+) -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
+    """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
+
+    def cmd_send(ws: Workspace, args: argparse.Namespace) -> int:
+        message = inputs.value_from_text(args.message, "the message")
+        delivery = send(
+            ws, args.run_id, args.topic, message, idempotency_key=args.idempotency_key,
+            on_event=None if args.json else progress, backend=args.backend,
+        )  # fmt: skip
+        if args.json and (args.no_wait or delivery.handle is None):
+            print(json.dumps(delivery.to_dict(), indent=2))
+            return 0
+        if not args.json:
+            print(delivery_line(delivery), file=sys.stderr, flush=True)
+        if delivery.handle is None or args.no_wait:
+            return 0
+        code: int = report(wait(delivery.handle), args.json)
+        return code
+
+    def cmd_wake(ws: Workspace, args: argparse.Namespace) -> int:
+        handles = wake(ws, backend=args.backend, on_event=None if args.json else progress)
+        if not handles:
+            if args.json:
+                print("[]")
+            else:
+                print("relay wake: no waiting run is due", file=sys.stderr)
+            return 0
+        outcomes = [wait(h) for h in handles]
+        if args.json:
+            print(json.dumps([o.to_dict() for o in outcomes], indent=2))
+            return 0
+        for o in outcomes:
+            print(f"run {o.run_id}: {o.status} (attempt {o.attempt})")
+        return 0
+
+    return {"send": cmd_send, "wake": cmd_wake}
