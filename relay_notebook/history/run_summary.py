@@ -127,7 +127,8 @@ def run_header(log: RunLog) -> dict[str, Any]:
         reason = _stopped(log)
         if reason:
             header["reason"] = reason
-    elif isinstance(error, dict) and status != "succeeded":
+    elif isinstance(error, dict) and status not in ("succeeded", "waiting"):
+        # a waiting run's record says what it waits for in "error" too: "waiting" says it here
         shown: dict[str, Any] = {"code": error.get("code"), "message": error.get("message")}
         line = relay_line(error.get("traceback"))
         if line is not None:
