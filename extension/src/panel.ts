@@ -471,7 +471,8 @@ export class RelayPanel extends Widget {
     if (reason && run.status === 'interrupted') {
       // a crash test ends here on purpose: the expected state, not an error
       box.appendChild(h('div', 'jp-RelayPanel-note', `${reason}; recover it with ↻ Recover`));
-    } else if (reason && run.status !== 'succeeded') {
+    } else if (reason && run.status !== 'succeeded' && run.status !== 'waiting') {
+      // (a waiting run's record words what it waits for as its error: the line below says it)
       box.appendChild(h('div', 'jp-RelayPanel-error', reason));
     }
     if (info.waiting?.text) {

@@ -167,3 +167,40 @@ def test_approve_resumes_the_run_to_its_end(waiting_page: Any, lab: LabServer) -
         ("approval", {"approved": True, "note": "ok by the browser test"}, True)
     ]
     _shot(waiting_page, view, "waiting_approved.png")
+
+
+def test_the_side_panel_shows_events_and_a_waiting_run(
+    waiting_page: Any, browser_context: Any, lab: LabServer
+) -> None:
+    """The Relays panel shows the selected run's events strip (streamer-1's six values), and
+    for a run waiting for approval what it waits for and the command that answers it."""
+    started = lab.api("POST", "relay/api/relays/approval/runs", {"input": {"order": "C-3"}})
+    run_id = started["run_id"]
+    ws = Workspace(lab.home)
+    wait_until(
+        lambda: find_run(ws, run_id).read_meta().get("status") == "waiting",
+        timeout=120,
+        what=f"{run_id} to wait",
+    )
+    page = browser_context.new_page()
+    page.goto(f"{lab.url}lab?token={lab.token}&reset")
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
+    panel = page.locator("#relay-panel")
+    panel.locator('li[data-relay="streamer"]').click()
+    panel.locator('.jp-RelayRunList-item[data-run-id="streamer-1"]').click()
+    row = panel.locator('.jp-RelayRunEvents-stream[data-key="output"]')
+    row.wait_for()
+    assert row.get_attribute("data-count") == "6" and "6 values, closed" in row.inner_text()
+    panel.locator('li[data-relay="approval"]').click()
+    panel.locator(f'.jp-RelayRunList-item[data-run-id="{run_id}"]').click()
+    waiting = panel.locator(".jp-RelayPanel-waiting")
+    waiting.wait_for()
+    assert waiting.inner_text() == (
+        f'waiting for a message on topic "approval"; answer it with '
+        f"%relay send {run_id} approval JSON"
+    )
+    draft = panel.locator('.jp-RelayRunEvents-event[data-key="draft"]').inner_text()
+    assert "Refund 42 EUR on order C-3" in draft
+    assert panel.locator(".jp-RelayPanel-error").count() == 0
+    page.locator("#relay-panel").screenshot(path=str(ARTIFACTS / "waiting_side_panel.png"))
+    page.close()

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from relay_notebook.history.run_graph import overlay_events
 from relay_notebook.record.folders import find_run
 from relay_notebook.runner import start_run
 from relay_notebook.runner.backend import resolve_backend
+from relay_notebook.views.live import RunMonitor
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
 from tests.relays import relay_source
@@ -156,3 +158,31 @@ def test_on_postgres_a_reader_sees_only_its_runs_rows(
     mine = read_run_events(workspace, other)
     assert {r["workflow_id"] for r in [*mine.events, *mine.streams, *mine.history]} == {other}
     assert mine.values()["streams"] == {"output": ["part 0"]}
+
+
+def test_a_sleeping_run_says_until_when_and_its_sleep_node_waits(workspace: Workspace) -> None:
+    """A run past its grace in DBOS.sleep ends its attempt waiting: the header says sleeping
+    until the record's time (the reader's clock) and what wakes it; the sleep node is drawn
+    waiting, the check_out step after it pending, nothing failed."""
+    draft = workspace.save_draft("snooze", relay_source("snooze"))
+    outcome = start_run(workspace, draft, run_input={"seconds": 600}).wait(120)
+    assert outcome.status == "waiting"
+    record = find_run(workspace, outcome.run_id).read_meta()
+    until = time.strftime("%H:%M:%S", time.localtime(record["waiting"]["until_ms"] / 1000))
+    monitor = RunMonitor(
+        commands.graph(workspace, "snooze"),
+        lambda run_id: commands.logs(workspace, run_id),
+        run_id=outcome.run_id,
+    )
+    monitor.refresh()
+    assert monitor.summary() == (
+        f"run {outcome.run_id}: waiting · attempt 1 of 3 · 2 executed — sleeping until {until}; "
+        "it resumes once due, on %relay wake or the next relay command"
+    )
+    nodes = {n.type: n.details for n in monitor.graph.nodes}
+    assert nodes["sleep"]["status"] == "waiting"
+    assert {n.label: n.details["status"] for n in monitor.graph.nodes if n.type == "step"} == {
+        "check_in": "succeeded",
+        "check_out": "pending",
+    }
+    assert "error" not in (monitor.run or {})
