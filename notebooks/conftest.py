@@ -13,7 +13,20 @@ from typing import Any
 
 from nbval.plugin import IPyNbCell
 
-TIMING_KEYS = frozenset({"duration_ms", "started_at_ms", "completed_at_ms", "ts"})
+TIMING_KEYS = frozenset(
+    {
+        "duration_ms",
+        "started_at_ms",
+        "completed_at_ms",
+        "ts",
+        "since_ms",
+        "until_ms",
+        "active_ms",
+        "created_at",
+        "started_at",
+        "ended_at",
+    }
+)
 
 _sanitize_text = IPyNbCell.sanitize
 

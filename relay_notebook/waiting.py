@@ -13,13 +13,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from relay_notebook import inputs
-from relay_notebook.runner import RunHandle
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.run_record import RunRecord
+from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.messages import Delivery, send_message
+from relay_notebook.runner.runs import resume_waiting
 from relay_notebook.runner.supervisor import EventCallback
 from relay_notebook.runner.wake import due_runs, wake_due
 from relay_notebook.surfaces import Surface
@@ -31,6 +35,7 @@ __all__ = [
     "cli_commands",
     "delivery_line",
     "send",
+    "wait_for_run",
     "wake",
     "wake_in_background",
 ]
@@ -58,6 +63,43 @@ def wake(
 ) -> list[RunHandle]:
     """Resume every waiting run of the workspace whose timer is due or whose message came."""
     return wake_due(workspace, backend=backend, on_event=on_event)
+
+
+#: statuses a run stays in only for a while: ``wait`` goes on through them
+_GOING = frozenset({"pending", "queued", "running", "waiting"})
+
+
+def wait_for_run(
+    workspace: Workspace,
+    run_id: str,
+    *,
+    timeout: float | None = None,
+    backend: Backend | None = None,
+    on_event: EventCallback | None = None,
+) -> RunOutcome:
+    """Block until ``run_id`` finishes or stops, through its waits; resume it when due.
+
+    Whoever resumes the run (this call when its timer is due, a message's sender, the kernel's
+    waker, a worker), the run lock lets one attempt run; ``TimeoutError`` after ``timeout``.
+    """
+    folder = find_run(workspace, run_id)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        record = RunRecord.load(folder)
+        if record.status not in _GOING:
+            result = folder.read_result() if record.status == "succeeded" else None
+            return RunOutcome(
+                run_id, record.relay, record.status, len(record.attempts), result, record.error
+            )
+        if record.waiting is not None:
+            handle = resume_waiting(workspace, run_id, backend=backend, on_event=on_event)
+            if handle is not None:
+                handle.wait()
+                continue
+        if deadline is not None and time.monotonic() > deadline:
+            what = record.waiting.describe() if record.waiting is not None else "its attempt"
+            raise TimeoutError(f"run {run_id} is still {record.status} (for {what})")
+        time.sleep(0.1)
 
 
 def delivery_line(delivery: Delivery, surface: Surface = "terminal") -> str:
@@ -127,6 +169,14 @@ def add_parsers(sub: Any, *, notebook: bool = False) -> None:
         "wake", help="resume waiting runs whose timer is due or whose message came (for cron)"
     )
     p.add_argument("--json", action="store_true", help="print a JSON list of the outcomes")
+    p = sub.add_parser(
+        "wait", help="block until a run finishes, through its waits (resuming it when due)"
+    )
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
 
 
 def cli_commands(
@@ -166,4 +216,16 @@ def cli_commands(
             print(f"run {o.run_id}: {o.status} (attempt {o.attempt})")
         return 0
 
-    return {"send": cmd_send, "wake": cmd_wake}
+    def cmd_wait(ws: Workspace, args: argparse.Namespace) -> int:
+        try:
+            outcome = wait_for_run(
+                ws, args.run_id, timeout=args.timeout, backend=args.backend,
+                on_event=None if args.json else progress,
+            )  # fmt: skip
+        except TimeoutError as exc:
+            print(f"relay wait: {exc}", file=sys.stderr)
+            return 5
+        code: int = report(outcome, args.json)
+        return code
+
+    return {"send": cmd_send, "wake": cmd_wake, "wait": cmd_wait}

@@ -743,6 +743,100 @@ NOTEBOOKS["11-safe-change.ipynb"] = [
     code('%relay test shop --crash-each --input \'{"items": ["a"]}\''),
 ]
 
+REFUND = (
+    "from dbos import DBOS\n"
+    "from agentworks import agent\n\n"
+    "@DBOS.step()\n"
+    "async def draft(order, reason):\n"
+    '    return await agent(name="clerk", model="scripted:script.json",\n'
+    '                       system_prompt="Draft a refund as JSON.",\n'
+    '                       user_message=f"Order {order}: {reason}",\n'
+    '                       output_schema={"type": "object", "required": ["amount"]})\n\n'
+    "@DBOS.step()\n"
+    "def pay(order, amount, note):\n"
+    '    return {"order": order, "paid": amount, "note": note}\n\n'
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    '    refund = await draft(INPUT["order"], INPUT["reason"])\n'
+    '    await DBOS.set_event_async("draft", refund)\n'
+    '    answer = await DBOS.recv_async("approval", timeout_seconds=24 * 3600)\n'
+    '    if not answer or not answer.get("approved"):\n'
+    '        return {"order": INPUT["order"], "refunded": False}\n'
+    '    return pay(INPUT["order"], refund["amount"], answer.get("note"))'
+)
+
+NOTEBOOKS["12-approvals.ipynb"] = [
+    md(
+        "# Approvals: runs that wait for people\n\n"
+        "Agent programs stop for people: *draft the refund, wait for a manager's approval, "
+        "then pay*. A relay waits with DBOS's own durable primitives: `DBOS.recv` (a message "
+        "on a topic), `DBOS.sleep` (a timer), and it shows its progress with `DBOS.set_event` "
+        "and `DBOS.write_stream`. A run blocked in a wait for longer than a short grace (3 s "
+        "by default; 1 s here) **ends its attempt with status `waiting`**: no process is held "
+        "while it waits, for minutes or days. A message, or its due timer, resumes it in a new "
+        "attempt that replays to the wait from checkpoints."
+    ),
+    code(FRESH.source + "\n%config RelayMagics.wait_grace = 1"),
+    md(
+        "## A relay that waits for a manager\n\n"
+        "An agent drafts the refund (a scripted model here, as in tutorial 03), the draft is "
+        "published as the run's `draft` event, and the workflow waits for a message on topic "
+        "`approval`. The flow graph draws the event and the wait as their own nodes."
+    ),
+    code("%%relay refund\n" + REFUND),
+    code(
+        "import json, os, pathlib\n"
+        "home = pathlib.Path(os.environ['RELAY_HOME'])\n"
+        "script = {'clerk': [{'content': {'amount': 40, 'text': 'Refund 40 EUR: item arrived broken.'}}]}\n"
+        "_ = (home / 'refund' / 'script.json').write_text(json.dumps(script))"
+    ),
+    code('%relay run refund --input \'{"order": "A-17", "reason": "arrived broken"}\' --wait'),
+    md(
+        "The run **waits**: its attempt ended after drafting, and the header says what it "
+        "waits for and how to answer. No process runs for it now:"
+    ),
+    code("%relay runs refund"),
+    md(
+        "## Approve it\n\n"
+        "`%relay send RUN TOPIC JSON` delivers the message durably with DBOS (`relay send` in a "
+        "terminal, `POST /runs/RUN/messages` over REST) and resumes the run: `draft` comes back "
+        "from its checkpoint (the agent is not called again), the message reaches the "
+        "workflow, and `pay` runs."
+    ),
+    code('%relay send refund-1 approval \'{"approved": true, "note": "ok, Ann"}\' --wait'),
+    md(
+        "A second send with the same `--idempotency-key` would deliver nothing twice; a "
+        "message to a finished run is refused."
+    ),
+    md("## A rejected refund\n\nThe relay's own logic decides what a rejection means:"),
+    code('%relay run refund --input \'{"order": "B-2", "reason": "changed my mind"}\' --wait'),
+    code("%relay send refund-2 approval '{\"approved\": false}' --wait"),
+    md(
+        "## A durable sleep\n\n"
+        "`DBOS.sleep` longer than the grace also ends the attempt. Its timer is kept by DBOS; "
+        "when it is due the run resumes: here in this kernel (the extension wakes due runs "
+        "while it is loaded), on a machine without a kernel with `relay wake` (e.g. from "
+        "cron) or any `relay` command, and on PostgreSQL by the worker pool. Waiting counts "
+        "neither against the run's attempt budget nor against its deadline."
+    ),
+    code(
+        "%%relay reminder\n"
+        "from dbos import DBOS\n\n"
+        "@DBOS.step()\n"
+        "def note(text):\n"
+        "    return text\n\n"
+        "@DBOS.workflow()\n"
+        "async def run(INPUT):\n"
+        '    first = note("asked the customer")\n'
+        "    await DBOS.sleep_async(3)\n"
+        '    return {"first": first, "then": note("followed up")}'
+    ),
+    code("%relay run reminder --wait"),
+    md("`%relay wait RUN` blocks until the run has finished, through its waits:"),
+    code("%relay wait reminder-1"),
+    code("%relay logs reminder-1"),
+]
+
 CLEANUP = code(
     "# Remove this tutorial's temporary workspace (your own relays live in ./relays)\n"
     "import shutil\n"

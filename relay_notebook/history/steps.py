@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -176,7 +177,10 @@ class StepTable:
             saved.get(key) for key in zip(cols["workflow_id"], cols["function_id"], strict=True)
         ]
         cols["output_preview"] = [
-            None if f is None or f[0] is None else output_preview(f[0], f[2], r) for f in found
+            _timer_preview(
+                name, None if f is None or f[0] is None else output_preview(f[0], f[2], r)
+            )
+            for name, f in zip(cols["name"], found, strict=True)
         ]
         cols["error_preview"] = [
             None if f is None or f[1] is None else output_preview(f[1], f[2], r) for f in found
@@ -397,3 +401,14 @@ def _live_reuse(
         if (name, seen[name]) in replayed:
             reach = max(reach, fid)
     return [i for i, fid in before if fid <= reach]
+
+
+def _timer_preview(name: str, preview: str | None) -> str | None:
+    """A durable timer's saved output is its wake time (epoch seconds): shown as a time."""
+    if name != "DBOS.sleep" or preview is None:
+        return preview
+    try:
+        wake = float(preview)
+    except ValueError:
+        return preview
+    return "wakes " + time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(wake))

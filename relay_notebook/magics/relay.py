@@ -372,6 +372,23 @@ class RelayMagics(Magics):
             print(f"run {o.run_id}: {o.status} (attempt {o.attempt})")
         return None
 
+    def _do_wait(self, args: Any) -> Any:
+        """``%relay wait RUN``: block until the run finishes, through its waits."""
+        from relay_notebook.waiting import wait_for_run
+
+        try:
+            outcome = wait_for_run(self.workspace, args.run_id, timeout=args.timeout)
+        except TimeoutError as exc:
+            raise _usage(str(exc), codes.WAITING.code) from None
+        if args.json:
+            return outcome.to_dict()
+        print(f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})")
+        if outcome.status != "succeeded":
+            return None
+        if args.output and self.shell is not None:
+            self.shell.user_ns[args.output] = outcome.result
+        return outcome.result
+
     def _do_lineage(self, args: Any) -> Any:
         """``%relay lineage RUN``: the run's forks as a tree."""
         from relay_notebook.history.lineage import lineage

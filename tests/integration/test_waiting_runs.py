@@ -320,3 +320,18 @@ def test_the_worker_pool_resumes_a_due_sleep(
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_relay_wait_follows_a_run_through_its_waits(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``relay wait RUN`` blocks until the run finishes, resuming it itself when its timer is
+    due (a terminal has no kernel to do it); ``--timeout`` gives up with exit 5."""
+    workspace.wait_grace_s = GRACE_S
+    run_id = _waiting_run(workspace, None, "snooze", {"seconds": 2})
+    home = str(workspace.home)
+    assert cli_main(["--home", home, "wait", run_id, "--timeout", "0.2"]) == 5
+    assert f"run {run_id} is still waiting (for a durable sleep)" in capsys.readouterr().err
+    assert cli_main(["--home", home, "wait", run_id]) == 0
+    out = capsys.readouterr().out
+    assert f"run {run_id}: succeeded (attempt 2)" in out and '"out": true' in out
