@@ -15,7 +15,16 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from relay_notebook import codes, commands, crash_each, inputs, surfaces, time_travel, waiting
+from relay_notebook import (
+    codes,
+    commands,
+    crash_each,
+    events,
+    inputs,
+    surfaces,
+    time_travel,
+    waiting,
+)
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
@@ -128,6 +137,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     time_travel.add_parsers(sub, notebook=notebook)
     waiting.add_parsers(sub, notebook=notebook)
     crash_each.add_parsers(sub, notebook=notebook)
+    events.add_parsers(sub, notebook=notebook)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
@@ -620,6 +630,7 @@ _COMMANDS = {
     **time_travel.cli_commands(_report_outcome, _wait, _progress),
     **waiting.cli_commands(_report_outcome, _wait, _progress),
     **crash_each.cli_commands(),
+    **events.cli_commands(),
 }
 
 

@@ -21,7 +21,7 @@ import {
   curve,
   polygonPoints
 } from './geometry.js';
-import { EDGE_COLOUR, EDGE_LABEL_COLOUR, REUSED_COLOUR, nodeLook } from './palette.js';
+import { EDGE_COLOUR, EDGE_LABEL_COLOUR, REUSED_COLOUR, WAITING_COLOUR, nodeLook, nodeStatus } from './palette.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 export const FONT =
@@ -176,6 +176,9 @@ export function caption(node: GraphNode): string {
 
 /** The reused badge's text: `reused`, or `2 of 3 reused` for a node of several calls. */
 export function reusedBadgeText(node: GraphNode): string {
+  if (nodeStatus(node) === 'waiting') {
+    return 'waiting';
+  }
   const summary = node.details?.['summary'];
   if (typeof summary === 'string' && (summary.endsWith('reused') || summary.includes('copied from'))) {
     return summary;
@@ -185,6 +188,9 @@ export function reusedBadgeText(node: GraphNode): string {
 
 /** Purple for reused checkpoints, teal for a fork's copied ones (views/svg.py badge_colour). */
 export function badgeColour(node: GraphNode): string {
+  if (nodeStatus(node) === 'waiting') {
+    return WAITING_COLOUR;
+  }
   return node.details?.['copied_from'] ? '#0e7490' : REUSED_COLOUR;
 }
 
@@ -283,12 +289,13 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
       'font-style': italic
     });
   }
-  if (look.reused) {
+  const waiting = look.status === 'waiting';
+  if (look.reused || waiting) {
     const label = reusedBadgeText(node);
     const bw = badgeWidth(label);
     const bx = x0 + w - bw + 12;
     const by = y0 - 12;
-    const badge = el(doc, 'g', { class: 'relay-badge relay-badge--reused' }, g);
+    const badge = el(doc, 'g', { class: `relay-badge relay-badge--${waiting ? 'waiting' : 'reused'}` }, g);
     el(doc, 'rect', { x: bx, y: by, width: bw, height: 16, rx: 8, fill: badgeColour(node) }, badge);
     text(doc, badge, label, {
       x: bx + bw / 2,

@@ -73,6 +73,31 @@ export interface RunInfo {
   next?: string;
   note?: string;
   fork?: { parent?: string; from?: string; copied?: number; edited?: string[]; input_edited?: boolean; code?: string };
+  /** A waiting run: what it waits for (`text`: `waiting for a message on topic "approval"`). */
+  waiting?: WaitingInfo;
+  /** What the run published: each event's latest value, each stream's newest values. */
+  events?: RunEventsInfo;
+}
+
+export interface WaitingInfo {
+  kind: 'message' | 'sleep';
+  text: string;
+  topic?: string | null;
+  workflow_id?: string;
+  until_ms?: number | null;
+  until?: string | null;
+  since_ms?: number;
+}
+
+export interface RunEventsInfo {
+  events?: { workflow_id?: string; key: string; preview: string; function_id?: number | null }[];
+  streams?: {
+    workflow_id?: string;
+    key: string;
+    count: number;
+    closed?: boolean;
+    values: { offset?: number; preview: string }[];
+  }[];
 }
 
 /** Python's round(): halves go to the even neighbour. */

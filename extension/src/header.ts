@@ -4,15 +4,18 @@
  * after or during a chosen step, recover). Buttons that cannot apply are disabled and say why.
  */
 
-import type { GraphDocument, RunInfo } from './geometry.js';
+import type { GraphDocument, RunEventsInfo, RunInfo } from './geometry.js';
 import { statusText } from './format.js';
 import { statusBadge } from './runtable.js';
 
 /** What a button asks the kernel for. */
 export interface ViewAction {
-  action: 'run' | 'recover' | 'fork';
+  action: 'run' | 'recover' | 'fork' | 'send';
   run_id: string;
   crash?: string;
+  /** For a send: the topic the run waits on, and the message (any JSON value). */
+  topic?: string;
+  message?: unknown;
   /** For a fork: the call it starts from (`STEP#N`), and whether it runs the current draft. */
   from?: string;
   draft?: boolean;
@@ -71,6 +74,57 @@ export function runReason(run: RunInfo): string {
   return '';
 }
 
+/** The message an answer button sends: Approve / Reject with the input as `note`, or the
+ * input itself as JSON (`null` when it is not JSON). */
+export function answerMessage(kind: 'approve' | 'reject' | 'json', input: string): unknown {
+  const text = input.trim();
+  if (kind === 'json') {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return null;
+    }
+  }
+  const message: Record<string, unknown> = { approved: kind === 'approve' };
+  if (text) {
+    message['note'] = text;
+  }
+  return message;
+}
+
+/** The run's latest events and stream values as a strip of rows (null when there are none). */
+export function eventsStrip(events: RunEventsInfo | undefined): HTMLDivElement | null {
+  const rows = [...(events?.events ?? []), ...(events?.streams ?? [])];
+  if (!rows.length) {
+    return null;
+  }
+  const strip = h('div', 'jp-RelayRunEvents');
+  for (const event of events?.events ?? []) {
+    const row = h('div', 'jp-RelayRunEvents-row jp-RelayRunEvents-event');
+    row.dataset['key'] = event.key;
+    row.append(h('span', 'jp-RelayRunEvents-kind', 'event'), h('code', 'jp-RelayRunEvents-key', event.key));
+    row.append(h('span', 'jp-RelayRunEvents-value', event.preview));
+    strip.appendChild(row);
+  }
+  for (const stream of events?.streams ?? []) {
+    const row = h('div', 'jp-RelayRunEvents-row jp-RelayRunEvents-stream');
+    row.dataset['key'] = stream.key;
+    row.dataset['count'] = String(stream.count);
+    const count = `${stream.count} value${stream.count === 1 ? '' : 's'}${stream.closed ? ', closed' : ''}`;
+    row.append(
+      h('span', 'jp-RelayRunEvents-kind', 'stream'),
+      h('code', 'jp-RelayRunEvents-key', stream.key),
+      h('span', 'jp-RelayRunEvents-count', count)
+    );
+    const values = h('span', 'jp-RelayRunEvents-value');
+    const skipped = stream.count - stream.values.length;
+    values.textContent = (skipped > 0 ? '… ' : '') + stream.values.map(v => v.preview).join(' · ');
+    row.appendChild(values);
+    strip.appendChild(row);
+  }
+  return strip;
+}
+
 /** Whether a status may still change by itself (a view keeps listening). */
 export function isGoing(status: string | null | undefined): boolean {
   return status === 'running' || status === 'queued' || status === 'starting' || !status;
@@ -82,6 +136,7 @@ export class RunHeader {
   private readonly message: HTMLDivElement;
   private busy = false;
   private buttons: HTMLButtonElement[] = [];
+  private answers: HTMLButtonElement[] = [];
   private run: RunInfo | null = null;
   private steps: string[] = [];
 
@@ -95,6 +150,7 @@ export class RunHeader {
     const run = graph.run ?? null;
     this.run = run;
     this.node.replaceChildren();
+    this.answers = [];
     this.node.hidden = run === null;
     if (run === null) {
       return;
@@ -110,6 +166,9 @@ export class RunHeader {
     top.append(h('span', 'jp-RelayRunHeader-label', 'run'), id, badge);
     top.append(h('span', 'jp-RelayRunHeader-facts', runFacts(run)));
     this.node.appendChild(top);
+    if (run.waiting?.text) {
+      this.node.appendChild(h('div', 'jp-RelayRunHeader-waiting', run.waiting.text));
+    }
     const reason = runReason(run);
     if (reason) {
       const kind = run.error ? 'error' : 'reason';
@@ -136,8 +195,52 @@ export class RunHeader {
       next.append('Next: ', h('code', '', run.next));
       this.node.appendChild(next);
     }
+    const strip = eventsStrip(run.events);
+    if (strip) {
+      this.node.appendChild(strip);
+    }
+    if (status === 'waiting' && run.waiting?.kind === 'message' && run.waiting.topic) {
+      this.node.appendChild(this.answerBox(run, run.waiting.topic));
+    }
     this.node.appendChild(this.controls(graph, run));
     this.node.appendChild(this.message);
+  }
+
+  /** An input and Approve / Reject / Send JSON for a run waiting for a message on `topic`. */
+  private answerBox(run: RunInfo, topic: string): HTMLDivElement {
+    const box = h('div', 'jp-RelayRunHeader-answer');
+    box.dataset['topic'] = topic;
+    box.appendChild(h('span', 'jp-RelayRunHeader-answerLabel', `answer on topic "${topic}":`));
+    const input = h('input', 'jp-RelayRunHeader-answerInput');
+    input.type = 'text';
+    input.placeholder = 'a note (optional), or a JSON value to send';
+    input.title = 'Approve and Reject send {"approved": true|false, "note": this text}; Send JSON sends this text as JSON';
+    // typing here must not run notebook shortcuts
+    input.setAttribute('data-lm-suppress-shortcuts', '');
+    input.addEventListener('keydown', event => event.stopPropagation());
+    const send = (kind: 'approve' | 'reject' | 'json') => {
+      const message = answerMessage(kind, input.value);
+      if (kind === 'json' && message === null && input.value.trim() !== 'null') {
+        this.say(`Send JSON: ${JSON.stringify(input.value.trim())} is not JSON (e.g. {"approved": true})`, true);
+        return;
+      }
+      this.act({ action: 'send', run_id: run.run_id, topic, message });
+    };
+    const approve = this.button('approve', `Send {"approved": true} on topic "${topic}" and resume the run`, () =>
+      send('approve')
+    );
+    const reject = this.button('reject', `Send {"approved": false} on topic "${topic}" and resume the run`, () =>
+      send('reject')
+    );
+    const json = this.button('send JSON', `Send the input, as JSON, on topic "${topic}"`, () => send('json'));
+    approve.classList.add('jp-RelayRunHeader-approve');
+    reject.classList.add('jp-RelayRunHeader-reject');
+    for (const button of [approve, reject, json]) {
+      button.dataset['answer'] = '1';
+    }
+    box.append(input, approve, reject, json);
+    this.answers = [approve, reject, json];
+    return box;
   }
 
   /** A line under the buttons (an error, or a note about the kernel); '' clears it. */
@@ -202,6 +305,9 @@ export class RunHeader {
 
   private refreshButtons(): void {
     const run = this.run;
+    for (const button of this.answers) {
+      button.disabled = this.busy || run?.status !== 'waiting';
+    }
     for (const button of this.buttons) {
       let why = '';
       if (this.busy) {
@@ -233,6 +339,11 @@ export function recoverRefusal(run: RunInfo | null): string {
   }
   if (status === 'needs_reconciliation') {
     return 'Settle the uncertain call with %relay reconcile first';
+  }
+  if (status === 'waiting') {
+    return run?.waiting?.kind === 'message'
+      ? 'The run is waiting for a message: answer it, and it resumes'
+      : 'The run is sleeping: it resumes once its timer is due';
   }
   if (isGoing(status)) {
     return 'The run is still going';

@@ -107,7 +107,9 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
     header.say(
       action.action === 'recover'
         ? `recovering ${action.run_id}…`
-        : action.action === 'fork'
+        : action.action === 'send'
+          ? `sending ${JSON.stringify(action.message)} on topic "${action.topic}" to ${action.run_id}…`
+          : action.action === 'fork'
           ? `forking ${action.run_id} from ${action.from}…`
           : 'starting a run…'
     );

@@ -49,12 +49,16 @@ export const STATUS_COLOURS: Readonly<Record<string, Paint>> = {
   reused: paint('#f5f3ff', '#7c3aed', '#4c1d95'),
   copied: paint('#ecfeff', '#0e7490', '#164e63'),
   skipped: paint('#f9fafb', '#d1d5db', '#6b7280'),
-  not_reached: paint('#ffffff', '#e5e7eb', '#9ca3af')
+  not_reached: paint('#ffffff', '#e5e7eb', '#9ca3af'),
+  // blocked in DBOS.recv / DBOS.sleep: not failed, not running
+  waiting: paint('#fefce8', '#ca8a04', '#713f12')
 };
 
 export const EDGE_COLOUR = '#94a3b8';
 export const EDGE_LABEL_COLOUR = '#475569';
 export const REUSED_COLOUR = '#7c3aed';
+/** The badge of a node the run waits in (views/svg.py WAITING_COLOUR). */
+export const WAITING_COLOUR = '#a16207';
 
 /** How a node is painted: its status overlay wins over its type. */
 export interface NodeLook {
@@ -97,7 +101,7 @@ export function nodeLook(node: GraphNode): NodeLook {
   let opacity: number | null = null;
   if (status !== null) {
     look = STATUS_COLOURS[status]!;
-    strokeWidth = status === 'running' || status === 'failed' ? 2.5 : 2;
+    strokeWidth = status === 'running' || status === 'failed' || status === 'waiting' ? 2.5 : 2;
     if (status === 'not_reached') {
       opacity = 0.6;
       dash = '4 3';
@@ -125,7 +129,8 @@ export const RUN_STATUS_COLOURS: Readonly<Record<string, string>> = {
   needs_reconciliation: '#7c3aed',
   denied: '#991b1b',
   running: '#2563eb',
-  pending: '#64748b'
+  pending: '#64748b',
+  waiting: '#a16207'
 };
 
 /** A run status's badge colours; unknown statuses get the pending grey. */

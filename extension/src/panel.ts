@@ -23,7 +23,7 @@ import { LineageNode, lineageSection } from './lineage.js';
 import { crashText, formatDuration, RunRow, statusText } from './format.js';
 import type { RunInfo } from './geometry.js';
 import { GraphView } from './graphview.js';
-import { crashTargets, recoverRefusal, runReason } from './header.js';
+import { crashTargets, eventsStrip, recoverRefusal, runReason } from './header.js';
 import { isActiveRunStatus } from './palette.js';
 import { reusedBadge, runList, statusBadge } from './runtable.js';
 
@@ -471,8 +471,21 @@ export class RelayPanel extends Widget {
     if (reason && run.status === 'interrupted') {
       // a crash test ends here on purpose: the expected state, not an error
       box.appendChild(h('div', 'jp-RelayPanel-note', `${reason}; recover it with ↻ Recover`));
-    } else if (reason && run.status !== 'succeeded') {
+    } else if (reason && run.status !== 'succeeded' && run.status !== 'waiting') {
+      // (a waiting run's record words what it waits for as its error: the line below says it)
       box.appendChild(h('div', 'jp-RelayPanel-error', reason));
+    }
+    if (info.waiting?.text) {
+      // waiting is no failure: what it waits for, and how to answer it
+      const waiting = h('div', 'jp-RelayPanel-note jp-RelayPanel-waiting', info.waiting.text);
+      if (info.waiting.kind === 'message') {
+        waiting.append('; answer it with ', h('code', '', `%relay send ${run.run_id} ${info.waiting.topic ?? 'TOPIC'} JSON`));
+      }
+      box.appendChild(waiting);
+    }
+    const strip = eventsStrip(info.events);
+    if (strip) {
+      box.appendChild(strip);
     }
     const attempts = h('ol', 'jp-RelayPanel-attempts');
     for (const a of run.attempts ?? []) {

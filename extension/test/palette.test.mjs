@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 
 import { crashText, formatDuration, nodeFacts, readRuns, statusText } from '../lib/format.js';
-import { crashTargets, recoverRefusal, runFacts, runReason } from '../lib/header.js';
+import { answerMessage, crashTargets, recoverRefusal, runFacts, runReason } from '../lib/header.js';
 import {
   isActiveRunStatus,
   nodeLook,
@@ -113,4 +113,21 @@ test('crash points read as when:step, with the occurrence past the first', () =>
   assert.equal(crashText({ when: 'during', step: 'add', occurrence: 2 }), 'during:add#2');
   assert.equal(crashText('after:fetch'), 'after:fetch');
   assert.equal(crashText(null), '');
+});
+
+test('a waiting node is gold, never red, and a waiting run is not recoverable from the view', () => {
+  const wait = { id: 'w', type: 'wait', label: 'wait for approval', details: { status: 'waiting' } };
+  assert.deepEqual(nodeLook(wait).paint, STATUS_COLOURS.waiting);
+  assert.notDeepEqual(STATUS_COLOURS.waiting, STATUS_COLOURS.failed);
+  assert.notEqual(runStatusPaint('waiting').fill, runStatusPaint('failed').fill);
+  assert.equal(isActiveRunStatus('waiting'), false);
+  const run = { run_id: 'a-1', status: 'waiting', waiting: { kind: 'message', text: 'x', topic: 'approval' } };
+  assert.match(recoverRefusal(run), /waiting for a message/);
+});
+
+test('approve and reject send approved with the note; send JSON sends the input', () => {
+  assert.deepEqual(answerMessage('approve', ''), { approved: true });
+  assert.deepEqual(answerMessage('reject', '  too much '), { approved: false, note: 'too much' });
+  assert.deepEqual(answerMessage('json', '{"amount": 40}'), { amount: 40 });
+  assert.equal(answerMessage('json', 'not json'), null);
 });

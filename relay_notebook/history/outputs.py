@@ -16,11 +16,12 @@ import io
 import json
 import pickle
 import pickletools
+from dataclasses import dataclass
 from typing import Any, Final
 
 from agentworks.redact import Redactor
 
-__all__ = ["PREVIEW_CHARS", "json_preview", "output_preview"]
+__all__ = ["PREVIEW_CHARS", "SavedValue", "decode_value", "json_preview", "output_preview"]
 
 #: longest preview, in characters
 PREVIEW_CHARS: Final = 160
@@ -107,6 +108,67 @@ def output_preview(
     except Exception:
         return f"<{len(raw)} bytes pickled, not readable>"
     return _clip(_shown(value), redactor)
+
+
+@dataclass(frozen=True)
+class SavedValue:
+    """A value DBOS saved (an event, a stream value, a message), decoded the safe way.
+
+    ``value`` is the value itself when it has a JSON form (redacted), else ``preview``;
+    ``jsonable`` says which.
+    """
+
+    value: Any
+    preview: str
+    jsonable: bool
+
+
+def _scrubbed(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return redactor.scrub(value)
+    if isinstance(value, list):
+        return [_scrubbed(v, redactor) for v in value]
+    if isinstance(value, dict):
+        return {redactor.scrub(str(k)): _scrubbed(v, redactor) for k, v in value.items()}
+    return value
+
+
+def decode_value(
+    encoded: str | None, serialization: str | None, redactor: Redactor | None = None
+) -> SavedValue:
+    """``encoded`` (a base64 pickle, or DBOS's portable JSON) as a ``SavedValue``: decoded with
+    the builtins-only unpickler (nothing of the relay is imported or run), vault values
+    replaced, JSON-able values kept whole (up to the decode limit)."""
+    if encoded is None:
+        return SavedValue(None, "null", True)
+    value: Any
+    if serialization not in (None, "py_pickle"):
+        try:
+            value = json.loads(encoded)
+        except ValueError:
+            return SavedValue(_clip(encoded, redactor), _clip(encoded, redactor), False)
+    else:
+        try:
+            raw = binascii.a2b_base64(encoded)
+        except (binascii.Error, ValueError):
+            text = f"<{len(encoded)} characters of {serialization or 'unknown'} data>"
+            return SavedValue(text, text, False)
+        if len(raw) > DECODE_LIMIT:
+            text = output_preview(encoded, serialization, redactor) or ""
+            return SavedValue(text, text, False)
+        try:
+            value = _BuiltinsOnly(io.BytesIO(raw)).load()
+        except Exception:
+            text = output_preview(encoded, serialization, redactor) or ""
+            return SavedValue(text, text, False)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        text = _clip(_shown(value), redactor)
+        return SavedValue(text, text, False)
+    if redactor:
+        value = _scrubbed(value, redactor)
+    return SavedValue(value, _clip(_shown(value), None), True)
 
 
 def _shown(value: Any) -> str:

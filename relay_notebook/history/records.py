@@ -268,5 +268,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         "error": record.error,
         "folder": str(folder.path),
         "live": live is not None,
+        # what a waiting run waits for (run.json's "waiting", while its status is waiting)
+        "waiting": record.waiting.to_json() if record.waiting else None,
     }
     return RunLog(run, attempts, table, children, receipts, scan)

@@ -8,8 +8,10 @@ mirror). How the path is found is ``history.run_path``'s business.
 
 from __future__ import annotations
 
+import calendar
 import copy
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -18,7 +20,15 @@ from relay_notebook.history.run_path import PathWalk, call_key, walk_calls
 from relay_notebook.history.run_summary import run_header
 from relay_notebook.source.graph import Edge, FlowGraph, Node
 
-__all__ = ["RunEdge", "RunNode", "build_run_graph", "call_key", "overlay_run"]
+__all__ = [
+    "RunEdge",
+    "RunNode",
+    "blocked_steps",
+    "build_run_graph",
+    "call_key",
+    "overlay_events",
+    "overlay_run",
+]
 
 _CALL_TYPES: Final = {"step": "step", "workflow": "workflow", "agent": "agent", "mcp": "mcp"}
 #: run graphs longer than this keep their first and last calls and say how many are hidden
@@ -83,8 +93,8 @@ def _mark(node: RunNode, status: str, *, reused: bool, count: int, attempts: lis
 
 
 def _call_status(step: dict[str, Any]) -> str:
-    if step["status"] == "running":
-        return "running"
+    if step["status"] in ("running", "waiting"):
+        return str(step["status"])
     if step["status"] == "error":
         return "failed"
     if step["status"] == "interrupted":
@@ -202,7 +212,7 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
     facts = log.call_facts()
     sites = {key: f["site"] for key, f in facts.items() if "site" in f}
     walk, calls, unseen = walk_calls(
-        graph, log.steps, finished=log.run.get("status") == "succeeded", sites=sites
+        graph, blocked_steps(log), finished=log.run.get("status") == "succeeded", sites=sites
     )
     _paint(graph, walk, calls, log, ended=log.run.get("status") in _TERMINAL)
     _describe_calls(graph, calls, facts, log)
@@ -217,6 +227,83 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
             f"{unseen} step call{'s' if unseen != 1 else ''} of the run could not be placed on "
             f"the flow graph (made through code the graph cannot follow); see the run graph."
         )
+    return graph
+
+
+def _sleep_end_s(step: dict[str, Any]) -> float | None:
+    """When a ``DBOS.sleep`` ends: DBOS saves its end time (epoch seconds) as its output,
+    previewed as ``wakes YYYY-MM-DD HH:MM:SS UTC`` (to the second)."""
+    text = str(step.get("output_preview"))
+    try:
+        if text.startswith("wakes "):
+            return float(calendar.timegm(time.strptime(text[6:], "%Y-%m-%d %H:%M:%S UTC")))
+        return float(text)
+    except ValueError:
+        return None
+
+
+def blocked_steps(log: RunLog, now_s: float | None = None) -> list[dict[str, Any]]:
+    """The root workflow's calls, with the wait the run is blocked in marked ``waiting``.
+
+    DBOS records a ``recv`` only once a message came (or its timeout ran out), but records the
+    timeout's sleep (the next function id) as the wait begins: a last call that is a sleep with
+    no call recorded just before it is a ``recv`` still waiting, added here as that call. A
+    ``DBOS.sleep`` of the relay is recorded as it starts, with its end time: the last call, a
+    sleep not over yet, is the run sleeping. Only a run that is waiting (run.json) or has a
+    live attempt can be blocked.
+    """
+    steps = log.steps
+    status = log.run.get("status")
+    if not steps or not (status == "waiting" or log.run.get("live")):
+        return steps
+    waiting = log.run.get("waiting") if status == "waiting" else None
+    kind = waiting.get("kind") if isinstance(waiting, dict) else None
+    last = steps[-1]
+    if last["name"] != "DBOS.sleep":
+        return steps
+    recorded = {s["function_id"] for s in steps}
+    fid = int(last["function_id"])
+    if fid - 1 >= 1 and fid - 1 not in recorded and kind in (None, "message"):
+        recv = {
+            **last,
+            "name": "DBOS.recv",
+            "function_id": fid - 1,
+            "status": "waiting",
+            "output_preview": None,
+            "completed_at_ms": None,
+            "duration_ms": None,
+        }
+        if isinstance(waiting, dict) and waiting.get("topic") is not None:
+            recv["topic"] = waiting["topic"]
+        return [*steps[:-1], recv, last]
+    end = _sleep_end_s(last)
+    if kind == "sleep" or (
+        kind is None and end is not None and end > (time.time() if now_s is None else now_s)
+    ):
+        return [*steps[:-1], {**last, "status": "waiting"}]
+    return steps
+
+
+def overlay_events(graph: FlowGraph, latest: dict[str, Any]) -> FlowGraph:
+    """``graph`` (changed in place) with what the run published: ``run.events`` (the latest
+    events and stream values, ``RunEvents.latest``), each event node's latest value
+    (``details.latest``), each stream node's values (``details.stream``), and a waiting wait
+    node's view of the events to decide on (``details.events``)."""
+    if not latest.get("events") and not latest.get("streams"):
+        return graph
+    if graph.run is not None:
+        graph.run["events"] = latest
+    root = graph.run.get("run_id") if graph.run else None
+    events = {e["key"]: e for e in latest.get("events", []) if e["workflow_id"] == root}
+    streams = {s["key"]: s for s in latest.get("streams", []) if s["workflow_id"] == root}
+    for node in graph.nodes:
+        key = node.details.get("key")
+        if node.type == "event" and key in events:
+            node.details["latest"] = events[key]["preview"]
+        elif node.type == "stream" and key in streams:
+            node.details["stream"] = streams[key]
+        elif node.type == "wait" and node.details.get("status") == "waiting":
+            node.details["events"] = latest.get("events", [])
     return graph
 
 
@@ -288,7 +375,7 @@ def _paint(
         if made:
             statuses = [_call_status(s) for s in made]
             status = next(
-                (s for s in ("running", "failed", "pending") if s in statuses),
+                (s for s in ("running", "waiting", "failed", "pending") if s in statuses),
                 next(
                     (k for k in ("reused", "copied") if all(s == k for s in statuses)),
                     "succeeded",

@@ -11,12 +11,13 @@ it is added by the view (``relay_notebook.views.header``), not here.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any, Final
 
 from relay_notebook.history.records import RunLog
-from relay_notebook.record.run_record import MAX_ATTEMPTS
+from relay_notebook.record.run_record import MAX_ATTEMPTS, WaitState
 
-__all__ = ["ATTEMPTS_MAX", "relay_line", "run_header"]
+__all__ = ["ATTEMPTS_MAX", "relay_line", "run_header", "waiting_header"]
 
 #: the attempt budget when run.json does not say
 ATTEMPTS_MAX: Final = MAX_ATTEMPTS
@@ -66,6 +67,31 @@ def _stopped(log: RunLog) -> str | None:
     return None
 
 
+def waiting_header(state: WaitState) -> dict[str, Any]:
+    """The header's ``waiting``: what the run waits for, in words (``text``) and as facts.
+
+    ``waiting for a message on topic "approval"`` (until HH:MM:SS when its recv has a timeout),
+    or ``sleeping until HH:MM:SS``; times are the reader's local clock.
+    """
+    until = (
+        time.strftime("%H:%M:%S", time.localtime(state.until_ms / 1000))
+        if state.until_ms is not None
+        else None
+    )
+    if state.kind == "sleep":
+        text = f"sleeping until {until}" if until else "sleeping"
+    else:
+        text = f"waiting for {state.describe()}"
+    out: dict[str, Any] = {"kind": state.kind, "text": text, "workflow_id": state.workflow_id}
+    if state.topic is not None:
+        out["topic"] = state.topic
+    if state.until_ms is not None:
+        out["until_ms"] = state.until_ms
+        out["until"] = until
+    out["since_ms"] = state.since_ms
+    return out
+
+
 def run_header(log: RunLog) -> dict[str, Any]:
     """The ``run`` object of ``relay-graph/v1`` for ``log``: see the module's design note."""
     run = log.run
@@ -94,11 +120,15 @@ def run_header(log: RunLog) -> dict[str, Any]:
         }
     error = run.get("error")
     status = run.get("status")
+    waiting = WaitState.from_json(run.get("waiting")) if status == "waiting" else None
+    if waiting is not None:
+        header["waiting"] = waiting_header(waiting)
     if status == "interrupted":
         reason = _stopped(log)
         if reason:
             header["reason"] = reason
-    elif isinstance(error, dict) and status != "succeeded":
+    elif isinstance(error, dict) and status not in ("succeeded", "waiting"):
+        # a waiting run's record says what it waits for in "error" too: "waiting" says it here
         shown: dict[str, Any] = {"code": error.get("code"), "message": error.get("message")}
         line = relay_line(error.get("traceback"))
         if line is not None:

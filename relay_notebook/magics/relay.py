@@ -242,7 +242,8 @@ class RelayMagics(Magics):
         --retry``, ``%relay vault set NAME``, ``%relay lab``, ``%relay relays``, ``%relay delete
         NAME|RUN [--force]``, ``%relay preview RUN``, ``%relay steps RUN [-o VAR]``, ``%relay
         attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``, ``%relay
-        doctor`` (which start and confinement runs get, and why).
+        events RUN [-o VAR]`` (what the run published: events, streams), ``%relay doctor``
+        (which start and confinement runs get, and why).
         ``%relay -h`` lists them.
 
         Example::
@@ -395,6 +396,17 @@ class RelayMagics(Magics):
 
         tree = lineage(self.workspace, args.run_id)
         return tree.to_dict() if args.json else LineageView(tree)
+
+    def _do_events(self, args: Any) -> Any:
+        """``%relay events RUN [-o VAR]``: the run's events, stream values and messages as a
+        table; ``-o VAR`` binds ``{"events": {KEY: value}, "streams": {KEY: [values]}}``."""
+        from relay_notebook.events import read_run_events
+        from relay_notebook.views.events import events_frame
+
+        found = read_run_events(self.workspace, args.run_id)
+        if args.output:
+            self._user_ns[args.output] = found.values()
+        return found.to_dict() if args.json else events_frame(found.to_dict())
 
     def _do_diff(self, args: Any) -> Any:
         """``%relay diff RUN_A RUN_B``: a DataFrame, one row per call, what differs."""

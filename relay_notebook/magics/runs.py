@@ -13,12 +13,14 @@ stored in the output, so a view started from a button is live too and survives a
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from IPython.display import DisplayHandle, display
 
 from relay_notebook import commands, waiting
+from relay_notebook.history.run_events import read_run_events
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.views.live import RunMonitor, Throttle
@@ -29,6 +31,14 @@ __all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
 
 COMM_TARGET = "relay_notebook.view"
 _FINISHED = frozenset({"succeeded", "failed", "denied", "rejected"})
+#: statuses of a run that may go on by itself: a view keeps reading it
+_GOING = frozenset({"starting", "pending", "queued", "running"})
+#: how often a live view reads the run again between the supervisor's events: what the workflow
+#: body publishes (set_event, write_stream) comes with no event of its own
+POLL_S = 0.5
+#: how long a view that answered a run waits for it to leave ``waiting``, with no attempt of
+#: its own to follow (the message went to a process already waiting, or to a worker)
+ANSWER_FOLLOW_S = 15.0
 
 Sink = Callable[[dict[str, Any], bool], None]
 
@@ -43,12 +53,19 @@ class RunView:
         self.relay = relay
         self.shell = shell
         self.output = output
-        self.monitor = RunMonitor(flow, lambda run_id: commands.logs(workspace, run_id))
+        self.monitor = RunMonitor(
+            flow,
+            lambda run_id: commands.logs(workspace, run_id),
+            read_events=lambda run_id: read_run_events(workspace, run_id).latest(),
+        )
         self.handle: RunHandle | None = None
+        #: set once the view's run can change no more (its attempt ended, or following it did)
+        self.finished = threading.Event()
         self._display: DisplayHandle | None = None
         #: also told of every push (the comm of a view started from a button); True when final
         self.sinks: list[Sink] = []
         self._lock = threading.Lock()
+        self._pushing = threading.Lock()
         self.throttle = Throttle(self._push)
 
     def __repr__(self) -> str:
@@ -167,6 +184,34 @@ class RunView:
         self.monitor.run_id = handle.run_id
         self.monitor.refresh()
         handle.add_done_callback(self._on_done)
+        threading.Thread(target=self._poll, name=f"relay-view-{handle.run_id}", daemon=True).start()
+
+    def _poll(self) -> None:
+        """Ask for a repaint every ``POLL_S`` while the attempt goes (the events and streams
+        the workflow body writes)."""
+        while not self.finished.wait(POLL_S):
+            self.throttle.request()
+
+    def _follow(self) -> None:
+        """Follow a run this view started no attempt of: repaint until it stops changing."""
+
+        def follow() -> None:
+            begun = time.monotonic()
+            while True:
+                self.monitor.refresh()
+                status = self.monitor.status
+                quiet = status == "waiting" and time.monotonic() - begun > ANSWER_FOLLOW_S
+                if (status not in _GOING and status != "waiting") or quiet:
+                    break
+                self.throttle.request()
+                time.sleep(POLL_S)
+            self.finished.set()
+            self.throttle.flush()
+
+        self.monitor.refresh()
+        threading.Thread(
+            target=follow, name=f"relay-follow-{self.monitor.run_id}", daemon=True
+        ).start()
 
     # -- updates (called from the supervisor's reader thread) ---------------------------------
 
@@ -176,18 +221,24 @@ class RunView:
     def _on_done(self, outcome: RunOutcome) -> None:
         if self.output and outcome.status == "succeeded" and self.shell is not None:
             self.shell.user_ns[self.output] = outcome.result
+        self.finished.set()
         self.throttle.flush()
 
     def _push(self) -> None:
-        self.monitor.refresh()
-        bundle = self.monitor.bundle()
-        done = self.handle is not None and self.handle.outcome is not None
-        with self._lock:
-            if self._display is not None:
-                self._display.update(bundle, raw=True)
-            sinks = list(self.sinks)
-        for sink in sinks:
-            sink(bundle, done)
+        # one push at a time: the poller's and the supervisor's threads both push, and a push
+        # that read the run earlier must not be painted (or sent) after the final one
+        with self._pushing:
+            done = self.finished.is_set() and (
+                self.handle is None or self.handle.outcome is not None
+            )
+            self.monitor.refresh()
+            bundle = self.monitor.bundle()
+            with self._lock:
+                if self._display is not None:
+                    self._display.update(bundle, raw=True)
+                sinks = list(self.sinks)
+            for sink in sinks:
+                sink(bundle, done)
 
     # -- showing ------------------------------------------------------------------------------
 
@@ -243,11 +294,25 @@ class ViewChannel:
         self.views.append(view)
 
     def act(self, data: dict[str, Any]) -> RunView:
-        """Start what ``data`` asks: ``{"action": "run" | "recover" | "fork", "run_id",
-        "crash", "from", "draft"}``."""
+        """Start what ``data`` asks: ``{"action": "run" | "recover" | "fork" | "send",
+        "run_id", "crash", "from", "draft", "topic", "message"}``."""
         action = data.get("action")
         run_id = str(data.get("run_id") or "")
         workspace = self.workspace()
+        if action == "send":
+            topic = data.get("topic")
+            if not isinstance(topic, str) or not topic:
+                raise ValueError(f"cannot answer run {run_id}: the view named no topic to send on")
+            view, delivery = RunView.send(
+                workspace, run_id, topic, data.get("message"), shell=self.shell,
+                sinks=[self._send],
+            )  # fmt: skip
+            view.monitor.note = (
+                f"{waiting.delivery_line(delivery, 'notebook')} (this view's button)"
+            )
+            if delivery.handle is None:
+                view._follow()  # a live attempt receives it, or it resumes elsewhere
+            return view
         if action == "recover":
             view = RunView.recover(workspace, run_id, shell=self.shell, sinks=[self._send])
             view.monitor.note = view.monitor.note or "recovered with this view's button"
@@ -276,7 +341,8 @@ class ViewChannel:
             view.monitor.note = f"forked from {run_id} at {call} with this view's button"
             return view
         raise ValueError(
-            f"unknown view action {action!r}; expected 'run', 'recover', 'fork' or 'workspace'"
+            f"unknown view action {action!r}; expected 'run', 'recover', 'fork', 'send' or "
+            "'workspace'"
         )
 
 

@@ -133,7 +133,18 @@ class SchemaNotReadyError(sqlite3.OperationalError):
     """DBOS's tables are not (all) there yet: read as "nothing recorded yet", like SQLite's."""
 
 
-_TABLE = re.compile(r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs|notifications)\b")
+_TABLE = re.compile(
+    r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs|workflow_events_history|workflow_events|"
+    r"streams|notifications)\b"
+)
+#: the tables of a workflow's rows, read through the run's own workflows (and the column naming it)
+_BY_WORKFLOW = {
+    "operation_outputs": "workflow_uuid",
+    "workflow_events": "workflow_uuid",
+    "workflow_events_history": "workflow_uuid",
+    "streams": "workflow_uuid",
+    "notifications": "destination_uuid",
+}
 
 
 class _Cursor:
@@ -154,26 +165,21 @@ class _Cursor:
 class PostgresRunReader:
     """One run's DBOS rows in PostgreSQL, queried with the SQL written for its SQLite file.
 
-    ``FROM workflow_status`` / ``FROM operation_outputs`` are rewritten to read only the rows of
-    the run's DBOS application, ``?`` placeholders become psycopg's, and the session is read-only.
+    ``FROM workflow_status`` / ``FROM operation_outputs`` (and the events, streams and messages
+    tables) are rewritten to read only the rows of the run's DBOS application, ``?``
+    placeholders become psycopg's, and the session is read-only.
     """
 
     def __init__(self, conn: Any, run_id: str) -> None:
         self._conn = conn
         app = app_name_for_run(run_id)  # [a-z0-9_-] only: safe as a literal
         mine = f"SELECT * FROM dbos.workflow_status WHERE application_name = '{app}'"
-        self._views = {
-            "workflow_status": f"({mine}) AS workflow_status",
-            "operation_outputs": (
-                "(SELECT o.* FROM dbos.operation_outputs o WHERE o.workflow_uuid IN "
-                f"(SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = "
-                f"'{app}')) AS operation_outputs"
-            ),
-            "notifications": (
-                "(SELECT n.* FROM dbos.notifications n WHERE n.destination_uuid IN "
-                f"(SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = "
-                f"'{app}')) AS notifications"
-            ),
+        workflows = (
+            f"SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = '{app}'"
+        )
+        self._views = {"workflow_status": f"({mine}) AS workflow_status"} | {
+            table: f"(SELECT t.* FROM dbos.{table} t WHERE t.{column} IN ({workflows})) AS {table}"
+            for table, column in _BY_WORKFLOW.items()
         }
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:

@@ -293,6 +293,13 @@ class LineageHandler(RelayAPIHandler):
         self.reply(await self.call(self.service.lineage, run_id))
 
 
+class RunEventsHandler(RelayAPIHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        self.reply(await self.call(self.service.events, run_id))
+
+
 class ReconcileHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
@@ -345,6 +352,7 @@ ROUTES: list[tuple[str, type[RelayAPIHandler], dict[str, Any]]] = [
     (rf"{API_PREFIX}/runs/{_RUN}/reconcile", ReconcileHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/fork", ForkHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/lineage", LineageHandler, {}),
+    (rf"{API_PREFIX}/runs/{_RUN}/events", RunEventsHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/messages", MessagesHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/files", RunFilesHandler, {}),
     (rf"{API_PREFIX}/runs/{_RUN}/files/(?P<path>.+)", RunFileHandler, {}),

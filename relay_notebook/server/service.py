@@ -17,6 +17,8 @@ from typing import Any
 from relay_notebook import commands, inputs
 from relay_notebook.errors import InvalidRequestError, RelayError
 from relay_notebook.history import RunLog, overlay_run
+from relay_notebook.history.run_events import read_run_events
+from relay_notebook.history.run_graph import overlay_events
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner import RunHandle, find_run
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
@@ -210,7 +212,10 @@ class RelayService:
         out["attempts"] = log.attempts
         out["steps"] = log.steps
         # the relay's flow graph painted with this run, by the same overlay as the notebook's
-        out["graph"] = overlay_run(commands.graph(self.workspace, log.run["relay"]), log).to_dict()
+        graph = overlay_run(commands.graph(self.workspace, log.run["relay"]), log)
+        out["graph"] = overlay_events(
+            graph, read_run_events(self.workspace, run_id).latest()
+        ).to_dict()
         out["trace"] = _read_trace(folder.trace)
         out["pending_calls"] = [
             {"key": c.key, "call": c.call, "attempt": c.attempt}
@@ -265,6 +270,11 @@ class RelayService:
 
         tree: dict[str, Any] = lineage(self.workspace, run_id).to_dict()
         return tree
+
+    def events(self, run_id: str) -> dict[str, Any]:
+        """``GET relay/api/runs/{run_id}/events``: what the run published, as it is now: each
+        event's latest value, every set_event call, stream values, messages sent to it."""
+        return read_run_events(self.workspace, run_id).to_dict()
 
     def fork(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST relay/api/runs/{run_id}/fork``: a new run from one of RUN's calls (earlier

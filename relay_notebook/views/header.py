@@ -44,6 +44,12 @@ def next_command(run: dict[str, Any], surface: Surface = "notebook") -> str | No
         )
     if status == "failed":
         return f"see its logs with {_command(surface, f'logs {run_id}')}"
+    waiting = run.get("waiting")
+    if status == "waiting" and isinstance(waiting, dict):
+        if waiting.get("kind") == "message":
+            topic = waiting.get("topic") or "TOPIC"
+            return f"answer it with {_command(surface, f'send {run_id} {topic} JSON')}"
+        return f"it resumes once due, on {_command(surface, 'wake')} or the next relay command"
     return None
 
 
@@ -78,6 +84,9 @@ def header_line(run: dict[str, Any]) -> str:
         )
     line = " · ".join(parts)
     error = run.get("error")
+    waiting = run.get("waiting")
+    if isinstance(waiting, dict) and waiting.get("text"):
+        line += f" — {waiting['text']}"
     if run.get("reason"):
         line += f" — {run['reason']}"
     elif isinstance(error, dict) and error.get("message"):

@@ -11,6 +11,7 @@ Jupyter server silently drops iopub floods, and the final state is always sent.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -19,8 +20,10 @@ from typing import Any
 
 from relay_notebook.errors import RelayError
 from relay_notebook.history import RunLog, overlay_run
+from relay_notebook.history.run_graph import overlay_events
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
+from relay_notebook.views.events import latest_lines
 from relay_notebook.views.header import Surface, header_line, with_next
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.views.svg import render_svg
@@ -87,11 +90,14 @@ class RunMonitor:
         *,
         run_id: str | None = None,
         surface: Surface = "notebook",
+        read_events: Callable[[str], dict[str, Any]] | None = None,
     ) -> None:
         if any(n.x is None for n in flow.nodes):
             layout_graph(flow)
         self.flow = flow
         self.read = read
+        #: the run's latest events and stream values (``RunEvents.latest``), if the view has them
+        self.read_events = read_events
         self.run_id = run_id
         self.surface: Surface = surface
         #: a sentence about this view, e.g. that a recovery found nothing left to do
@@ -120,6 +126,10 @@ class RunMonitor:
         if self.note:
             run["note"] = self.note
         graph.run = run
+        if self.read_events is not None:
+            # no record yet: the events come with the next refresh
+            with contextlib.suppress(RelayError):
+                overlay_events(graph, self.read_events(run_id))
         with self._lock:
             self.graph, self.run = graph, run
             self.refreshes += 1
@@ -138,6 +148,7 @@ class RunMonitor:
         with self._lock:
             graph = self.graph
         doc = graph.to_dict()
-        svg = render_svg(graph, title=title)
-        text = title + "\n" + graph_text(graph)
+        strip = latest_lines((graph.run or {}).get("events") or {})
+        svg = render_svg(graph, title=title, strip=strip)
+        text = "\n".join([title, *strip, graph_text(graph)])
         return {GRAPH_MIME: doc, "image/svg+xml": svg, "text/plain": text}

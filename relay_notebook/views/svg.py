@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from relay_notebook.source.graph import Edge, FlowGraph, Node
@@ -48,7 +48,11 @@ STATUS_COLOURS: Final[Mapping[str, tuple[str, str, str]]] = {
     "copied": ("#ecfeff", "#0e7490", "#164e63"),
     "skipped": ("#f9fafb", "#d1d5db", "#6b7280"),
     "not_reached": ("#ffffff", "#e5e7eb", "#9ca3af"),
+    # blocked in DBOS.recv / DBOS.sleep: not failed, not running, waiting for a message or a timer
+    "waiting": ("#fefce8", "#ca8a04", "#713f12"),
 }
+#: the badge of a node the run waits in
+WAITING_COLOUR: Final = "#a16207"
 
 Point = tuple[float, float]
 
@@ -57,6 +61,7 @@ _LABEL_COLOUR = "#475569"
 _CAPTIONLESS = frozenset({"input", "output", "decision"})
 _MAX_EDGE_LABEL = 32
 _TITLE_HEIGHT = 32
+_STRIP_LINE = 18
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
@@ -70,14 +75,16 @@ def _num(value: float) -> str:
     return str(round(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
-def render_svg(graph: FlowGraph, *, title: str | None = None) -> str:
-    """A standalone SVG document of ``graph``; lays out a copy first when nodes lack positions."""
+def render_svg(graph: FlowGraph, *, title: str | None = None, strip: Sequence[str] = ()) -> str:
+    """A standalone SVG document of ``graph``; lays out a copy first when nodes lack positions.
+
+    ``strip``: short lines shown under the title (a run's latest events and stream values)."""
     if any(n.x is None or n.y is None for n in graph.nodes) or graph.width is None:
         graph = layout_graph(copy.deepcopy(graph))
     width, body = round(graph.width or 0), round(graph.height or 0)
     if not graph.nodes:
         width, body = max(width, 240), max(body, 64)
-    top = _TITLE_HEIGHT if title else 0
+    top = (_TITLE_HEIGHT if title else 0) + _STRIP_LINE * len(strip)
     height = body + top
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="relay-graph" width="{width}" '
@@ -96,6 +103,12 @@ def render_svg(graph: FlowGraph, *, title: str | None = None) -> str:
         out.append(
             f'<text class="relay-title" x="24" y="22" font-size="14" font-weight="600" '
             f'fill="#0f172a">{_esc(title)}</text>'
+        )
+    base = _TITLE_HEIGHT if title else 0
+    for i, line in enumerate(strip):
+        out.append(
+            f'<text class="relay-strip" x="24" y="{base + i * _STRIP_LINE + 12}" font-size="12" '
+            f'fill="#334155">{_esc(line if len(line) <= 120 else line[:119] + "…")}</text>'
         )
     if not graph.nodes:
         out.append(
@@ -131,6 +144,8 @@ def caption(node: Node) -> str:
 def reused_badge(node: Node) -> str:
     """The badge's text: ``reused``, ``2 of 3 reused`` for a node of several calls, or
     ``copied from RUN`` (``edited · …``) for a fork's copied checkpoints."""
+    if node.details.get("status") == "waiting":
+        return "waiting"
     summary = node.details.get("summary")
     if isinstance(summary, str) and (summary.endswith("reused") or "copied from" in summary):
         return summary
@@ -138,7 +153,9 @@ def reused_badge(node: Node) -> str:
 
 
 def badge_colour(node: Node) -> str:
-    """Purple for reused checkpoints, teal for a fork's copied ones."""
+    """Purple for reused checkpoints, teal for a fork's copied ones, gold while waiting."""
+    if node.details.get("status") == "waiting":
+        return WAITING_COLOUR
     return "#0e7490" if node.details.get("copied_from") else "#7c3aed"
 
 
@@ -188,7 +205,7 @@ def _node(node: Node) -> list[str]:
     if isinstance(status, str) and status in STATUS_COLOURS:
         fill, stroke, ink = STATUS_COLOURS[status]
         classes += f" relay-node--status-{status}"
-        stroke_width = "2.5" if status in ("running", "failed") else "2"
+        stroke_width = "2.5" if status in ("running", "failed", "waiting") else "2"
         if status == "not_reached":
             opacity = ' opacity="0.6"'
             dash = ' stroke-dasharray="4 3"'
@@ -219,12 +236,14 @@ def _node(node: Node) -> list[str]:
             f'<text x="{_num(cx)}" y="{_num(y0 + 29)}" text-anchor="middle" font-size="13" '
             f'fill="{ink}"{style}>{label}</text>'
         )
-    if node.details.get("reused") or node.details.get("copied_from"):
+    waiting = status == "waiting"
+    if node.details.get("reused") or node.details.get("copied_from") or waiting:
         badge = reused_badge(node)
         bw = badge_width(badge)
         bx, by = x0 + w - bw + 12, y0 - 12
+        which = "waiting" if waiting else "reused"
         out.append(
-            f'<g class="relay-badge relay-badge--reused"><rect x="{_num(bx)}" y="{_num(by)}" '
+            f'<g class="relay-badge relay-badge--{which}"><rect x="{_num(bx)}" y="{_num(by)}" '
             f'width="{_num(bw)}" height="16" rx="8" fill="{badge_colour(node)}"/>'
             f'<text x="{_num(bx + bw / 2)}" y="{_num(by + 11.5)}" text-anchor="middle" '
             f'font-size="9.5" font-weight="600" fill="#ffffff">{_esc(badge)}</text></g>'

@@ -116,10 +116,18 @@ def running_lab(root: Path, *, relay_api: bool = True) -> Iterator[LabServer]:
     )
     home = root / "relays"
     port, token = _free_port(), "relay-browser-test"
+    # this tree's build of the extension, ahead of any other installed (e.g. by another
+    # checkout's `pip install -e .`): JupyterLab takes the first one it finds on JUPYTER_PATH
+    data = state / "data"
+    (data / "labextensions").mkdir(parents=True, exist_ok=True)
+    mine = data / "labextensions" / "relay-notebook"
+    if not mine.exists():
+        mine.symlink_to(LABEXTENSION.parent, target_is_directory=True)
     env = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(state / "config"),
         "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+        "JUPYTER_PATH": os.pathsep.join(filter(None, [str(data), os.environ.get("JUPYTER_PATH")])),
         "RELAY_HOME": str(home),
     }
     log = state / "lab.log"

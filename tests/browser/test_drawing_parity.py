@@ -82,6 +82,7 @@ def _every_kind() -> FlowGraph:
         ("try", "try", None),
         ("unresolved", "helpers.dispatch()", None),
         ("script", "legacy script", None),
+        ("wait", "wait for approval", "waiting"),
         ("output", "output", None),
     ]
     nodes = []

@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from relay_notebook.history.run_events import read_run_events
 from relay_notebook.server import OPENAPI_PATH
 from relay_notebook.server.handlers import ROUTES, NoRouteHandler
 from relay_notebook.workspace import Workspace
@@ -711,3 +712,22 @@ def test_a_waiting_run_is_answered_by_a_message(tmp_path: Path) -> None:
         assert bad.status == 400 and bad.body["error"]["code"] == "invalid-request"
     finally:
         stop_server(srv)
+
+
+def test_a_runs_events_and_streams_are_served(server: Server) -> None:
+    """``GET /runs/{id}/events`` is the reader's document (values, function ids, the closed
+    stream); the run's graph carries the latest of them for the side panel's strip."""
+    Workspace(server.home).save_draft("streamer", relay_source("streamer"))
+    body = {"input": {"parts": 2, "pause": 0.05}}
+    started = server.call("POST", "/relays/{name}/runs", {"name": "streamer"}, body=body)
+    run = server.finish(started.body["run_id"])
+    assert run["status"] == "succeeded"
+    events = server.call("GET", "/runs/{run_id}/events", {"run_id": run["run_id"]}).body
+    assert events == read_run_events(Workspace(server.home), run["run_id"]).to_dict()
+    assert [s["value"] for s in events["streams"]] == ["part 0", "part 1"]
+    assert events["closed"] == [{"workflow_id": run["run_id"], "key": "output"}]
+    strip = run["graph"]["run"]["events"]
+    assert strip["events"][0]["preview"] == '{"done": 2}'
+    assert strip["streams"][0]["count"] == 2
+    absent = server.call("GET", "/runs/{run_id}/events", {"run_id": "streamer-999"})
+    assert absent.status == 404 and absent.body["error"]["code"] == "run-not-found"

@@ -123,7 +123,8 @@ def test_buttons_reach_the_kernel_through_the_view_channel(workspace: Workspace)
     channel.handle({"content": {"data": {"action": "delete"}}})
     assert sent[-1] == {
         "type": "error",
-        "message": "unknown view action 'delete'; expected 'run', 'recover', 'fork' or 'workspace'",
+        "message": "unknown view action 'delete'; expected 'run', 'recover', 'fork', 'send' or "
+        "'workspace'",
     }
 
 
@@ -213,3 +214,37 @@ def test_the_side_panel_learns_the_kernels_workspace(workspace: Workspace) -> No
         {"content": {"data": {"action": "workspace"}}}
     )
     assert sent == [{"type": "workspace", "home": str(workspace.home)}]
+
+
+def test_the_view_channel_answers_a_waiting_run_and_follows_it(workspace: Workspace) -> None:
+    """The approval run ends its attempt waiting; the view's "approve" (a send on the comm)
+    delivers {"approved": true, "note"} and the view follows the resumed run to succeeded."""
+    workspace.save_draft("approval", relay_source("approval"))
+    first = RunView.start(workspace, "approval", shell=None, release=None, run_input={})
+    outcome = first.wait(120)
+    assert outcome.status == "waiting"
+    run = first.monitor.bundle()[GRAPH_MIME]["run"]
+    assert run["waiting"]["text"] == 'waiting for a message on topic "approval"'
+    assert run["next"] == "answer it with %relay send approval-1 approval JSON"
+    assert statuses(first)["wait-L20"] == "waiting"
+    assert [e["key"] for e in run["events"]["events"]] == ["draft"]
+    sent: list[dict[str, Any]] = []
+    channel = ViewChannel(RecordingComm(sent), lambda: workspace, None)
+    message = {"approved": True, "note": "fine"}
+    channel.handle(
+        {"content": {"data": {"action": "send", "run_id": "approval-1", "topic": "approval",
+                              "message": message}}}
+    )  # fmt: skip
+    assert not [m for m in sent if m.get("type") == "error"], sent
+    wait_until(lambda: channel.views[-1].finished.is_set(), timeout=120, what="the resumed run")
+    final = wait_until(lambda: [m for m in sent if m.get("final")], what="a final view")
+    doc = final[-1]["bundle"][GRAPH_MIME]
+    assert doc["run"]["status"] == "succeeded"
+    assert statuses_of(doc)["wait-L20"] == "succeeded"
+    assert commands.logs(workspace, "approval-1").run["status"] == "succeeded"
+    channel.handle({"content": {"data": {"action": "send", "run_id": "approval-1"}}})
+    assert sent[-1]["type"] == "error" and "named no topic" in sent[-1]["message"]
+
+
+def statuses_of(doc: dict[str, Any]) -> dict[str, str]:
+    return {n["id"]: n["details"].get("status") for n in doc["nodes"]}
