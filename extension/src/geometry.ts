@@ -66,6 +66,8 @@ export interface RunInfo {
   status?: string | null;
   attempt?: number | null;
   attempts_max?: number;
+  /** attempts counted against attempts_max (one that ended waiting is not) */
+  attempts_counted?: number;
   executed?: number;
   reused?: number;
   reason?: string;

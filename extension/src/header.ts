@@ -53,7 +53,12 @@ export function crashTargets(graph: GraphDocument): string[] {
 export function runFacts(run: RunInfo): string {
   const parts: string[] = [];
   if (run.attempt) {
-    parts.push(`attempt ${run.attempt} of ${run.attempts_max ?? 3}`);
+    const counted = run.attempts_counted;
+    parts.push(
+      counted !== undefined && counted !== run.attempt
+        ? `attempt ${run.attempt} · ${counted} of ${run.attempts_max ?? 3} counted`
+        : `attempt ${run.attempt} of ${run.attempts_max ?? 3}`
+    );
   }
   parts.push(`${run.executed ?? 0} executed`);
   if (run.reused) {
@@ -331,7 +336,8 @@ export class RunHeader {
 export function recoverRefusal(run: RunInfo | null): string {
   const status = run?.status ?? 'starting';
   if (status === 'interrupted') {
-    const spent = run?.attempt && run.attempts_max && run.attempt >= run.attempts_max;
+    const used = run?.attempts_counted ?? run?.attempt;
+    const spent = used && run?.attempts_max && used >= run.attempts_max;
     return spent ? `All ${run?.attempts_max} attempts of this run are used` : '';
   }
   if (status === 'succeeded' || status === 'failed') {

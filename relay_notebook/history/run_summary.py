@@ -103,6 +103,8 @@ def run_header(log: RunLog) -> dict[str, Any]:
         "status": run.get("status"),
         "attempt": attempt,
         "attempts_max": int(run.get("max_attempts") or ATTEMPTS_MAX),
+        # attempts that ended waiting are not counted against the budget
+        "attempts_counted": sum(1 for a in log.attempts if a.get("status") != "waiting"),
         "executed": executed,
         "reused": reused,
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = ["Surface", "header_line", "next_command", "with_next"]
+__all__ = ["Surface", "attempt_text", "header_line", "next_command", "with_next"]
 
 Surface = Literal["notebook", "terminal"]
 
@@ -18,14 +18,23 @@ def _command(surface: Surface, words: str) -> str:
     return f"%relay {words}" if surface == "notebook" else f"relay {words}"
 
 
+def attempt_text(run: dict[str, Any]) -> str:
+    """``attempt 2 of 3``; when waits left attempts uncounted, ``attempt 3 · 1 of 3 counted``."""
+    attempt, most = run["attempt"], run.get("attempts_max", 3)
+    counted = run.get("attempts_counted")
+    if isinstance(counted, int) and counted != attempt:
+        return f"attempt {attempt} · {counted} of {most} counted"
+    return f"attempt {attempt} of {most}"
+
+
 def next_command(run: dict[str, Any], surface: Surface = "notebook") -> str | None:
     """What the user types next for a run in this state, worded for ``surface``; None if
     nothing is needed (a run that succeeded, or one still going)."""
     run_id = run.get("run_id")
     status = run.get("status")
     if status == "interrupted":
-        attempt, most = run.get("attempt"), run.get("attempts_max")
-        if isinstance(attempt, int) and isinstance(most, int) and attempt >= most:
+        used, most = run.get("attempts_counted", run.get("attempt")), run.get("attempts_max")
+        if isinstance(used, int) and isinstance(most, int) and used >= most:
             return None  # the budget is spent: recovery would be refused
         return f"recover it with {_command(surface, f'recover {run_id}')}"
     if status == "needs_reconciliation":
@@ -68,7 +77,7 @@ def header_line(run: dict[str, Any]) -> str:
     """The header as one line: run, status, attempt of the budget, counts, why, what next."""
     parts = [f"run {run.get('run_id')}: {run.get('status')}"]
     if run.get("attempt"):
-        parts.append(f"attempt {run['attempt']} of {run.get('attempts_max', 3)}")
+        parts.append(attempt_text(run))
     counts = []
     if run.get("executed"):
         counts.append(f"{run['executed']} executed")
