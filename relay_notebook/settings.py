@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from relay_notebook.runner.backend import ENV_VAR, Backend, resolve_backend
+from relay_notebook.runner.warm import ENV_WARM_START
 from relay_notebook.workspace import Workspace
 
 __all__ = ["ENV_CONFINE", "ENV_DATABASE_URL", "ENV_HOME", "ENV_WARM_START", "Settings"]
@@ -24,7 +25,6 @@ __all__ = ["ENV_CONFINE", "ENV_DATABASE_URL", "ENV_HOME", "ENV_WARM_START", "Set
 ENV_HOME = "RELAY_HOME"
 ENV_DATABASE_URL = ENV_VAR  # the supervisor keeps it out of every child's environment
 ENV_CONFINE = "RELAY_CONFINE"
-ENV_WARM_START = "RELAY_WARM_START"
 
 
 @dataclass(frozen=True)
