@@ -15,8 +15,12 @@ every process a run involves (``RUSAGE_SELF`` for the supervisor threads, ``RUSA
 are shown beside, as they suffer less from a busy machine. Three more rows measure warm start
 (issue #17): a cold run and a recovery forked from a ready warm parent (confined by Landlock),
 and a process's first run, whose warm parent is not started yet (spawned, as before). Today's
-rows keep warm start off, so they go on measuring the spawned child. Benchmarks report, they
-do not assert: the exit status is 0 whatever the numbers.
+rows keep warm start off, so they go on measuring the spawned child. One more row is a whole
+``relay run`` from a terminal (``python -m relay_notebook.cli run one``: the CLI's start-up, its
+own warm parent and the attempt forked from it) against the whole bare DBOS script process; it
+runs under a small wrapper that is the child subreaper, so the CPU of the warm parent the CLI
+leaves behind and of the attempt it forked is counted too. Benchmarks report, they do not
+assert: the exit status is 0 whatever the numbers.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
 
+from relay_notebook.record.folders import find_run  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
 from relay_notebook.runner import (  # noqa: E402
     RunHandle,
@@ -61,11 +66,30 @@ from relay_notebook.workspace import Draft, Workspace  # noqa: E402
 COLD_TARGET = 1.2  # kit cold run <= 1.2x bare DBOS
 WARM_TARGET = 0.3  # warm cold run <= 0.3x bare DBOS; warm recovery <= 0.3x bare's fresh run
 FIRST_TARGET = 1.2  # first run of a process (its warm parent not started yet) <= 1.2x bare
+TERMINAL_TARGET = 1.1  # `relay run` from a terminal, a whole process <= 1.1x a bare DBOS script
 RECOVERY_TARGET = 1.5  # kit recovery <= 1.5x a kit fresh run
 WAL_TARGET = 0.9  # kit steps/s >= 0.9x bare DBOS on WAL
 DEFAULT_TARGET = 1.5  # kit steps/s >= 1.5x bare DBOS with DBOS defaults
 
 RATES = ("kit loop", "bare loop WAL", "bare loop default")
+TERMINAL = "relay run from a terminal"
+
+# Runs a command as the child subreaper: its orphans (the CLI's warm parent, which outlives it by
+# a moment) are reaped here, so RUSAGE_CHILDREN holds every process the command involved.
+SUBREAPER = """import ctypes, json, os, resource, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+start = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - start
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cpu": use.ru_utime + use.ru_stime, "returncode":
+                  done.returncode, "stdout": done.stdout, "stderr": done.stderr}))
+"""
 
 
 @dataclass(frozen=True)
@@ -107,6 +131,8 @@ class Bench:
         }
         self.script = root / "bare.py"
         self.script.write_text(BARE_SCRIPT, encoding="utf-8")
+        self.subreaper = root / "subreaper.py"
+        self.subreaper.write_text(SUBREAPER, encoding="utf-8")
         self.values: dict[str, list[float]] = {}
         self.cpu: dict[str, list[float]] = {}
         self.phases: dict[str, list[dict[str, float]]] = {"kit": [], "bare": []}
@@ -163,6 +189,23 @@ class Bench:
             )
         return sample, folder, proc.stderr
 
+    def terminal(self, relay: str, run_input: Any) -> tuple[Sample, dict[str, Any]]:
+        """A whole `relay run RELAY` process, as a terminal starts it (warm start on)."""
+        env = {k: v for k, v in os.environ.items() if k not in ("RELAY_DATABASE_URL", "RELAY_HOME")}
+        env |= {"PYTHONPATH": str(HERE.parent), "RELAY_WARM_START": "1"}
+        cli = [sys.executable, "-m", "relay_notebook.cli", "--home", str(self.warm.home), "run",
+               relay, "--input", json.dumps(run_input), "--json"]  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, str(self.subreaper), *cli],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"the subreaper wrapper failed:\n{proc.stderr}")
+        got = json.loads(proc.stdout)
+        if got["returncode"] != 0:
+            raise RuntimeError(f"relay run exited {got['returncode']}:\n{got['stderr']}")
+        return Sample(float(got["wall"]), float(got["cpu"])), json.loads(got["stdout"])
+
     # -- one round ----------------------------------------------------------------------------
 
     def _kit_cold(self) -> None:
@@ -211,6 +254,16 @@ class Bench:
         self.add("first run, cold parent", sample.wall, sample)
         _ready_parent()  # its imports must not overlap the next contestant
 
+    def _terminal_run(self) -> None:
+        """`relay run one` from a terminal: the CLI forks its attempt from its own warm parent."""
+        sample, outcome = self.terminal("one", {"x": 1})
+        if outcome["status"] != "succeeded":
+            raise RuntimeError(f"relay run ended {outcome['status']!r}: {outcome.get('error')}")
+        attempt = find_run(self.warm, outcome["run_id"]).read_meta()["attempts"][0]
+        if attempt["confinement"]["mechanism"] != "landlock":
+            raise RuntimeError("relay run spawned its attempt, expected it forked (Landlock)")
+        self.add(TERMINAL, sample.wall, sample)
+
     def _bare_fresh(self) -> None:
         sample, _, _ = self.bare("two", {"x": 1})
         self.add("bare fresh run", sample.wall, sample)
@@ -238,7 +291,13 @@ class Bench:
     def round(self, number: int) -> None:
         """One sample of every contestant; each group's order flips every other round."""
         groups: list[list[Callable[[], None]]] = [
-            [self._kit_cold, self._bare_cold, self._warm_cold, self._first_run],
+            [
+                self._kit_cold,
+                self._bare_cold,
+                self._warm_cold,
+                self._first_run,
+                self._terminal_run,
+            ],
             [self._kit_fresh, self._bare_fresh],
             [self._kit_recovery, self._bare_recovery, self._warm_recovery],
             [self._kit_loop, self._bare_loop("WAL"), self._bare_loop("default")],
@@ -363,13 +422,13 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         f"{os.getloadavg()[0]:.1f}, {elapsed:.0f} s"
     )
     print()
-    print(f"{'contestant':<22} {'median':>14} {'best':>14} {'CPU s':>7}   samples in round order")
-    print("-" * 100)
+    print(f"{'contestant':<25} {'median':>14} {'best':>14} {'CPU s':>7}   samples in round order")
+    print("-" * 103)
     for key, xs in v.items():
         best = max(xs) if key in RATES else min(xs)
         listed = " ".join(f"{x:.0f}" if key in RATES else f"{x:.3f}" for x in xs)
         figures = f"{_fmt(key, med[key]):>14} {_fmt(key, best):>14} {mcpu[key]:>7.3f}"
-        print(f"{key:<22} {figures}   {listed}")
+        print(f"{key:<25} {figures}   {listed}")
     print("(best = lowest time or highest rate; CPU s = median CPU of the run's processes)")
     print()
     loop = f"3 {bench.steps}-step relay"
@@ -381,6 +440,7 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         ("4 warm cold run", "warm cold run", "bare cold run", "<=", WARM_TARGET),
         ("5 warm recovery", "warm recovery", "bare fresh run", "<=", WARM_TARGET),
         ("6 first run, cold parent", "first run, cold parent", "bare cold run", "<=", FIRST_TARGET),
+        ("7 relay run, terminal", TERMINAL, "bare cold run", "<=", TERMINAL_TARGET),
     ]
     print(
         f"{'row':<25} {'kit, median':<15} {'against, median':<32} "
@@ -423,6 +483,12 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         )
         + " (a forked attempt's own CPU comes from the warm parent's wait4; the parent's one-off "
         "start is not counted)"
+    )
+    print(
+        f"info: CPU of a whole terminal `relay run`, median: {mcpu[TERMINAL] * 1000:.0f} ms (the "
+        f"CLI, its warm parent and the attempt) against bare DBOS's "
+        f"{mcpu['bare cold run'] * 1000:.0f} ms; the CLI uses a second core while its warm "
+        "parent imports"
     )
     print()
     print(f"cold run phases, median ms{'':<10} {'kit':>8} {'bare':>8}")
