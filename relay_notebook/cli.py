@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from relay_notebook.runner import warm
+from relay_notebook.runner import warm_launch
 
 #: the commands that run an attempt in this process (unless ``--queue`` hands it to a worker)
 ATTEMPT_COMMANDS = frozenset({"run", "recover", "fork"})
@@ -38,10 +38,10 @@ def _early_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-_EARLY = (
-    warm.start_awaited_warm_parent()
+_LAUNCHED = (
+    warm_launch.launch(one_attempt=True)
     if (__name__ == "__main__" or os.path.basename(sys.argv[0]) == "relay")
-    and os.environ.get(warm.ENV_WARM_START, "1") != "0"
+    and os.environ.get(warm_launch.ENV_WARM_START, "1") != "0"
     and _early_command(sys.argv[1:]) is not None
     else None
 )
@@ -60,9 +60,12 @@ from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
 from relay_notebook.run_files import logs_files
-from relay_notebook.runner import RunHandle, RunOutcome
+from relay_notebook.runner import RunHandle, RunOutcome, warm
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
+
+# the early warm parent, adopted now that the modules to watch it are loaded
+_EARLY = warm.start_awaited_warm_parent(_LAUNCHED) if _LAUNCHED is not None else None
 
 __all__ = ["CommandLineError", "build_parser", "main"]
 

@@ -27,12 +27,12 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from relay_notebook.runner.warm_launch import ENV_WARM_START, Launched, kit_files, launch, stamp
 
 __all__ = [
     "ENV_WARM_START",
@@ -46,41 +46,44 @@ __all__ = [
     "warm_status",
 ]
 
-ENV_WARM_START = "RELAY_WARM_START"  # "0" turns warm start off (read by ``settings``)
-WARM_PARENT_MODULE = "relay_notebook.runner.warm_parent"
 #: how long an attempt waits for an awaited parent that is still importing (it returns at once
 #: if the parent dies); a spawned child would take as long to import the same modules
 AWAIT_READY_S = 60.0
-_ROOTS = ("relay_notebook", "agentworks")
 
 
-def kit_files() -> tuple[Path, ...]:
-    """The files whose change makes a warm parent stale: the interpreter and the kit's code."""
-    import importlib.util
+class _Spawned:
+    """The warm parent's process (``os.posix_spawn``), with ``Popen``'s waiting interface."""
 
-    found: list[Path] = [Path(os.path.realpath(sys.executable))]
-    for name in _ROOTS:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        root = Path(spec.origin).parent
-        found.append(root)
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-            found += [Path(folder, d) for d in dirs]  # a new file changes its folder's mtime
-            found += [Path(folder, f) for f in files if f.endswith(".py")]
-    return tuple(found)
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
 
+    def poll(self) -> int | None:
+        if self.returncode is None and self._lock.acquire(blocking=False):
+            try:
+                self._reap(os.WNOHANG)
+            finally:
+                self._lock.release()
+        return self.returncode
 
-def _stamp(paths: tuple[Path, ...]) -> tuple[tuple[int, int] | None, ...]:
-    def one(path: Path) -> tuple[int, int] | None:
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"warm parent {self.pid}", timeout or 0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _reap(self, flags: int) -> None:
         try:
-            st = path.stat()
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    return tuple(one(p) for p in paths)
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped by someone else (a subreaper's loop): gone
+            self.returncode = 0
+            return
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
 
 
 class ForkedProcess:
@@ -160,11 +163,13 @@ class WarmStatus:
 class WarmParent:
     """This process's fork server: started, probed, and asked for one child per attempt."""
 
-    def __init__(self, *, awaited: bool = False) -> None:
-        self._files = kit_files()
-        self._stamps = _stamp(self._files)
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._control = parent_end
+    def __init__(self, *, awaited: bool = False, launched: Launched | None = None) -> None:
+        """Start a warm parent, or adopt the one ``launched`` (``warm_launch``) started."""
+        launched = launched or launch(one_attempt=awaited)
+        self._files = launched.files
+        self._stamps = launched.stamps
+        self._control = socket.socket(fileno=launched.control.detach())
+        self.process = _Spawned(launched.pid)
         self._send_lock = threading.Lock()
         self.info: dict[str, Any] = {}
         #: the next attempt waits for this parent rather than spawning while it imports
@@ -173,22 +178,9 @@ class WarmParent:
         self.forked = 0
         self._ready = threading.Event()
         self._answered = threading.Event()  # ready, or gone before it could say so
-        self._started = time.monotonic()
+        self._started = launched.started
         #: seconds from its start until it could fork
         self.ready_s: float | None = None
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", WARM_PARENT_MODULE, str(child_end.fileno())]
-                + (["--one-attempt"] if awaited else []),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(child_end.fileno(),),
-                start_new_session=True,
-                env=_environment(),
-            )
-        finally:
-            child_end.close()
         threading.Thread(target=self._await_ready, name="relay-warm-parent", daemon=True).start()
 
     def _await_ready(self) -> None:
@@ -216,7 +208,7 @@ class WarmParent:
             return "dead"
         if not self._ready.is_set():
             return "starting"
-        if _stamp(self._files) != self._stamps:
+        if stamp(self._files) != self._stamps:
             return "stale"
         return "ready"
 
@@ -257,12 +249,6 @@ class WarmParent:
         self.close()
 
 
-def _environment() -> dict[str, str]:
-    from relay_notebook.record.backend import ENV_VAR  # not runner.backend: we start first
-
-    return {k: v for k, v in os.environ.items() if k != ENV_VAR}
-
-
 _parent: WarmParent | None = None
 _parent_pid = 0  # the process that started it (a forked supervisor must start its own)
 _lock = threading.Lock()
@@ -300,20 +286,23 @@ def restart_warm_parent() -> WarmParent:
         return _parent
 
 
-def start_awaited_warm_parent() -> WarmParent | None:
+def start_awaited_warm_parent(launched: Launched | None = None) -> WarmParent | None:
     """Start the warm parent of a process that runs one attempt, which will wait for it.
 
-    For ``relay run`` and the like: called as early as it can be, so the parent imports while
-    the process starts up; ``let_go_warm_parent`` once the attempt is over. ``None`` if this
-    process has a live warm parent already (it is used as it is).
+    For ``relay run`` and the like: started as early as it can be (``launched``: by
+    ``warm_launch`` before the CLI's imports), so the parent imports while the process starts
+    up; ``let_go_warm_parent`` once the attempt is over. ``None`` if this process has a live
+    warm parent already (it is used as it is, and ``launched`` is ended).
     """
     global _parent, _parent_pid
     with _lock:
         if _parent is not None and _parent_pid == os.getpid():
             if _parent.state() in ("ready", "starting"):
+                if launched is not None:
+                    WarmParent(launched=launched).kill()
                 return None
             _parent.close()
-        _parent, _parent_pid = WarmParent(awaited=True), os.getpid()
+        _parent, _parent_pid = WarmParent(awaited=True, launched=launched), os.getpid()
         return _parent
 
 

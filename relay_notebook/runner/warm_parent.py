@@ -163,6 +163,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     """Serve fork requests on ``control_fd``; ``one_attempt``: for a ``relay run`` process, which
     waits for us, so we are ready as soon as we can be (see ``_PRELOAD_MANY``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor ends us by closing the socket
+    _close_from(3, keep={control_fd})  # what a posix_spawn let through (see runner.warm_launch)
     control = socket.socket(fileno=control_fd)
     probing = _start_probe()
     gc.disable()  # collections while importing find next to nothing to free

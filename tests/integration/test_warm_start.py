@@ -193,8 +193,8 @@ def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> Non
 # `relay` whose warm parent cannot start: its module is missing (the CLI itself is untouched)
 BROKEN_PARENT = (
     "import runpy\n"
-    "import relay_notebook.runner.warm as warm\n"
-    "warm.WARM_PARENT_MODULE = 'relay_notebook.runner.no_such_warm_parent'\n"
+    "import relay_notebook.runner.warm_launch as launch\n"
+    "launch.WARM_PARENT_MODULE = 'relay_notebook.runner.no_such_warm_parent'\n"
     "runpy.run_module('relay_notebook.cli', run_name='__main__')\n"
 )
 
