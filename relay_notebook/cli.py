@@ -20,7 +20,7 @@ from relay_notebook.runner import warm_launch
 #: the commands that run an attempt in this process (unless ``--queue`` hands it to a worker)
 ATTEMPT_COMMANDS = frozenset({"run", "recover", "fork"})
 _GLOBAL_OPTIONS = frozenset({"--home", "--database-url"})  # the options that take a value
-LIVE = ("starting", "ready")  # a warm parent's states in which attempts are forked from it
+_LIVE = ("starting", "ready")  # a warm parent's states in which attempts are forked from it
 
 
 def _early_command(argv: Sequence[str]) -> str | None:
@@ -696,7 +696,7 @@ def _main(argv: Sequence[str] | None) -> int:
             warmed = warm.start_awaited_warm_parent() or warmed  # what `relay run` gets
         if args.command == "worker":
             pass  # a worker forks many attempts: it starts its warm parent itself
-        elif not (_forks_attempt(args) and warm.warm_status(settings.warm_start).state in LIVE):
+        elif not (_forks_attempt(args) and warm.warm_status(settings.warm_start).state in _LIVE):
             # no attempt here, or many (crash-each), or called in a process with no warm
             # parent (a test's in-process call): spawned, and no parent started after it
             settings = dataclasses.replace(settings, warm_start=False)

@@ -1,15 +1,16 @@
 """Warm start, supervisor side: this process's warm parent, and the attempts it forks.
 
-Design note: one warm parent per process that supervises runs (a kernel, a server, a worker;
-see ``runner.warm_parent``). It is started in the background after an attempt was spawned,
-never before one, so the first run after start costs what it always did; from then on,
-attempts are forked. A parent that died, or whose kit files or interpreter changed on disk
-since it was started (their size and modification time, taken before it imported them), is
-not used: the attempt is spawned and a new parent started after it. A process that runs one
-attempt (``relay run``, ``relay recover``, ``relay fork``) cannot warm a later one, so it starts
-its parent first, before its own imports, and its attempt waits for that parent to be ready
-instead of spawning (``start_awaited_warm_parent``): the parent's imports overlap the CLI's
-start-up and checks, on another core, and a spawned child would pay them again anyway.
+Design note: one warm parent per process that supervises runs (a kernel, a server, a worker; see
+``runner.warm_parent``; spawned by ``runner.warm_launch``, adopted here). It is started in the
+background after an attempt was spawned, never before one, so the first run after start costs
+what it always did; from then on, attempts are forked. A parent that died, or whose kit files or
+interpreter changed on disk since it was started (their size and modification time, taken before
+it imported them), is not used: the attempt is spawned and a new parent started after it. A
+process that runs one attempt (``relay run``, ``relay recover``, ``relay fork``) cannot warm a
+later one, so it starts its parent first, before its own imports, and its attempt waits for that
+parent to be ready instead of spawning (``start_awaited_warm_parent``): the parent's imports
+overlap the CLI's start-up and checks, on another core, and a spawned child would pay them again
+anyway.
 
 The forked child is the warm parent's child, not ours, so ``ForkedProcess`` gets its pid
 and then its exit status (code or signal, as ``Popen.returncode``) from the warm parent on a
