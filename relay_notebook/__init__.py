@@ -1,10 +1,12 @@
 """relay_notebook: the Jupyter kit for authoring and operating relays (durable DBOS programs)."""
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
-from relay_notebook._lazy import lazy_attributes
+from relay_notebook._lazy import TYPE_CHECKING, lazy_attributes
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from relay_notebook.errors import (
         AdmissionError,
         InvalidManifestError,
