@@ -12,16 +12,23 @@ alternates between rounds, so machine noise hits them alike. Wall times are take
 caller's side; steps per second come from the step checkpoints' own timestamps in
 ``operation_outputs`` (first to last), so process start-up counts for neither. CPU seconds of
 every process a run involves (``RUSAGE_SELF`` for the supervisor threads, ``RUSAGE_CHILDREN``)
-are shown beside, as they suffer less from a busy machine. Three more rows measure warm start
-(issue #17): a cold run and a recovery forked from a ready warm parent (confined by Landlock),
-and a process's first run, whose warm parent is not started yet (spawned, as before). Today's
-rows keep warm start off, so they go on measuring the spawned child. Benchmarks report, they
-do not assert: the exit status is 0 whatever the numbers.
+are shown beside, as they suffer less from a busy machine; the benchmark is the child subreaper,
+so a spawned child's inner processes, which bubblewrap leaves as orphans, are reaped and counted
+here too (before, they went to init and their CPU was counted nowhere). Three more rows measure
+warm start (issue #17): a cold run and a recovery forked from a ready warm parent (confined by
+Landlock), and a process's first run, whose warm parent is not started yet (spawned, as before).
+Today's rows keep warm start off, so they go on measuring the spawned child. One more row is a
+whole ``relay run`` from a terminal (``python -m relay_notebook.cli run one``: the CLI's
+start-up, its own warm parent and the attempt forked from it) against the whole bare DBOS script
+process; it runs under a small wrapper that is the child subreaper, so the CPU of the warm
+parent the CLI leaves behind and of the attempt it forked is counted too. Benchmarks report,
+they do not assert: the exit status is 0 whatever the numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -42,6 +49,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
 
+from relay_notebook.record.folders import find_run  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
 from relay_notebook.runner import (  # noqa: E402
     RunHandle,
@@ -61,11 +69,30 @@ from relay_notebook.workspace import Draft, Workspace  # noqa: E402
 COLD_TARGET = 1.2  # kit cold run <= 1.2x bare DBOS
 WARM_TARGET = 0.3  # warm cold run <= 0.3x bare DBOS; warm recovery <= 0.3x bare's fresh run
 FIRST_TARGET = 1.2  # first run of a process (its warm parent not started yet) <= 1.2x bare
+TERMINAL_TARGET = 1.1  # `relay run` from a terminal, a whole process <= 1.1x a bare DBOS script
 RECOVERY_TARGET = 1.5  # kit recovery <= 1.5x a kit fresh run
 WAL_TARGET = 0.9  # kit steps/s >= 0.9x bare DBOS on WAL
 DEFAULT_TARGET = 1.5  # kit steps/s >= 1.5x bare DBOS with DBOS defaults
 
 RATES = ("kit loop", "bare loop WAL", "bare loop default")
+TERMINAL = "relay run from a terminal"
+
+# Runs a command as the child subreaper: its orphans (the CLI's warm parent, which outlives it by
+# a moment) are reaped here, so RUSAGE_CHILDREN holds every process the command involved.
+SUBREAPER = """import ctypes, json, os, resource, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+start = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - start
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cpu": use.ru_utime + use.ru_stime, "returncode":
+                  done.returncode, "stdout": done.stdout, "stderr": done.stderr}))
+"""
 
 
 @dataclass(frozen=True)
@@ -83,8 +110,40 @@ class _Clock:
         self.wall = time.perf_counter()
         self.cpu = _cpu()
 
-    def stop(self) -> Sample:
-        return Sample(time.perf_counter() - self.wall, _cpu() - self.cpu)
+    def stop(self, group: int | None = None) -> Sample:
+        """The sample; ``group``: first reap what of that process group we inherited."""
+        wall = time.perf_counter() - self.wall
+        if group is not None:
+            reap_orphans(group)
+        return Sample(wall, _cpu() - self.cpu)
+
+
+def become_subreaper() -> None:
+    """Orphans of our descendants become our children, not init's (``PR_SET_CHILD_SUBREAPER``).
+
+    A spawned child runs under bubblewrap, whose outer process exits before the inner ones:
+    without this, the child's own CPU (its Python start and imports) would be reaped by init
+    and counted nowhere.
+    """
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+
+
+def reap_orphans(group: int) -> None:
+    """Reap the ended processes of process group ``group`` that were handed to us."""
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me and int(fields[2]) == group:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry.name), 0)
 
 
 def _cpu() -> float:
@@ -107,6 +166,8 @@ class Bench:
         }
         self.script = root / "bare.py"
         self.script.write_text(BARE_SCRIPT, encoding="utf-8")
+        self.subreaper = root / "subreaper.py"
+        self.subreaper.write_text(SUBREAPER, encoding="utf-8")
         self.values: dict[str, list[float]] = {}
         self.cpu: dict[str, list[float]] = {}
         self.phases: dict[str, list[dict[str, float]]] = {"kit": [], "bare": []}
@@ -129,7 +190,7 @@ class Bench:
             crash=parse_crash_spec(crash) if crash else None,
         )
         outcome = handle.wait()
-        sample = _with_forked_cpu(clock.stop(), handle)
+        sample = _with_forked_cpu(clock.stop(_group(handle)), handle)
         _expect(outcome, "interrupted" if crash else "succeeded", f"kit {relay}")
         return sample, handle
 
@@ -137,7 +198,7 @@ class Bench:
         clock = _Clock()
         handle = start_recovery(self.warm if warm else self.workspace, run_id)
         outcome = handle.wait()
-        sample = _with_forked_cpu(clock.stop(), handle)
+        sample = _with_forked_cpu(clock.stop(_group(handle)), handle)
         _expect(outcome, "succeeded", "kit recovery")
         if outcome.result != {"value": 4}:
             raise RuntimeError(f"kit recovered {outcome.result!r}, expected {{'value': 4}}")
@@ -162,6 +223,23 @@ class Bench:
                 f"bare DBOS {mode} exited {proc.returncode}, expected {expected}:\n{proc.stderr}"
             )
         return sample, folder, proc.stderr
+
+    def terminal(self, relay: str, run_input: Any) -> tuple[Sample, dict[str, Any]]:
+        """A whole `relay run RELAY` process, as a terminal starts it (warm start on)."""
+        env = {k: v for k, v in os.environ.items() if k not in ("RELAY_DATABASE_URL", "RELAY_HOME")}
+        env |= {"PYTHONPATH": str(HERE.parent), "RELAY_WARM_START": "1"}
+        cli = [sys.executable, "-m", "relay_notebook.cli", "--home", str(self.warm.home), "run",
+               relay, "--input", json.dumps(run_input), "--json"]  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, str(self.subreaper), *cli],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"the subreaper wrapper failed:\n{proc.stderr}")
+        got = json.loads(proc.stdout)
+        if got["returncode"] != 0:
+            raise RuntimeError(f"relay run exited {got['returncode']}:\n{got['stderr']}")
+        return Sample(float(got["wall"]), float(got["cpu"])), json.loads(got["stdout"])
 
     # -- one round ----------------------------------------------------------------------------
 
@@ -211,6 +289,16 @@ class Bench:
         self.add("first run, cold parent", sample.wall, sample)
         _ready_parent()  # its imports must not overlap the next contestant
 
+    def _terminal_run(self) -> None:
+        """`relay run one` from a terminal: the CLI forks its attempt from its own warm parent."""
+        sample, outcome = self.terminal("one", {"x": 1})
+        if outcome["status"] != "succeeded":
+            raise RuntimeError(f"relay run ended {outcome['status']!r}: {outcome.get('error')}")
+        attempt = find_run(self.warm, outcome["run_id"]).read_meta()["attempts"][0]
+        if attempt["confinement"]["mechanism"] != "landlock":
+            raise RuntimeError("relay run spawned its attempt, expected it forked (Landlock)")
+        self.add(TERMINAL, sample.wall, sample)
+
     def _bare_fresh(self) -> None:
         sample, _, _ = self.bare("two", {"x": 1})
         self.add("bare fresh run", sample.wall, sample)
@@ -238,7 +326,13 @@ class Bench:
     def round(self, number: int) -> None:
         """One sample of every contestant; each group's order flips every other round."""
         groups: list[list[Callable[[], None]]] = [
-            [self._kit_cold, self._bare_cold, self._warm_cold, self._first_run],
+            [
+                self._kit_cold,
+                self._bare_cold,
+                self._warm_cold,
+                self._first_run,
+                self._terminal_run,
+            ],
             [self._kit_fresh, self._bare_fresh],
             [self._kit_recovery, self._bare_recovery, self._warm_recovery],
             [self._kit_loop, self._bare_loop("WAL"), self._bare_loop("default")],
@@ -291,6 +385,13 @@ def _ready_parent() -> WarmParent:
 def _expect_forked(handle: RunHandle) -> None:
     if not isinstance(handle.process, ForkedProcess):
         raise RuntimeError("a warm run was spawned, expected forked from the warm parent")
+
+
+def _group(handle: RunHandle) -> int | None:
+    """The spawned attempt's process group (its leader's pid); a forked one's is not ours."""
+    if handle.process is None or isinstance(handle.process, ForkedProcess):
+        return None
+    return handle.process.pid
 
 
 def _with_forked_cpu(sample: Sample, handle: RunHandle) -> Sample:
@@ -363,13 +464,13 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         f"{os.getloadavg()[0]:.1f}, {elapsed:.0f} s"
     )
     print()
-    print(f"{'contestant':<22} {'median':>14} {'best':>14} {'CPU s':>7}   samples in round order")
-    print("-" * 100)
+    print(f"{'contestant':<25} {'median':>14} {'best':>14} {'CPU s':>7}   samples in round order")
+    print("-" * 103)
     for key, xs in v.items():
         best = max(xs) if key in RATES else min(xs)
         listed = " ".join(f"{x:.0f}" if key in RATES else f"{x:.3f}" for x in xs)
         figures = f"{_fmt(key, med[key]):>14} {_fmt(key, best):>14} {mcpu[key]:>7.3f}"
-        print(f"{key:<22} {figures}   {listed}")
+        print(f"{key:<25} {figures}   {listed}")
     print("(best = lowest time or highest rate; CPU s = median CPU of the run's processes)")
     print()
     loop = f"3 {bench.steps}-step relay"
@@ -381,6 +482,7 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         ("4 warm cold run", "warm cold run", "bare cold run", "<=", WARM_TARGET),
         ("5 warm recovery", "warm recovery", "bare fresh run", "<=", WARM_TARGET),
         ("6 first run, cold parent", "first run, cold parent", "bare cold run", "<=", FIRST_TARGET),
+        ("7 relay run, terminal", TERMINAL, "bare cold run", "<=", TERMINAL_TARGET),
     ]
     print(
         f"{'row':<25} {'kit, median':<15} {'against, median':<32} "
@@ -424,6 +526,12 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         + " (a forked attempt's own CPU comes from the warm parent's wait4; the parent's one-off "
         "start is not counted)"
     )
+    print(
+        f"info: CPU of a whole terminal `relay run`, median: {mcpu[TERMINAL] * 1000:.0f} ms (the "
+        f"CLI, its warm parent and the attempt) against bare DBOS's "
+        f"{mcpu['bare cold run'] * 1000:.0f} ms; the CLI uses a second core while its warm "
+        "parent imports"
+    )
     print()
     print(f"cold run phases, median ms{'':<10} {'kit':>8} {'bare':>8}")
     for name in bench.phases["kit"][0]:
@@ -445,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.repeats or (2 if args.quick else 5)
     steps = args.steps or (200 if args.quick else 1000)
     started = time.perf_counter()
+    become_subreaper()
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         bench = Bench(Path(tmp), steps)
         imports = bench.import_profile()  # also warms the page cache for both contestants

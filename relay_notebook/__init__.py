@@ -1,20 +1,50 @@
 """relay_notebook: the Jupyter kit for authoring and operating relays (durable DBOS programs)."""
 
-from typing import Any
+from __future__ import annotations
 
-from relay_notebook.errors import (
-    AdmissionError,
-    InvalidManifestError,
-    InvalidNameError,
-    InvalidTargetError,
-    RelayError,
-    RelayNotFoundError,
-    ReleaseNotFoundError,
-    ReleaseTamperedError,
-    WorkspaceError,
-)
+from relay_notebook._lazy import TYPE_CHECKING, lazy_attributes
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from relay_notebook.errors import (
+        AdmissionError,
+        InvalidManifestError,
+        InvalidNameError,
+        InvalidTargetError,
+        RelayError,
+        RelayNotFoundError,
+        ReleaseNotFoundError,
+        ReleaseTamperedError,
+        WorkspaceError,
+    )
 
 __version__ = "0.1.0"
+
+# The error classes load on first use: `relay run` starts its warm parent before anything else
+# (see relay_notebook.cli), and a forked child imports only the submodules it uses.
+_ERRORS = (
+    "AdmissionError",
+    "InvalidManifestError",
+    "InvalidNameError",
+    "InvalidTargetError",
+    "RelayError",
+    "RelayNotFoundError",
+    "ReleaseNotFoundError",
+    "ReleaseTamperedError",
+    "WorkspaceError",
+)
+_lazy_getattr, _lazy_dir = lazy_attributes(
+    __name__, dict.fromkeys(_ERRORS, "relay_notebook.errors")
+)
+
+
+def __getattr__(name: str) -> Any:
+    return _lazy_getattr(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_lazy_dir()})
 
 
 def load_ipython_extension(ipython: Any) -> None:

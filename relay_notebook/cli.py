@@ -2,17 +2,57 @@
 
 Bad input is one line on stderr with a stable code and exit status 2; failures exit 1; a
 Python traceback is never shown (set RELAY_DEBUG=1 to see one for an internal error).
+
+Design note: a ``relay run``, ``recover`` or ``fork`` process runs one attempt, so it is its own
+warm parent's only customer: when this module is the program, it starts that parent before its
+own imports (half of its start-up), the parent imports DBOS on another core while the command
+line is parsed and the relay checked, and the attempt is forked from it (``runner.warm``).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import os
 import sys
-import traceback
 from collections.abc import Sequence
+
+from relay_notebook.runner import warm_launch
+
+#: the commands that run an attempt in this process (unless ``--queue`` hands it to a worker)
+ATTEMPT_COMMANDS = frozenset({"run", "recover", "fork"})
+_GLOBAL_OPTIONS = frozenset({"--home", "--database-url"})  # the options that take a value
+_LIVE = ("starting", "ready")  # a warm parent's states in which attempts are forked from it
+
+
+def _early_command(argv: Sequence[str]) -> str | None:
+    """The subcommand of ``argv`` if it will fork an attempt here (or report on it), at a glance:
+    the parser is not loaded yet, and a wrong guess costs one warm parent ended unused."""
+    words = iter(argv)
+    for word in words:
+        if word in _GLOBAL_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            rest = set(words)
+            if word in ATTEMPT_COMMANDS | {"doctor"} and not rest & {"--queue", "-h", "--help"}:
+                return word
+            return None
+    return None
+
+
+_LAUNCHED = (
+    warm_launch.launch(one_attempt=True)
+    if (__name__ == "__main__" or os.path.basename(sys.argv[0]) == "relay")
+    and os.environ.get(warm_launch.ENV_WARM_START, "1") != "0"
+    and _early_command(sys.argv[1:]) is not None
+    else None
+)
+
+import argparse
+import atexit
+import contextlib
+import dataclasses
+import json
+import threading
+import traceback
 from typing import Any, NoReturn
 
 from relay_notebook import (
@@ -29,9 +69,12 @@ from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.run_files import add_parsers as add_files_parsers
 from relay_notebook.run_files import cli_commands as files_commands
 from relay_notebook.run_files import logs_files
-from relay_notebook.runner import RunHandle, RunOutcome
+from relay_notebook.runner import RunHandle, RunOutcome, warm
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
+
+# the early warm parent, adopted now that the modules to watch it are loaded
+_EARLY = warm.start_awaited_warm_parent(_LAUNCHED) if _LAUNCHED is not None else None
 
 __all__ = ["CommandLineError", "build_parser", "main"]
 
@@ -640,16 +683,39 @@ _NO_WAKE = frozenset({"wake", "worker"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit status (``relay`` calls ``sys.exit`` with it)."""
-    return _main(argv)
+    code = _main(argv)
+    if argv is None and _EARLY is not None:
+        _leave_now(code)  # the program's run: end as a bare DBOS script does
+    return code
+
+
+def _leave_now(code: int) -> None:
+    """Exit at once, as bare DBOS scripts do (``os._exit``): exit handlers run, but not the
+    interpreter's teardown of every module, tens of milliseconds after a run."""
+    main_thread = threading.main_thread()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not main_thread):
+        return  # a thread Python would wait for: leave the usual way
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    warmed = _EARLY  # a warm parent started for this command, let go once it is done
     try:
         args = build_parser().parse_args(argv)
         # the one place the CLI reads its settings: flags first, then the environment
         settings = Settings.from_environment(home=args.home, database_url=args.database_url)
         args.warm_start = settings.warm_start
-        if args.command != "worker":  # one attempt per process: a warm parent would come too late
+        if settings.warm_start and args.command == "doctor":
+            warmed = warm.start_awaited_warm_parent() or warmed  # what `relay run` gets
+        if args.command == "worker":
+            pass  # a worker forks many attempts: it starts its warm parent itself
+        elif not (_forks_attempt(args) and warm.warm_status(settings.warm_start).state in _LIVE):
+            # no attempt here, or many (crash-each), or called in a process with no warm
+            # parent (a test's in-process call): spawned, and no parent started after it
             settings = dataclasses.replace(settings, warm_start=False)
         ws = settings.workspace()
         args.backend = settings.backend()
@@ -689,6 +755,14 @@ def _main(argv: Sequence[str] | None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    finally:
+        if warmed is not None:
+            warm.let_go_warm_parent(warmed)
+
+
+def _forks_attempt(args: argparse.Namespace) -> bool:
+    """Whether this command runs its attempt here (not ``--queue``: a worker's)."""
+    return args.command in ATTEMPT_COMMANDS and not getattr(args, "queue", False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from relay_notebook.runner.backend import ENV_VAR, Backend, resolve_backend
+from relay_notebook.runner.warm import ENV_WARM_START
 from relay_notebook.workspace import Workspace
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
 ENV_HOME = "RELAY_HOME"
 ENV_DATABASE_URL = ENV_VAR  # the supervisor keeps it out of every child's environment
 ENV_CONFINE = "RELAY_CONFINE"
-ENV_WARM_START = "RELAY_WARM_START"
 ENV_WAIT_GRACE = "RELAY_WAIT_GRACE"
 DEFAULT_WAIT_GRACE_S = 3.0
 

@@ -6,9 +6,7 @@ relay, IPython or widgets; the child side imports DBOS and the relay, in its own
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from relay_notebook._lazy import lazy_attributes
+from relay_notebook._lazy import TYPE_CHECKING, lazy_attributes
 
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder, find_run, list_run_folders

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from relay_notebook.runner.confine import TURNED_OFF, bubblewrap_problem
 from relay_notebook.runner.landlock import abi_version
-from relay_notebook.runner.warm import warm_status
+from relay_notebook.runner.warm import warm_parent, warm_status
 
 __all__ = ["StartReport", "start_report"]
 
@@ -15,8 +15,8 @@ WARM_OFF = (
     "turned off by the warm_start setting (RELAY_WARM_START=0, RelayMagics.warm_start = False)"
 )
 ONE_ATTEMPT = (
-    "a `relay run` or `relay recover` process runs one attempt, so it starts no warm parent "
-    "(a notebook kernel, the server and `relay worker` do)"
+    "`relay run`, `relay recover` and `relay fork` start a warm parent before their own imports "
+    "and fork their attempt from it"
 )
 
 
@@ -52,19 +52,29 @@ def _bubblewrap() -> tuple[str, str]:
 
 
 def start_report(*, confine: bool, warm_start: bool, one_attempt: bool = False) -> StartReport:
-    """What the next attempt started from this process gets (``one_attempt``: the CLI)."""
-    status = warm_status(warm_start and not one_attempt)
+    """What the next attempt started from this process gets (``one_attempt``: the CLI, whose
+    awaited warm parent, started as ``relay run``'s is, is waited for and asked)."""
     if one_attempt and warm_start:
-        start, why = "spawned", ONE_ATTEMPT
-    elif status.state == "off":
+        warm_parent()  # waits for an awaited parent as a `relay run` attempt does
+    status = warm_status(warm_start)
+    if status.state == "off":
         start, why = "spawned", WARM_OFF
     elif status.state == "ready":
-        start, why = "warm", f"forked from this process's warm parent, pid {status.pid}"
+        start = "warm"
+        if one_attempt:
+            why = f"{ONE_ATTEMPT}; the one started here was ready in {status.ready_s or 0:.2f} s"
+        else:
+            why = f"forked from this process's warm parent, pid {status.pid}"
     elif status.state == "not started":
         start = "spawned"
         why = "this process's first attempt is spawned; its warm parent starts after it"
     elif status.state == "starting":
         start, why = "spawned", f"the warm parent (pid {status.pid}) is still importing"
+    elif one_attempt:
+        start = "spawned"
+        why = f"the warm parent `relay run` starts is {status.state} here"
+        if status.returncode is not None:
+            why += f" (it exited with status {status.returncode} before it could fork)"
     else:
         start = "spawned"
         why = (

@@ -56,7 +56,7 @@ class _PathBeneathAttr(ctypes.Structure):
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    return ctypes.CDLL(None, use_errno=True)  # this process's libc, without running ldconfig
 
 
 def _check(result: int, what: str) -> int:

@@ -1,16 +1,22 @@
 """Warm start, supervisor side: this process's warm parent, and the attempts it forks.
 
-Design note: one warm parent per process that supervises runs (a kernel, a server, a worker;
-see ``runner.warm_parent``). It is started in the background after an attempt was spawned,
-never before one, so the first run after start costs what it always did; from then on,
-attempts are forked. A parent that died, or whose kit files or interpreter changed on disk
-since it was started (their size and modification time, taken before it imported them), is
-not used: the attempt is spawned and a new parent started after it. The forked child is the
-warm parent's child, not ours, so ``ForkedProcess`` gets its pid and then its exit status
-(code or signal, as ``Popen.returncode``) from the warm parent on a socket of its own; the
-supervisor still signals the child's process group and watches its lifeline and pipes as
-before. If the warm parent dies mid-attempt, the child's end is taken from its pidfd and
-recorded as a kill.
+Design note: one warm parent per process that supervises runs (a kernel, a server, a worker; see
+``runner.warm_parent``; spawned by ``runner.warm_launch``, adopted here). It is started in the
+background after an attempt was spawned, never before one, so the first run after start costs
+what it always did; from then on, attempts are forked. A parent that died, or whose kit files or
+interpreter changed on disk since it was started (their size and modification time, taken before
+it imported them), is not used: the attempt is spawned and a new parent started after it. A
+process that runs one attempt (``relay run``, ``relay recover``, ``relay fork``) cannot warm a
+later one, so it starts its parent first, before its own imports, and its attempt waits for that
+parent to be ready instead of spawning (``start_awaited_warm_parent``): the parent's imports
+overlap the CLI's start-up and checks, on another core, and a spawned child would pay them again
+anyway.
+
+The forked child is the warm parent's child, not ours, so ``ForkedProcess`` gets its pid
+and then its exit status (code or signal, as ``Popen.returncode``) from the warm parent on a
+socket of its own; the supervisor still signals the child's process group and watches its
+lifeline and pipes as before. If the warm parent dies mid-attempt, the child's end is taken
+from its pidfd and recorded as a kill.
 """
 
 from __future__ import annotations
@@ -22,46 +28,63 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkedProcess", "WarmParent", "WarmStatus", "kit_files", "warm_parent", "warm_status"]
+from relay_notebook.runner.warm_launch import ENV_WARM_START, Launched, kit_files, launch, stamp
 
-WARM_PARENT_MODULE = "relay_notebook.runner.warm_parent"
-_ROOTS = ("relay_notebook", "agentworks")
+__all__ = [
+    "ENV_WARM_START",
+    "ForkedProcess",
+    "WarmParent",
+    "WarmStatus",
+    "kit_files",
+    "let_go_warm_parent",
+    "start_awaited_warm_parent",
+    "warm_parent",
+    "warm_status",
+]
 
-
-def kit_files() -> tuple[Path, ...]:
-    """The files whose change makes a warm parent stale: the interpreter and the kit's code."""
-    import importlib.util
-
-    found: list[Path] = [Path(os.path.realpath(sys.executable))]
-    for name in _ROOTS:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        root = Path(spec.origin).parent
-        found.append(root)
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-            found += [Path(folder, d) for d in dirs]  # a new file changes its folder's mtime
-            found += [Path(folder, f) for f in files if f.endswith(".py")]
-    return tuple(found)
+#: how long an attempt waits for an awaited parent that is still importing (it returns at once
+#: if the parent dies); a spawned child would take as long to import the same modules
+AWAIT_READY_S = 60.0
 
 
-def _stamp(paths: tuple[Path, ...]) -> tuple[tuple[int, int] | None, ...]:
-    def one(path: Path) -> tuple[int, int] | None:
+class _Spawned:
+    """The warm parent's process (``os.posix_spawn``), with ``Popen``'s waiting interface."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._lock.acquire(blocking=False):
+            try:
+                self._reap(os.WNOHANG)
+            finally:
+                self._lock.release()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"warm parent {self.pid}", timeout or 0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _reap(self, flags: int) -> None:
         try:
-            st = path.stat()
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    return tuple(one(p) for p in paths)
+            pid, status = os.waitpid(self.pid, flags)
+        except ChildProcessError:  # reaped by someone else (a subreaper's loop): gone
+            self.returncode = 0
+            return
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
 
 
 class ForkedProcess:
@@ -134,42 +157,48 @@ class WarmStatus:
     landlock: int
     namespaces: bool
     reason: str | None
+    ready_s: float | None = None  # how long it took to be able to fork
+    returncode: int | None = None  # its exit status, if it is dead
 
 
 class WarmParent:
     """This process's fork server: started, probed, and asked for one child per attempt."""
 
-    def __init__(self) -> None:
-        self._files = kit_files()
-        self._stamps = _stamp(self._files)
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._control = parent_end
+    def __init__(self, *, awaited: bool = False, launched: Launched | None = None) -> None:
+        """Start a warm parent, or adopt the one ``launched`` (``warm_launch``) started."""
+        launched = launched or launch(one_attempt=awaited)
+        self._files = launched.files
+        self._stamps = launched.stamps
+        self._control = socket.socket(fileno=launched.control.detach())
+        self.process = _Spawned(launched.pid)
         self._send_lock = threading.Lock()
         self.info: dict[str, Any] = {}
+        #: the next attempt waits for this parent rather than spawning while it imports
+        self.awaited = awaited
+        #: attempts forked so far
+        self.forked = 0
         self._ready = threading.Event()
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", WARM_PARENT_MODULE, str(child_end.fileno())],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(child_end.fileno(),),
-                start_new_session=True,
-                env=_environment(),
-            )
-        finally:
-            child_end.close()
+        self._answered = threading.Event()  # ready, or gone before it could say so
+        self._started = launched.started
+        #: seconds from its start until it could fork
+        self.ready_s: float | None = None
         threading.Thread(target=self._await_ready, name="relay-warm-parent", daemon=True).start()
 
     def _await_ready(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            data = self._control.recv(4096)
-            if data:
-                self.info = json.loads(data)
-                self._ready.set()
+        try:
+            with contextlib.suppress(OSError, ValueError):
+                data = self._control.recv(4096)
+                if data:
+                    self.info = json.loads(data)
+                    self.ready_s = time.monotonic() - self._started
+                    self._ready.set()
+        finally:
+            self._answered.set()
 
     def wait_ready(self, timeout: float) -> bool:
-        return self._ready.wait(timeout)
+        """Wait until the parent can fork (``True``), or died, or ``timeout`` passed."""
+        self._answered.wait(timeout)
+        return self._ready.is_set()
 
     @property
     def pid(self) -> int:
@@ -180,7 +209,7 @@ class WarmParent:
             return "dead"
         if not self._ready.is_set():
             return "starting"
-        if _stamp(self._files) != self._stamps:
+        if stamp(self._files) != self._stamps:
             return "stale"
         return "ready"
 
@@ -205,6 +234,7 @@ class WarmParent:
         if not data:
             ours.close()
             raise OSError("the warm parent did not fork the attempt")
+        self.forked += 1
         return ForkedProcess(ours, int(json.loads(data)["pid"]))
 
     def close(self) -> None:
@@ -212,11 +242,12 @@ class WarmParent:
         with contextlib.suppress(OSError):
             self._control.close()
 
-
-def _environment() -> dict[str, str]:
-    from relay_notebook.runner.backend import ENV_VAR
-
-    return {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    def kill(self) -> None:
+        """End a parent that forked nothing at once (its process group: it leads one)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.close()
 
 
 _parent: WarmParent | None = None
@@ -225,24 +256,68 @@ _lock = threading.Lock()
 
 
 def warm_parent() -> WarmParent | None:
-    """This process's warm parent if it is ready and current, else ``None``."""
+    """This process's warm parent if it is ready and current, else ``None``.
+
+    An awaited parent that is still importing is waited for (``start_awaited_warm_parent``).
+    """
     with _lock:
         parent = _parent if _parent_pid == os.getpid() else None
-    if parent is None or parent.state() != "ready":
+    if parent is None:
+        return None
+    if parent.awaited and parent.state() == "starting":
+        parent.wait_ready(AWAIT_READY_S)
+    if parent.state() != "ready":
         return None
     return parent
 
 
 def restart_warm_parent() -> WarmParent:
-    """Start a new warm parent in the background (the old one, if any, is let go)."""
+    """Start a new warm parent in the background (the old one, if any, is let go).
+
+    A one-attempt process's parent (``start_awaited_warm_parent``) is kept, even dead: that
+    process forks no later attempt for a new one to serve.
+    """
     global _parent, _parent_pid
     with _lock:
         if _parent is not None and _parent_pid == os.getpid():
-            if _parent.state() in ("ready", "starting"):
+            if _parent.awaited or _parent.state() in ("ready", "starting"):
                 return _parent
             _parent.close()
         _parent, _parent_pid = WarmParent(), os.getpid()
         return _parent
+
+
+def start_awaited_warm_parent(launched: Launched | None = None) -> WarmParent | None:
+    """Start the warm parent of a process that runs one attempt, which will wait for it.
+
+    For ``relay run`` and the like: started as early as it can be (``launched``: by
+    ``warm_launch`` before the CLI's imports), so the parent imports while the process starts
+    up; ``let_go_warm_parent`` once the attempt is over. ``None`` if this process has a live
+    warm parent already (it is used as it is, and ``launched`` is ended).
+    """
+    global _parent, _parent_pid
+    with _lock:
+        if _parent is not None and _parent_pid == os.getpid():
+            if _parent.state() in ("ready", "starting"):
+                if launched is not None:
+                    WarmParent(launched=launched).kill()
+                return None
+            _parent.close()
+        _parent, _parent_pid = WarmParent(awaited=True, launched=launched), os.getpid()
+        return _parent
+
+
+def let_go_warm_parent(parent: WarmParent) -> None:
+    """``parent`` will fork no more attempts: ended at once if it forked none (it may still be
+    importing), else let go (it leaves once they have ended)."""
+    global _parent
+    with _lock:
+        if _parent is parent:
+            _parent = None
+    if parent.forked:
+        parent.close()
+    else:
+        parent.kill()
 
 
 def warm_status(enabled: bool) -> WarmStatus:
@@ -263,4 +338,6 @@ def warm_status(enabled: bool) -> WarmStatus:
         int(parent.info.get("landlock", abi_version())),
         bool(parent.info.get("namespaces")),
         parent.info.get("namespaces_error"),
+        parent.ready_s,
+        parent.process.poll(),
     )

@@ -17,7 +17,7 @@ leader, which enters new PID and mount namespaces and later exits with the relay
 status; the namespace's init, which mounts a fresh ``/proc`` and an empty tmpfs over the
 vault and reaps; and the relay's process, which drops every capability, sets no-new-privs and
 restricts its writes with Landlock (``runner.landlock``) before ``child.main`` reads the spec.
-Run as ``python -m relay_notebook.runner.warm_parent FD``.
+Run as ``python -m relay_notebook.runner.warm_parent FD [--one-attempt]``.
 """
 
 from __future__ import annotations
@@ -63,20 +63,23 @@ _PRELOAD = (
     "relay_notebook.runner.backend",
     "relay_notebook.runner.locks",
     "relay_notebook.runner.landlock",
-    "relay_notebook.workspace.releases",
 )
+#: what only some attempts need (a release run's calls verify its files; it brings pydantic):
+#: preloaded by a parent that forks many attempts, left to the child by a one-attempt parent,
+#: whose imports are on the ``relay run``'s critical path
+_PRELOAD_MANY = ("relay_notebook.workspace.releases",)
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 _FAILED = 70  # the forked child could not set itself up (its stderr says why)
 _REQUEST_LIMIT = 1 << 20
 
 
-def _preload() -> None:
+def _preload(*, one_attempt: bool = False) -> None:
     # as child.main does: jsonschema's optional IRI grammar costs 1.5 s and no relay needs it
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     import importlib
 
-    for name in _PRELOAD:
+    for name in _PRELOAD if one_attempt else _PRELOAD + _PRELOAD_MANY:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 
@@ -116,6 +119,11 @@ def _mount_private_views(hidden: list[str]) -> None:
 
 def probe() -> dict[str, Any]:
     """What confinement forked children get here: the Landlock ABI, and whether namespaces work."""
+    return _probe_result(_start_probe())
+
+
+def _start_probe() -> tuple[int, int, int]:
+    """Fork the namespace probe (best before the imports: a small process forks quicker)."""
     from relay_notebook.runner.landlock import abi_version
 
     abi = abi_version()
@@ -136,6 +144,11 @@ def probe() -> dict[str, Any]:
                 os.write(w, str(exc).encode()[:500])
         os._exit(0)
     os.close(w)
+    return abi, pid, r
+
+
+def _probe_result(probe: tuple[int, int, int]) -> dict[str, Any]:
+    abi, pid, r = probe
     with os.fdopen(r, "rb") as stream:
         said = stream.read().decode(errors="replace")
     os.waitpid(pid, 0)
@@ -146,13 +159,20 @@ def probe() -> dict[str, Any]:
     }
 
 
-def main(control_fd: int) -> None:
+def main(control_fd: int, *, one_attempt: bool = False) -> None:
+    """Serve fork requests on ``control_fd``; ``one_attempt``: for a ``relay run`` process, which
+    waits for us, so we are ready as soon as we can be (see ``_PRELOAD_MANY``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor ends us by closing the socket
+    _close_from(3, keep={control_fd})  # what a posix_spawn let through (see runner.warm_launch)
     control = socket.socket(fileno=control_fd)
-    _preload()
-    gc.collect()
+    probing = _start_probe()
+    gc.disable()  # collections while importing find next to nothing to free
+    _preload(one_attempt=one_attempt)
+    if not one_attempt:
+        gc.collect()  # tens of ms: not worth it for one fork, whose child exits soon
     gc.freeze()  # what was imported stays out of the children's collections (fewer copied pages)
-    control.send(json.dumps({"ready": True, "pid": os.getpid(), **probe()}).encode())
+    gc.enable()
+    control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
     poller = select.poll()
     poller.register(control, select.POLLIN)
     waiting: dict[int, tuple[int, socket.socket]] = {}
@@ -333,4 +353,4 @@ def _flush() -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), one_attempt="--one-attempt" in sys.argv[2:])

@@ -53,6 +53,7 @@ from relay_notebook.runner.pool import (
 )
 from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run, record_refusal
 from relay_notebook.runner.wake import WaitingScan, due_runs
+from relay_notebook.runner.warm import WarmParent, restart_warm_parent
 from relay_notebook.workspace import Workspace
 
 __all__ = ["Worker", "WorkerSettings", "default_executor_id"]
@@ -124,9 +125,10 @@ class Worker:
         _worker = self
         if self.workspace.warm_start:
             # a worker lives for many attempts: its warm parent imports while it starts up
-            from relay_notebook.runner.warm import restart_warm_parent
-
-            restart_warm_parent()
+            parent = restart_warm_parent()
+            threading.Thread(
+                target=self._say_when_warm, args=(parent,), name="relay-warm-log", daemon=True
+            ).start()
         prepare_database(self.backend, self.workspace.home)
         self._lease_conn = connect(self.backend)
         self._renew_lease()
@@ -153,6 +155,19 @@ class Worker:
             f"{self.backend.display} (concurrency {self.settings.concurrency}, lease "
             f"{self.settings.lease_s:g} s)"
         )
+
+    def _say_when_warm(self, parent: WarmParent) -> None:
+        """One line once attempts fork (until then they are spawned), or why they will not."""
+        me = self.settings.executor_id
+        if not parent.wait_ready(600):
+            self.log(f"worker {me}: its warm parent did not start; attempts are spawned")
+        elif self.workspace.confine and not parent.can_confine():
+            self.log(f"worker {me}: forked attempts cannot be confined here; they are spawned")
+        else:
+            self.log(
+                f"worker {me}: attempts fork from warm parent {parent.pid} "
+                f"(ready in {parent.ready_s or 0:.2f} s)"
+            )
 
     def serve(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -13,8 +13,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_runner.py"
 
 @pytest.mark.slow
 def test_quick_benchmark_prints_every_row() -> None:
-    """`bench_runner.py --quick` exits 0 and prints the cold-run, recovery, steps/s and warm
-    start rows."""
+    """`bench_runner.py --quick` exits 0 and prints the cold-run, recovery, steps/s, warm
+    start and terminal `relay run` rows."""
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--quick"],
         capture_output=True,
@@ -25,7 +25,7 @@ def test_quick_benchmark_prints_every_row() -> None:
     rows = [
         line
         for line in proc.stdout.splitlines()
-        if line[:2] in ("1 ", "2 ", "3 ", "4 ", "5 ", "6 ")
+        if line[:2] in ("1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "7 ")
     ]
     labels = [line.split("  ")[0] for line in rows]
     assert labels == [
@@ -36,6 +36,7 @@ def test_quick_benchmark_prints_every_row() -> None:
         "4 warm cold run",
         "5 warm recovery",
         "6 first run, cold parent",
+        "7 relay run, terminal",
     ], proc.stdout
     for line in rows:
         assert line.rstrip().endswith(("yes", "NO")), line

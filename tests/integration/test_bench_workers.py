@@ -13,7 +13,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_workers.py"
 
 @pytest.mark.slow
 def test_quick_benchmark_prints_every_row() -> None:
-    """`bench_workers.py --quick` exits 0 and prints the throughput rows and the steps/s row."""
+    """`bench_workers.py --quick` exits 0 and prints the throughput rows, the steps/s row and
+    the warm pool's rows against a spawning worker, with the DBOS queue settings."""
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--quick"],
         capture_output=True,
@@ -33,3 +34,10 @@ def test_quick_benchmark_prints_every_row() -> None:
     assert all("runs/s" in line for line in rows[:4]), proc.stdout
     assert "steps/s" in rows[4] and rows[4].rstrip().endswith(("yes", "NO")), rows[4]
     assert "PostgreSQL: " in proc.stdout and "fsync on" in proc.stdout
+    warm = [line for line in proc.stdout.splitlines() if line.startswith("3 warm pool")]
+    assert [line.split("  ")[0] for line in warm] == [
+        "3 warm pool, runs/s",
+        "3 warm pool, CPU per run",
+    ], proc.stdout
+    assert all(line.rstrip().endswith(("yes", "NO")) for line in warm), warm
+    assert "worker_concurrency 2, polling_interval_sec 0.5" in proc.stdout

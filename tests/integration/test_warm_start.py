@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,8 +21,15 @@ import relay_notebook.runner.crash as kit_file
 from relay_notebook.record.folders import find_run
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.doctor import start_report
-from relay_notebook.runner.warm import WarmParent, restart_warm_parent, warm_parent
+from relay_notebook.runner.warm import (
+    WarmParent,
+    let_go_warm_parent,
+    restart_warm_parent,
+    start_awaited_warm_parent,
+    warm_parent,
+)
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
 # Module state a relay could leave behind: in its own module, in a kit module, in DBOS's.
 LEAKY = textwrap.dedent(
@@ -162,7 +170,8 @@ def test_warm_start_off_spawns_every_attempt(workspace: Workspace) -> None:
 
 
 def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> None:
-    """`relay doctor` says spawned under bubblewrap for the CLI; in-process, warm under Landlock."""
+    """`relay doctor` says warm under Landlock, in-process and for the CLI's runs; spawned
+    under bubblewrap with warm start off."""
     parent = ready_parent()
     report = start_report(confine=True, warm_start=True)
     assert report.start == "warm" and str(parent.pid) in report.start_reason
@@ -171,12 +180,99 @@ def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> Non
     assert off.start == "spawned" and "RELAY_WARM_START=0" in off.start_reason
     assert off.confinement == "bubblewrap"
     assert start_report(confine=False, warm_start=True).confinement == "none"
-    argv = [sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home)]
-    done = subprocess.run([*argv, "doctor", "--json"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
-    assert doc["start"] == "spawned" and "one attempt" in doc["start_reason"]
+    doc = json.loads(relay(workspace.home, "doctor", "--json").stdout)
+    assert doc["start"] == "warm" and "before their own imports" in doc["start_reason"]
+    assert doc["confinement"].startswith("Landlock ABI ")
+    cli_off = json.loads(
+        relay(workspace.home, "doctor", "--json", env={"RELAY_WARM_START": "0"}).stdout
+    )
+    assert cli_off["start"] == "spawned" and "RELAY_WARM_START=0" in cli_off["start_reason"]
+    assert cli_off["confinement"] == "bubblewrap"
+
+
+# `relay` whose warm parent cannot start: its module is missing (the CLI itself is untouched)
+BROKEN_PARENT = (
+    "import runpy\n"
+    "import relay_notebook.runner.warm_launch as launch\n"
+    "launch.WARM_PARENT_MODULE = 'relay_notebook.runner.no_such_warm_parent'\n"
+    "runpy.run_module('relay_notebook.cli', run_name='__main__')\n"
+)
+
+
+def relay(
+    home: Path, *args: str, env: dict[str, str] | None = None, broken_parent: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`relay --home HOME ARGS...` as a terminal runs it: a fresh interpreter, the CLI as its
+    program (so it starts its own warm parent first)."""
+    program = ["-c", BROKEN_PARENT] if broken_parent else ["-m", "relay_notebook.cli"]
+    return subprocess.run(
+        [sys.executable, *program, "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def test_relay_run_from_a_terminal_forks_its_attempts_confined(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """`relay run` and `relay recover` fork their attempts from the warm parent the CLI starts
+    first, confined by Landlock: a write outside the run folder is refused."""
+    workspace.save_draft("write_outside", relay_source("write_outside"))
+    outside = tmp_path / "escaped.txt"
+    run_input = json.dumps({"outside": str(outside)})
+    crashed = relay(workspace.home, "run", "write_outside", "--input", run_input,
+                    "--crash", "during:after", "--json")  # fmt: skip
+    doc = json.loads(crashed.stdout)
+    assert doc["status"] == "interrupted", crashed.stderr
+    recovered = relay(workspace.home, "recover", doc["run_id"], "--json")
+    out = json.loads(recovered.stdout)
+    assert recovered.returncode == 0 and out["status"] == "succeeded", recovered.stderr
+    assert out["result"]["after"] == 1 and out["result"]["outside"] in ("EACCES", "EPERM")
+    assert not outside.exists()
+    attempts = find_run(workspace, doc["run_id"]).read_meta()["attempts"]
+    assert [a["confinement"]["mechanism"] for a in attempts] == ["landlock", "landlock"]
+    assert all(a["confined"] for a in attempts)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_relay_run_spawns_under_bubblewrap_when_its_warm_parent_cannot_start(
+    workspace: Workspace,
+) -> None:
+    """A warm parent that dies at start: `relay run` spawns its attempt as before, under
+    bubblewrap, and `relay doctor` says so."""
+    workspace.save_draft("one", ONE_STEP)
+    done = relay(workspace.home, "run", "one", "--json", broken_parent=True)
+    out = json.loads(done.stdout)
+    assert done.returncode == 0 and out["status"] == "succeeded", done.stderr
+    assert (
+        find_run(workspace, out["run_id"]).read_meta()["attempts"][0]["confinement"]["mechanism"]
+        == "bwrap"
+    )
+    doc = json.loads(relay(workspace.home, "doctor", "--json", broken_parent=True).stdout)
+    assert doc["start"] == "spawned" and "exited with status 1" in doc["start_reason"]
     assert doc["confinement"] == "bubblewrap"
+
+
+def test_a_one_attempt_parent_is_waited_for_and_ended_when_done(workspace: Workspace) -> None:
+    """A `relay run`-style parent, just started, is waited for (the attempt is forked, not
+    spawned); let go unused it is ended at once, let go after an attempt it leaves by itself."""
+    let_go_warm_parent(restart_warm_parent())  # this process starts from no parent
+    try:
+        parent = start_awaited_warm_parent()
+        assert parent is not None
+        out = go(start_run(workspace, workspace.save_draft("one", ONE_STEP)))
+        assert out.status == "succeeded" and mechanism(workspace, out) == "landlock"
+        assert restart_warm_parent() is parent  # one attempt: no second parent after it
+        let_go_warm_parent(parent)
+        wait_until(lambda: parent.process.poll() is not None)
+        unused = start_awaited_warm_parent()
+        assert unused is not None
+        let_go_warm_parent(unused)
+        assert unused.process.poll() is not None
+    finally:
+        ready_parent()
 
 
 @pytest.mark.parametrize("warm", [True, False])

@@ -181,6 +181,29 @@ def test_the_pool_recovers_a_crashed_attempt_and_respects_concurrency(pool: Any)
     assert most == 2
 
 
+def test_a_worker_forks_its_attempts_from_its_warm_parent(
+    pool: Any, tmp_path: Path, warm_start: bool
+) -> None:
+    """`relay worker` says when its warm parent is ready; from then on each queued run's
+    attempt is forked from it and confined by Landlock."""
+    if not warm_start:
+        pytest.skip("the suite runs with warm start off (RELAY_WARM_START=0)")
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    start("warm")
+    log = tmp_path / "warm.log"
+    wait_until(lambda: "attempts fork from warm parent" in log.read_text(), what="a warm worker")
+    queued = [
+        commands.enqueue(ws, "steady", run_input={"n": 2, "pause": 0.01}, backend=backend)
+        for _ in range(3)
+    ]
+    for q in queued:
+        assert q.wait(timeout=60).status == "succeeded"
+        (attempt,) = find_run(ws, q.run_id).read_meta()["attempts"]
+        assert attempt["executor_id"] == "warm" and attempt["confined"]
+        assert attempt["confinement"]["mechanism"] == "landlock"
+
+
 def test_the_attempt_budget_ends_a_run_that_always_crashes(pool: Any) -> None:
     """A run whose process dies every time is tried three times by the pool, then rejected."""
     ws, backend, start = pool

@@ -1,0 +1,110 @@
+"""Spawning a warm parent with next to nothing imported: the first thing ``relay run`` does.
+
+Design note: a ``relay run`` process waits for its warm parent (see ``runner.warm``), so each
+millisecond before that parent starts is on the run's clock, and ``subprocess`` with the
+modules around it (``socket``, ``dataclasses``, ``pathlib``) takes tens of milliseconds to
+import. This module imports ``os``, ``sys``, ``time`` and the C ``_socket`` only: it stamps
+the kit's files (before the parent imports them, so a change since is seen), spawns the
+parent with ``os.posix_spawn`` in a session of its own, its control socket at a fixed number
+and its standard streams on ``/dev/null``, and ``runner.warm.WarmParent`` adopts it. The
+parent closes any other descriptor it inherited before it does anything else.
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+import sys
+import time
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "ENV_WARM_START",
+    "WARM_PARENT_MODULE",
+    "Launched",
+    "kit_files",
+    "launch",
+    "stamp",
+]
+
+ENV_WARM_START = "RELAY_WARM_START"  # "0" turns warm start off (read by ``settings``)
+WARM_PARENT_MODULE = "relay_notebook.runner.warm_parent"
+#: ``record.backend.ENV_VAR`` (importing it costs what this module avoids; a test keeps the two
+#: equal): the database URL, password and all, never reaches the parent or what it forks
+DATABASE_URL_ENV = "RELAY_DATABASE_URL"
+_ROOTS = ("relay_notebook", "agentworks")
+_CONTROL_FD = 3  # where the parent finds its end of the control socket
+Stamps = tuple[tuple[int, int] | None, ...]
+
+
+class Launched:
+    """A warm parent just spawned: its pid, our end of its control socket, the kit's files
+    and their stamps taken before it started, and when it started (``time.monotonic``)."""
+
+    __slots__ = ("control", "files", "pid", "stamps", "started")
+
+    def __init__(
+        self, pid: int, control: _socket.socket, files: tuple[str, ...], stamps: Stamps
+    ) -> None:
+        self.pid = pid
+        self.control = control
+        self.files = files
+        self.stamps = stamps
+        self.started = time.monotonic()
+
+
+def kit_files() -> tuple[str, ...]:
+    """The files whose change makes a warm parent stale: the interpreter and the kit's code."""
+    import importlib.util  # already loaded by Python's start: cheap
+
+    found = [os.path.realpath(sys.executable)]
+    for name in _ROOTS:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        root = os.path.dirname(spec.origin)
+        found.append(root)
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+            found += [os.path.join(folder, d) for d in dirs]  # a new file changes its folder
+            found += [os.path.join(folder, f) for f in files if f.endswith(".py")]
+    return tuple(found)
+
+
+def stamp(paths: tuple[str, ...]) -> Stamps:
+    """Each path's modification time and size (``None`` where it is gone)."""
+
+    def one(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    return tuple(one(p) for p in paths)
+
+
+def launch(*, one_attempt: bool = False) -> Launched:
+    """Spawn a warm parent (``one_attempt``: for a process that will fork one attempt)."""
+    files = kit_files()
+    stamps = stamp(files)
+    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    target = _CONTROL_FD if theirs.fileno() != _CONTROL_FD else _CONTROL_FD + 1
+    argv = [sys.executable, "-m", WARM_PARENT_MODULE, str(target)]
+    if one_attempt:
+        argv.append("--one-attempt")
+    env = {k: v for k, v in os.environ.items() if k != DATABASE_URL_ENV}
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            actions = [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)]
+            actions.append((os.POSIX_SPAWN_DUP2, theirs.fileno(), target))
+            pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+        finally:
+            os.close(devnull)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return Launched(pid, ours, files, stamps)

@@ -1,0 +1,41 @@
+"""The warm parent's early launch: its own session, its descriptors, and no database URL."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from relay_notebook.record.backend import ENV_VAR
+from relay_notebook.runner import warm_launch
+from relay_notebook.runner.warm import WarmParent
+
+
+def test_the_launcher_keeps_out_the_variable_the_record_names() -> None:
+    """The launcher's copy of the database URL variable's name is the record's."""
+    assert warm_launch.DATABASE_URL_ENV == ENV_VAR
+
+
+def test_kit_files_cover_the_interpreter_and_the_kit() -> None:
+    """A change to the interpreter or to any kit module makes a parent stale."""
+    files = warm_launch.kit_files()
+    assert os.path.realpath(sys.executable) in files
+    assert str(Path(warm_launch.__file__)) in files
+
+
+def test_a_launched_parent_leads_its_session_without_the_database_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A spawned warm parent has its own session and never sees the database password."""
+    monkeypatch.setenv(ENV_VAR, "postgresql://relay:s3cret-pw@127.0.0.1:5432/runs")
+    parent = WarmParent(launched=warm_launch.launch())
+    try:
+        environ = Path(f"/proc/{parent.pid}/environ").read_bytes()
+        assert b"s3cret-pw" not in environ and ENV_VAR.encode() not in environ
+        assert os.getsid(parent.pid) == parent.pid
+        assert parent.wait_ready(120) and parent.state() == "ready"
+    finally:
+        parent.kill()
+    assert parent.process.poll() is not None
