@@ -111,12 +111,19 @@ def delivery_line(delivery: Delivery, surface: Surface = "terminal") -> str:
         head = f"{what} delivered"
     if delivery.handle is not None:
         return f"{head}; the run resumes (attempt {delivery.handle.attempt})"
+    if delivery.status in ("succeeded", "failed"):
+        return f"{head}; the run has {delivery.status}"
+    if delivery.duplicate:
+        return f"{head}; the run is {delivery.status}"
     if delivery.status == "running":
         return f"{head}; the run's live attempt receives it"
     if delivery.status == "waiting":
         return f"{head}; the run still waits (for another topic, or it is resuming elsewhere)"
     recover = "%relay recover" if surface == "notebook" else "relay recover"
-    return f"{head}; the run is {delivery.status}: it reads it once recovered ({recover} RUN)"
+    return (
+        f"{head}; the run is {delivery.status}: it reads it once recovered "
+        f"({recover} {delivery.run_id})"
+    )
 
 
 def wake_in_background(workspace: Workspace, backend: Backend | None = None) -> bool:
