@@ -17,7 +17,7 @@ from IPython.display import display
 from traitlets import Bool, Float, Undefined, Unicode, default, observe
 
 from relay_notebook import codes, commands, inputs, surfaces
-from relay_notebook.cli import RECORD_COMMANDS, CommandLineError, build_parser
+from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
 from relay_notebook.magics.runs import RunView, register_view_channel
 from relay_notebook.runner.wake import Waker

@@ -1,0 +1,410 @@
+"""The ``relay`` command line's handlers: one function per command, given the workspace and the
+parsed arguments, returning the exit status (``cli`` dispatches through ``COMMANDS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from relay_notebook import (
+    commands,
+    crash_each,
+    events,
+    inputs,
+    surfaces,
+    time_travel,
+    waiting,
+)
+from relay_notebook.run_files import cli_commands as files_commands
+from relay_notebook.run_files import logs_files
+from relay_notebook.runner import RunHandle, RunOutcome
+from relay_notebook.workspace import Workspace
+
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def _cmd_check(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        return _cmd_replay(ws, args)
+    report = commands.check(ws, args.target)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        for d in report.diagnostics:
+            print(d.format())
+        verdict = "admitted" if report.ok else "rejected"
+        print(
+            f"{report.relay}: {verdict} ({len(report.errors)} errors, "
+            f"{len(report.warnings)} warnings)"
+        )
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _cmd_replay(ws: Workspace, args: argparse.Namespace) -> int:
+    from relay_notebook.runner.replay import replay_lines
+
+    reports = commands.replay(ws, args.target, args.replay or None, release=args.release)
+    ok = all(r.compatible for r in reports)
+    if args.json:
+        _print_json(
+            {"relay": args.target, "code": args.release or "draft", "compatible": ok,
+             "runs": [r.to_dict() for r in reports]}
+        )  # fmt: skip
+    else:
+        code = f"release {args.release}" if args.release else "the draft"
+        print("\n".join(replay_lines(args.target, reports, code)))
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _cmd_graph(ws: Workspace, args: argparse.Namespace) -> int:
+    flow = commands.graph(ws, args.target)
+    if args.json:
+        _print_json(flow.to_dict())
+    elif args.svg:
+        from relay_notebook.views.svg import render_svg
+
+        sys.stdout.write(render_svg(flow))
+    else:
+        from relay_notebook.views.text import graph_text
+
+        print(graph_text(flow))
+    return EXIT_OK
+
+
+def _cmd_publish(ws: Workspace, args: argparse.Namespace) -> int:
+    result = commands.publish(ws, args.target)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        for d in result.report.warnings:
+            print(d.format(), file=sys.stderr)
+        print(surfaces.published_line(result, "terminal"))
+    return EXIT_OK
+
+
+def _cmd_releases(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.releases(ws, args.name)
+    if args.json:
+        _print_json([r.to_dict() for r in found])
+    else:
+        print("\n".join(surfaces.releases_lines(args.name, found, "terminal")))
+    return EXIT_OK
+
+
+def _cmd_verify(ws: Workspace, args: argparse.Namespace) -> int:
+    reports = commands.verify(ws, args.name, args.release)
+    if args.json:
+        _print_json(
+            [
+                {
+                    "relay": r.release.relay,
+                    "version": r.release.version,
+                    "hash": r.release.hash,
+                    "ok": r.ok,
+                    "problems": r.problems,
+                }
+                for r in reports
+            ]
+        )
+    else:
+        print("\n".join(surfaces.verify_lines(reports, "terminal")))
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
+
+
+def _read_input(args: argparse.Namespace) -> Any:
+    return inputs.run_input(text=args.input, file=args.input_file)
+
+
+def _progress(event: dict[str, Any]) -> None:
+    kind = event.get("kind")
+    n = event.get("occurrence")
+    where = f"{event.get('step')}#{n}" if n is not None else str(event.get("step"))
+    if kind == "step_end":
+        line = f"  step {where} done in {event.get('duration_ms')} ms"
+    elif kind == "step_reused":
+        line = f"  step {where} reused from its checkpoint"
+    elif kind == "step_error":
+        line = f"  step {where} attempt {event.get('step_attempt')} failed: {event.get('error')}"
+    elif kind == "crash_injected":
+        line = f"  crashing {event.get('when')} {where} (--crash)"
+    else:
+        return
+    print(line, file=sys.stderr, flush=True)
+
+
+def _report_outcome(outcome: RunOutcome, as_json: bool) -> int:
+    if as_json:
+        _print_json(outcome.to_dict())
+        return outcome.exit_code
+    head = f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})"
+    if outcome.reused:
+        head += f", {len(outcome.reused)} checkpoints reused"
+    print(head)
+    if outcome.status == "succeeded":
+        print(json.dumps(outcome.result, indent=2))
+    elif outcome.error:
+        print(outcome.error.get("message", ""), file=sys.stderr)
+        if outcome.error.get("traceback"):
+            print(outcome.error["traceback"].rstrip(), file=sys.stderr)
+        if outcome.error.get("stderr"):
+            print(outcome.error["stderr"].rstrip(), file=sys.stderr)
+    return outcome.exit_code
+
+
+def _wait(handle: RunHandle) -> RunOutcome:
+    try:
+        return handle.wait()
+    except KeyboardInterrupt:
+        print(f"relay: stopping run {handle.run_id} ...", file=sys.stderr)
+        return handle.cancel()
+
+
+def _cmd_run(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.queue:
+        return _run_queued(ws, args)
+    handle = commands.run(
+        ws,
+        args.target,
+        run_input=_read_input(args),
+        release=args.release,
+        crash=args.crash,
+        on_event=None if args.json else _progress,
+        backend=args.backend,
+    )
+    if not args.json:
+        print(f"run {handle.run_id}: started", file=sys.stderr, flush=True)
+    return _report_outcome(_wait(handle), args.json)
+
+
+def _run_queued(ws: Workspace, args: argparse.Namespace) -> int:
+    queued = commands.enqueue(
+        ws,
+        args.target,
+        run_input=_read_input(args),
+        release=args.release,
+        crash=args.crash,
+        backend=args.backend,
+    )
+    if args.detach:
+        if args.json:
+            _print_json(
+                {"run_id": queued.run_id, "relay": queued.relay, "status": "queued",
+                 "invocation_id": queued.invocation_id}
+            )  # fmt: skip
+        else:
+            print(f"run {queued.run_id}: queued (follow it with: relay logs {queued.run_id})")
+        return EXIT_OK
+    if not args.json:
+        print(f"run {queued.run_id}: queued; waiting for a worker", file=sys.stderr, flush=True)
+    return _report_outcome(queued.wait(), args.json)
+
+
+def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
+    handle = commands.recover(
+        ws, args.run_id, on_event=None if args.json else _progress, backend=args.backend,
+        accept_lost_checkpoints=args.accept_lost_checkpoints,
+    )  # fmt: skip
+    return _report_outcome(_wait(handle), args.json)
+
+
+def _cmd_worker(ws: Workspace, args: argparse.Namespace) -> int:
+    from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id
+
+    backend = commands.require_pool_backend(args.backend, "relay worker")
+    settings = WorkerSettings(
+        executor_id=args.executor_id or default_executor_id(),
+        concurrency=args.concurrency,
+        lease_s=args.lease,
+    )
+    worker = Worker(ws, backend, settings, log=lambda line: print(line, flush=True))
+    worker.start()
+    worker.serve()
+    return EXIT_OK
+
+
+def _cmd_doctor(ws: Workspace, args: argparse.Namespace) -> int:
+    from relay_notebook.runner.doctor import start_report
+
+    report = start_report(confine=ws.confine, warm_start=args.warm_start, one_attempt=True)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
+def _cmd_workers(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.workers(args.backend)
+    if args.json:
+        _print_json([w.to_dict() for w in found])
+    elif not found:
+        print("no workers yet (start one with: relay worker)")
+    else:
+        for w in found:
+            state = "alive" if w.alive else f"lease expired {-w.expires_in_s:.0f} s ago"
+            print(
+                f"{w.executor_id:<28} {state:<26} running {w.running}/{w.concurrency}  "
+                f"host {w.host} pid {w.pid}"
+            )
+    return EXIT_OK
+
+
+def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.runs(ws, args.name)
+    if args.tree and not args.json and found:
+        print("\n".join(time_travel.tree_lines(ws, [r.run_id for r in found])))
+    elif args.json:
+        _print_json([r.to_dict() for r in found])
+    elif not found:
+        print("no runs yet (start one with: relay run NAME)")
+    else:
+        for r in found:
+            if r.problem is not None:
+                print(f"{r.run_id:<20} {r.status:<21} {r.problem}")
+                continue
+            print(
+                f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
+                f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms, r.attempts)}"
+            )
+    if not args.json:
+        for broken in commands.broken_drafts(ws, args.name):
+            print(surfaces.broken_line(broken, "terminal"))
+    return EXIT_OK
+
+
+def _cmd_relays(ws: Workspace, args: argparse.Namespace) -> int:
+    found = commands.relays(ws)
+    if args.json:
+        _print_json([r.to_dict() for r in found])
+    elif not found:
+        print("no relays yet (save one with: relay check path/to/NAME.py)")
+    else:
+        for r in found:
+            print(r.line())
+    return EXIT_OK
+
+
+def _cmd_delete(ws: Workspace, args: argparse.Namespace) -> int:
+    deleted = commands.delete(ws, args.target, force=args.force, backend=args.backend)
+    if args.json:
+        _print_json(deleted.to_dict())
+    else:
+        print(surfaces.deleted_line(deleted))
+    return EXIT_OK
+
+
+def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
+    log = commands.logs(ws, args.run_id)
+    if args.json:
+        doc = log.to_dict()
+        if log.run["status"] in ("interrupted", "needs_reconciliation", "denied"):
+            from relay_notebook.history.preview import preview_recovery
+
+            doc["preview"] = preview_recovery(ws, args.run_id).to_dict()
+        doc["files"] = logs_files(ws, args.run_id)
+        _print_json(doc)
+        return EXIT_OK
+    run = log.run
+    print(f"run {run['run_id']}: {run['status']} (DBOS {run['dbos_status']})")
+    for a in log.attempts:
+        where = ""
+        if a.get("executor_id") not in (None, "relay-local"):
+            where = f" on {a['executor_id']}"
+        lost = " (lost with its supervisor)" if a.get("lost") else ""
+        print(
+            f"  attempt {a['attempt']}: {a['status']}{lost}{where}, executed "
+            f"{len(a['executed'])}, reused {len(a['reused'])}"
+        )
+    for st in log.steps:
+        marks = []
+        if st["executed_in"]:
+            marks.append("executed in " + ",".join(map(str, st["executed_in"])))
+        if st["reused_in"]:
+            marks.append("reused in " + ",".join(map(str, st["reused_in"])))
+        if st["retries"]:
+            marks.append(f"{len(st['retries'])} failed tries")
+        print(f"  {st['function_id']:>4} {st['name']:<24} {st['status']:<13} {'; '.join(marks)}")
+    return EXIT_OK
+
+
+def _cmd_grant(ws: Workspace, args: argparse.Namespace) -> int:
+    commands.grant(ws, args.name)
+    print(surfaces.access_line(args.name, True, "terminal"))
+    return EXIT_OK
+
+
+def _cmd_revoke(ws: Workspace, args: argparse.Namespace) -> int:
+    commands.revoke(ws, args.name)
+    print(surfaces.access_line(args.name, False, "terminal"))
+    return EXIT_OK
+
+
+def _cmd_reconcile(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.result is None and not args.retry:
+        pending = commands.pending_calls(ws, args.run_id)
+        if args.json:
+            _print_json([{"key": p.key, "call": p.call, "attempt": p.attempt} for p in pending])
+        else:
+            print("\n".join(surfaces.pending_lines(args.run_id, pending, "terminal")))
+        return EXIT_OK
+    result = None
+    if args.result is not None:
+        result = inputs.reconcile_result(args.result)
+    state = commands.reconcile(ws, args.run_id, result=result, retry=args.retry, key=args.key)
+    if args.json:
+        _print_json({"key": state.key, "state": state.state, "result": state.result})
+    else:
+        print(surfaces.reconciled_line(args.run_id, state, "terminal"))
+    return EXIT_OK
+
+
+def _cmd_vault(ws: Workspace, args: argparse.Namespace) -> int:
+    if args.vault_command == "list":
+        for name in commands.vault_names(ws):
+            print(name)
+        return EXIT_OK
+    if sys.stdin.isatty():
+        import getpass
+
+        value = getpass.getpass(f"value for {args.name}: ")
+    else:
+        value = sys.stdin.read().rstrip("\n")
+    commands.vault_set(ws, args.name, value)
+    print(f"{args.name}: stored in the vault of {ws.home}")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "check": _cmd_check,
+    "graph": _cmd_graph,
+    "publish": _cmd_publish,
+    "releases": _cmd_releases,
+    "verify": _cmd_verify,
+    "run": _cmd_run,
+    "recover": _cmd_recover,
+    "runs": _cmd_runs,
+    "relays": _cmd_relays,
+    "delete": _cmd_delete,
+    "logs": _cmd_logs,
+    **files_commands(),
+    "grant": _cmd_grant,
+    "revoke": _cmd_revoke,
+    "reconcile": _cmd_reconcile,
+    "vault": _cmd_vault,
+    "worker": _cmd_worker,
+    "workers": _cmd_workers,
+    "doctor": _cmd_doctor,
+    **time_travel.cli_commands(_report_outcome, _wait, _progress),
+    **waiting.cli_commands(_report_outcome, _wait, _progress),
+    **crash_each.cli_commands(),
+    **events.cli_commands(),
+}

@@ -1,0 +1,234 @@
+"""The ``relay`` command line's parser, shared with the ``%relay`` magics (``notebook=True``).
+
+Only argparse and the parsers other modules add (time travel, waiting runs, run files, events,
+crash-each); no command runs here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from relay_notebook import (
+    crash_each,
+    events,
+    time_travel,
+    waiting,
+)
+from relay_notebook.run_files import add_parsers as add_files_parsers
+
+__all__ = ["RECORD_COMMANDS", "CommandLineError", "build_parser"]
+
+
+class CommandLineError(Exception):
+    """The command line (or magic line) itself is wrong; the message is one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(f"{message}. See: {self.prog} --help")
+
+
+def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser; ``notebook=True`` adds the magics' own options."""
+    parser = _Parser(
+        prog=prog,
+        description="Author, check, publish, run and recover relays (durable DBOS programs).",
+    )
+    parser.add_argument(
+        "--home",
+        help="workspace folder (default: $RELAY_HOME or ./relays)",
+    )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="PostgreSQL system database for new runs and workers, postgresql://USER@HOST:PORT/DB "
+        "(default: $RELAY_DATABASE_URL; unset: one SQLite file per run)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("check", help="run admission and the determinism lint")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p.add_argument(
+        "--replay", nargs="*", metavar="RUN", default=None,
+        help="also replay the draft against recorded runs (default: the relay's recent runs) "
+        "in a sandbox copy; exit 1 if any would not replay",
+    )  # fmt: skip
+    p.add_argument("--release", metavar="REF", help="with --replay: check a release instead")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("graph", help="print the flow graph (relay-graph/v1)")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the relay-graph/v1 document")
+    fmt.add_argument("--svg", action="store_true", help="print an SVG drawing")
+
+    p = sub.add_parser("publish", help="freeze the draft as a content-hashed release")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("releases", help="list a relay's releases")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("verify", help="check frozen files against their release checksums")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("release", metavar="RELEASE", nargs="?", help="vN, a hash prefix or latest")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("run", help="run a relay in a supervised child process")
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="JSON", help="the run input as JSON (default: {})")
+    src.add_argument("--input-file", metavar="FILE", help="read the run input from a JSON file")
+    p.add_argument("--release", metavar="REF", help="run a release (vN, hash prefix, latest)")
+    p.add_argument(
+        "--crash",
+        metavar="SPEC",
+        help="crash on purpose: after:STEP[#N] (after its checkpoint) or during:STEP[#N]",
+    )
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="hand the run to the worker pool (relay worker) instead of running it here",
+    )
+    if not notebook:
+        p.add_argument(
+            "--detach", action="store_true", help="with --queue: print the run id and return"
+        )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    run_parser = p
+
+    p = sub.add_parser("recover", help="start the next attempt of an interrupted run")
+    p.add_argument("run_id", metavar="RUN", help="a run id as printed by run, e.g. invoice-3")
+    if not notebook:  # the magic's RunView has no such option yet: refused, not ignored
+        p.add_argument(
+            "--accept-lost-checkpoints",
+            action="store_true",
+            help="run again, on purpose, steps whose checkpoints the database lost",
+        )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        for q in (run_parser, p):
+            q.add_argument("--wait", action="store_true", help="block until the attempt ends")
+            q.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
+        sub.add_parser("lab", help="the recovery lab: the five scenarios as buttons")
+        _add_record_parsers(sub)
+
+    time_travel.add_parsers(sub, notebook=notebook)
+    waiting.add_parsers(sub, notebook=notebook)
+    crash_each.add_parsers(sub, notebook=notebook)
+    events.add_parsers(sub, notebook=notebook)
+
+    p = sub.add_parser("runs", help="list runs")
+    p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
+    p.add_argument("--tree", action="store_true", help="show forks under the run they came from")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser("relays", help="list relays (a draft failing admission is broken)")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+    p = sub.add_parser(
+        "delete", help="delete a run, or a relay (its draft, releases and, with --force, runs)"
+    )
+    p.add_argument("target", metavar="NAME|RUN", help="a relay name or a run id")
+    p.add_argument(
+        "--force", action="store_true", help="delete a relay's runs with it (none may be live)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("grant", help="restore a relay's access")
+    p.add_argument("name", metavar="NAME")
+    p = sub.add_parser("revoke", help="revoke a relay's access (runs and recoveries are denied)")
+    p.add_argument("name", metavar="NAME")
+
+    p = sub.add_parser("reconcile", help="resolve an uncertain call so recovery can go on")
+    p.add_argument("run_id", metavar="RUN")
+    act = p.add_mutually_exclusive_group()
+    act.add_argument("--result", metavar="JSON", help="the call's outcome, as established")
+    act.add_argument("--retry", action="store_true", help="the call is safe to make again")
+    p.add_argument("--key", help="which uncertain call (when there are several)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("vault", help="workspace secrets")
+    vsub = p.add_subparsers(dest="vault_command", metavar="ACTION", parser_class=_Parser)
+    vsub.required = True
+    v = vsub.add_parser("set", help="store a secret; the value is read from stdin, never echoed")
+    v.add_argument("name", metavar="NAME")
+    vsub.add_parser("list", help="the secrets' names (never their values)")
+
+    p = sub.add_parser("logs", help="a run's attempts and steps")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_files_parsers(sub)
+
+    if not notebook:
+        p = sub.add_parser(
+            "worker", help="execute queued runs (PostgreSQL); runs until Ctrl-C or SIGTERM"
+        )
+        p.add_argument(
+            "--concurrency",
+            type=_positive_int,
+            default=2,
+            help="runs executed at once by each worker (default 2; the latest started worker's "
+            "setting applies to the whole pool)",
+        )
+        p.add_argument("--id", dest="executor_id", help="executor id (default: HOST-PID)")
+        p.add_argument(
+            "--lease",
+            type=_positive_float,
+            default=15.0,
+            metavar="SECONDS",
+            help="how long the pool waits after a worker's last heartbeat before recovering "
+            "its runs elsewhere (default 15)",
+        )
+    p = sub.add_parser(
+        "doctor", help="which start (warm or spawned) and confinement runs get here, and why"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+    p = sub.add_parser("workers", help="list the worker pool's leases")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    return parser
+
+
+#: the notebook's record subcommands on RUN, and what each shows
+RECORD_COMMANDS = {
+    "preview": "what recovering the run would do: checkpoints reused, calls run again",
+    "steps": "the run's step calls as a pandas DataFrame (bind it with -o VAR)",
+    "attempts": "the run's process attempts as a pandas DataFrame (bind it with -o VAR)",
+    "timeline": "the run's attempts and step bodies on a time axis (a plotly figure)",
+}
+
+
+def _add_record_parsers(sub: Any) -> None:
+    for name, help_text in RECORD_COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("run_id", metavar="RUN", help="a run id, e.g. invoice-3")
+        if name in ("steps", "attempts"):
+            p.add_argument("-o", "--output", metavar="VAR", help="bind the DataFrame to VAR")
+        if name == "steps":
+            p.add_argument(
+                "--outputs", action="store_true", help="add redacted previews of each output"
+            )
+        p.add_argument("--json", action="store_true", help="return plain JSON-ready data")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
+    return value
