@@ -19,6 +19,7 @@ from traitlets import Bool, Float, Undefined, Unicode, default, observe
 from relay_notebook import codes, commands, inputs, surfaces
 from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.magics.run_commands import RunCommands, usage_error
 from relay_notebook.magics.runs import RunView, register_view_channel
 from relay_notebook.runner.wake import Waker
 from relay_notebook.settings import Settings
@@ -28,14 +29,6 @@ from relay_notebook.workspace import Workspace
 __all__ = ["RelayMagics"]
 
 _CELL_OPTIONS = ("--publish", "--no-graph")
-
-
-def _usage(exc: Exception | str, code: str | None = None) -> UsageError:
-    """One line worded for the notebook, ending with its stable code."""
-    text = surfaces.reword(" ".join(str(exc).split()), "notebook")
-    if code is None and isinstance(exc, CommandLineError | str):
-        code = codes.USAGE.code
-    return UsageError(f"{text} [{code}]" if code else text)
 
 
 def _admission(relay: str, lines: list[str], errors: int, then: str) -> UsageError:
@@ -64,7 +57,7 @@ def _start_waker(workspace: Callable[[], Workspace]) -> None:
 
 
 @magics_class
-class RelayMagics(Magics):
+class RelayMagics(RunCommands, Magics):
     """The relay magics. Examples::
 
     %%relay invoice
@@ -163,7 +156,7 @@ class RelayMagics(Magics):
         except RelayError as exc:
             if change["old"] is not Undefined:  # keep the settings that work
                 self.set_trait(change["name"], change["old"])
-            raise _usage(exc) from None
+            raise usage_error(exc) from None
 
     # -- %%relay ------------------------------------------------------------------------------
 
@@ -186,28 +179,30 @@ class RelayMagics(Magics):
         try:
             words = shlex.split(line)
         except ValueError as exc:
-            raise _usage(f"%%relay {line.strip()}: {exc}; quote the whole line again") from None
+            raise usage_error(
+                f"%%relay {line.strip()}: {exc}; quote the whole line again"
+            ) from None
         names = [w for w in words if not w.startswith("-")]
         flags = {w for w in words if w.startswith("-")}
         if not names:
-            raise _usage("%%relay needs a relay name: %%relay NAME [--publish] [--no-graph]")
+            raise usage_error("%%relay needs a relay name: %%relay NAME [--publish] [--no-graph]")
         if len(names) > 1:
             joined = re.sub(r"[^A-Za-z0-9]+", "_", " ".join(names)).strip("_").lower()
-            raise _usage(
+            raise usage_error(
                 f"relay names cannot contain spaces; try {joined or 'my_relay'}",
                 codes.INVALID_RELAY_NAME.code,
             )
         name = names[0]
         unknown = flags - set(_CELL_OPTIONS)
         if unknown:
-            raise _usage(
+            raise usage_error(
                 f"%%relay: unknown option {sorted(unknown)[0]}; use --publish and/or --no-graph"
             )
         try:
             draft = self.workspace.save_draft(name, cell)
             report = commands.check_draft(draft)
         except RelayError as exc:
-            raise _usage(exc) from None
+            raise usage_error(exc) from None
         # the cell's first line is the magic line: relay.py line N is cell line N + 1
         view = CheckView(name, report.diagnostics, line_offset=1)
         if not report.ok:
@@ -223,7 +218,7 @@ class RelayMagics(Magics):
             try:
                 result = commands.publish(self.workspace, name)
             except RelayError as exc:
-                raise _usage(exc) from None
+                raise usage_error(exc) from None
             print(surfaces.published_line(result, "notebook"))
         if "--no-graph" not in flags:
             return GraphView(commands.graph_of_draft(draft))
@@ -254,7 +249,7 @@ class RelayMagics(Magics):
         try:
             args = parser.parse_args(shlex.split(line))
         except (CommandLineError, ValueError) as exc:  # ValueError: shlex, unbalanced quotes
-            raise _usage(exc, codes.USAGE.code) from None
+            raise usage_error(exc, codes.USAGE.code) from None
         except SystemExit:
             return None  # -h printed the help
         if args.home:
@@ -266,7 +261,7 @@ class RelayMagics(Magics):
         if args.command in RECORD_COMMANDS:
             handler = self._records
         if handler is None:
-            raise _usage(f"%relay {args.command} is not available in the notebook yet")
+            raise usage_error(f"%relay {args.command} is not available in the notebook yet")
         try:
             return handler(args)
         except AdmissionError as exc:
@@ -278,7 +273,7 @@ class RelayMagics(Magics):
                 f"failed admission; fix it and check again with %relay check {exc.relay}",
             ) from None
         except RelayError as exc:
-            raise _usage(exc) from None
+            raise usage_error(exc) from None
 
     # -- subcommands --------------------------------------------------------------------------
 
@@ -314,7 +309,7 @@ class RelayMagics(Magics):
         if outcome.status != "succeeded":
             error = outcome.error or {}
             code = str(error.get("code") or outcome.status.replace("_", "-"))
-            raise _usage(
+            raise usage_error(
                 str(error.get("message") or f"run {outcome.run_id}: {outcome.status}"), code
             )
         if args.output and self.shell is not None:
@@ -332,89 +327,6 @@ class RelayMagics(Magics):
     def _do_recover(self, args: Any) -> Any:
         view = RunView.recover(self.workspace, args.run_id, shell=self.shell, output=args.output)
         return self._show(view, args)
-
-    def _do_fork(self, args: Any) -> Any:
-        """``%relay fork RUN --from STEP#N``: a live view of the fork (copied calls badged)."""
-        from relay_notebook.time_travel import fork_arguments
-
-        options = fork_arguments(args, self._user_ns)
-        view = RunView.fork(
-            self.workspace, args.run_id, shell=self.shell, output=args.output, **options
-        )
-        return self._show(view, args)
-
-    def _do_send(self, args: Any) -> Any:
-        """``%relay send RUN TOPIC JSON``: deliver a message; a live view of the resumed run."""
-        from relay_notebook.waiting import delivery_line
-
-        message = inputs.value_from_text(args.message, "the message", self._user_ns)
-        view, delivery = RunView.send(
-            self.workspace, args.run_id, args.topic, message,
-            idempotency_key=args.idempotency_key, shell=self.shell, output=args.output,
-        )  # fmt: skip
-        if args.json:
-            return delivery.to_dict()
-        print(delivery_line(delivery, "notebook"))
-        if delivery.handle is None:
-            return None
-        return self._show(view, args)
-
-    def _do_wake(self, args: Any) -> Any:
-        """``%relay wake``: resume the workspace's due waiting runs; their outcomes."""
-        from relay_notebook.waiting import wake
-
-        outcomes = [h.wait() for h in wake(self.workspace)]
-        if args.json:
-            return [o.to_dict() for o in outcomes]
-        if not outcomes:
-            print("no waiting run is due")
-        for o in outcomes:
-            print(f"run {o.run_id}: {o.status} (attempt {o.attempt})")
-        return None
-
-    def _do_wait(self, args: Any) -> Any:
-        """``%relay wait RUN``: block until the run finishes, through its waits."""
-        from relay_notebook.waiting import wait_for_run
-
-        try:
-            outcome = wait_for_run(self.workspace, args.run_id, timeout=args.timeout)
-        except TimeoutError as exc:
-            raise _usage(str(exc), codes.WAITING.code) from None
-        if args.json:
-            return outcome.to_dict()
-        print(f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})")
-        if outcome.status != "succeeded":
-            return None
-        if args.output and self.shell is not None:
-            self.shell.user_ns[args.output] = outcome.result
-        return outcome.result
-
-    def _do_lineage(self, args: Any) -> Any:
-        """``%relay lineage RUN``: the run's forks as a tree."""
-        from relay_notebook.history.lineage import lineage
-        from relay_notebook.views.lineage import LineageView
-
-        tree = lineage(self.workspace, args.run_id)
-        return tree.to_dict() if args.json else LineageView(tree)
-
-    def _do_events(self, args: Any) -> Any:
-        """``%relay events RUN [-o VAR]``: the run's events, stream values and messages as a
-        table; ``-o VAR`` binds ``{"events": {KEY: value}, "streams": {KEY: [values]}}``."""
-        from relay_notebook.events import read_run_events
-        from relay_notebook.views.events import events_frame
-
-        found = read_run_events(self.workspace, args.run_id)
-        if args.output:
-            self._user_ns[args.output] = found.values()
-        return found.to_dict() if args.json else events_frame(found.to_dict())
-
-    def _do_diff(self, args: Any) -> Any:
-        """``%relay diff RUN_A RUN_B``: a DataFrame, one row per call, what differs."""
-        from relay_notebook.time_travel import diff
-        from relay_notebook.views.lineage import diff_frame
-
-        rows = diff(self.workspace, args.run_a, args.run_b)
-        return rows if args.json else diff_frame(rows, args.run_a, args.run_b)
 
     def _show(self, view: RunView, args: Any) -> Any:
         self.views.append(view)
