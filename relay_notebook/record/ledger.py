@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -153,6 +154,7 @@ class EventWriter:
         self.path = path
         self.run_id = run_id
         self.attempt = attempt
+        self._thread_lock = threading.Lock()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pipe_fd = pipe_fd
         #: applied to every line before it is written (the child scrubs vault values)
@@ -164,11 +166,14 @@ class EventWriter:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        # flock excludes other processes; threads of this one (a child's log records from DBOS
+        # threads, its wait watch) share the descriptor, so they take the writer's own lock too
+        with self._thread_lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _catch_up(self) -> None:
         """Under the lock: if the ledger grew behind this writer's back, count it again."""
