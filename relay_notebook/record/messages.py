@@ -11,6 +11,7 @@ These reads go through the record's one read-only opener; the kit never writes D
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from relay_notebook.record.backend import Backend
 from relay_notebook.record.folders import RunFolder
@@ -27,60 +28,54 @@ def _topic(topic: str | None) -> str:
     return NULL_TOPIC if topic is None else topic
 
 
+def _exists(
+    folder: RunFolder, record: RunRecord, backend: Backend | None, sql: str, params: tuple[Any, ...]
+) -> bool:
+    """Whether ``sql`` finds a row in the run's DBOS store (not yet created: no)."""
+    try:
+        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
+            return conn is not None and conn.execute(sql, params).fetchone() is not None
+    except sqlite3.OperationalError:
+        return False
+
+
+def _waiting_workflow(record: RunRecord) -> str:
+    wait = record.waiting
+    return wait.workflow_id if wait is not None and wait.workflow_id else record.run_id
+
+
 def pending_message(
     folder: RunFolder, record: RunRecord, backend: Backend | None, topic: str | None
 ) -> bool:
     """Whether a message on ``topic`` waits, unconsumed, for the run's workflow."""
-    wait = record.waiting
-    workflow_id = wait.workflow_id if wait is not None and wait.workflow_id else record.run_id
-    try:
-        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
-            if conn is None:
-                return False
-            row = conn.execute(
-                "SELECT 1 FROM notifications WHERE destination_uuid = ? AND topic = ? "
-                "AND consumed = ? LIMIT 1",
-                (workflow_id, _topic(topic), False),
-            ).fetchone()
-    except sqlite3.OperationalError:
-        return False
-    return row is not None
+    return _exists(
+        folder, record, backend,
+        "SELECT 1 FROM notifications WHERE destination_uuid = ? AND topic = ? AND consumed = ? "
+        "LIMIT 1",
+        (_waiting_workflow(record), _topic(topic), False),
+    )  # fmt: skip
 
 
 def delivered_message(
     folder: RunFolder, record: RunRecord, backend: Backend | None, key: str
 ) -> bool:
     """Whether a message sent with idempotency key ``key`` reached the run (DBOS's id for it)."""
-    try:
-        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
-            if conn is None:
-                return False
-            row = conn.execute(
-                "SELECT 1 FROM notifications WHERE message_uuid = ? LIMIT 1",
-                (f"{key}::{record.workflow_id}",),
-            ).fetchone()
-    except sqlite3.OperationalError:
-        return False
-    return row is not None
+    return _exists(
+        folder, record, backend,
+        "SELECT 1 FROM notifications WHERE message_uuid = ? LIMIT 1",
+        (f"{key}::{record.workflow_id}",),
+    )  # fmt: skip
 
 
 def _recv_recorded(
     folder: RunFolder, record: RunRecord, backend: Backend | None, function_id: int
 ) -> bool:
-    wait = record.waiting
-    workflow_id = wait.workflow_id if wait is not None and wait.workflow_id else record.run_id
-    try:
-        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
-            if conn is None:
-                return False
-            row = conn.execute(
-                "SELECT 1 FROM operation_outputs WHERE workflow_uuid = ? AND function_id = ? "
-                "AND function_name = 'DBOS.recv'",
-                (workflow_id, function_id),
-            ).fetchone()
-    except sqlite3.OperationalError:
-        return False
-    return row is not None
+    return _exists(
+        folder, record, backend,
+        "SELECT 1 FROM operation_outputs WHERE workflow_uuid = ? AND function_id = ? "
+        "AND function_name = 'DBOS.recv'",
+        (_waiting_workflow(record), function_id),
+    )  # fmt: skip
 
 
 def wait_ready(
