@@ -53,9 +53,11 @@ export function crashTargets(graph: GraphDocument): string[] {
 export function runFacts(run: RunInfo): string {
   const parts: string[] = [];
   if (run.attempt) {
+    // earlier attempts that ended waiting are not counted (a waiting run's latest neither)
     const counted = run.attempts_counted;
+    const plain = run.status === 'waiting' ? run.attempt - 1 : run.attempt;
     parts.push(
-      counted !== undefined && counted !== run.attempt
+      counted !== undefined && counted !== plain
         ? `attempt ${run.attempt} · ${counted} of ${run.attempts_max ?? 3} counted`
         : `attempt ${run.attempt} of ${run.attempts_max ?? 3}`
     );

@@ -19,10 +19,13 @@ def _command(surface: Surface, words: str) -> str:
 
 
 def attempt_text(run: dict[str, Any]) -> str:
-    """``attempt 2 of 3``; when waits left attempts uncounted, ``attempt 3 · 1 of 3 counted``."""
+    """``attempt 2 of 3``; when earlier attempts ended waiting (not counted against the
+    budget), ``attempt 3 · 1 of 3 counted``."""
     attempt, most = run["attempt"], run.get("attempts_max", 3)
     counted = run.get("attempts_counted")
-    if isinstance(counted, int) and counted != attempt:
+    # a run waiting now: its latest attempt is not counted either, and says so by its status
+    plain = attempt - 1 if run.get("status") == "waiting" else attempt
+    if isinstance(counted, int) and counted != plain:
         return f"attempt {attempt} · {counted} of {most} counted"
     return f"attempt {attempt} of {most}"
 
