@@ -249,6 +249,11 @@ def test_the_panel_offers_the_workspace_of_the_notebook_in_front(
         offer.get_by_role("button", name="Show it").click()
         panel.locator('li[data-relay="solo"]').wait_for()
         assert panel.locator('li[data-relay="order"]').count() == 0
+        # the relays come first; the line follows once the panel has asked what it now shows
+        page.wait_for_function(
+            "() => document.querySelector('#relay-panel .jp-RelayPanel-workspace-path')"
+            "?.textContent === 'team/relays'"
+        )
         assert line.inner_text().split()[:2] == ["workspace", "team/relays"]
         assert offer.count() == 0  # the notebook's workspace is the one shown now
         page.screenshot(path=str(ARTIFACTS / "panel_workspace_followed.png"))
