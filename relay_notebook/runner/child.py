@@ -258,7 +258,6 @@ def main(spec_path: str) -> None:
         watch = WaitWatch(
             lambda outcome: _finish(events, outcome_path, runtime, outcome),
             grace_s=spec.context.wait_grace_s,
-            events=events,
         )
         watch.install()
     Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install()

@@ -13,13 +13,13 @@ came is resumed by its supervisor (``RunHandle.continue_with``).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidInputError, RunNotWaitingError
+from relay_notebook.record.checkpoints import read_workflow_status
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.messages import delivered_message
 from relay_notebook.record.run_record import RunRecord
@@ -29,7 +29,7 @@ from relay_notebook.runner.backend import (
     backend_for_run,
     workspace_backend,
 )
-from relay_notebook.runner.run_input import json_problem
+from relay_notebook.runner.run_input import check_json_value
 from relay_notebook.runner.runs import resume_waiting
 from relay_notebook.runner.supervisor import EventCallback, RunHandle
 from relay_notebook.workspace import Workspace
@@ -68,18 +68,10 @@ class Delivery:
 
 
 def _check_message(workspace: Workspace, run_id: str, message: Any) -> None:
-    problem = json_problem(message)
-    if problem is not None:
-        raise InvalidInputError(
-            f"A message must be JSON (objects, lists, strings, finite numbers, booleans, "
-            f"null): {problem.replace('INPUT', 'the message')}."
-        )
-    size = len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
-    if size > MAX_MESSAGE_BYTES:
-        raise InvalidInputError(
-            f"The message to run {run_id} is {size:,} bytes of JSON; the limit is "
-            f"{MAX_MESSAGE_BYTES:,} (256 KiB). Send a reference to a file instead."
-        )
+    check_json_value(
+        message, what=f"The message to run {run_id}", name="the message",
+        limit=MAX_MESSAGE_BYTES, large="Send a reference to a file instead.",
+    )  # fmt: skip
     leaked = Redactor(Vault(workspace.home).values()).find(message)
     if leaked:
         raise InvalidInputError(
@@ -146,6 +138,12 @@ def send_message(
         return Delivery(run_id, topic, key, True, record.status, None)
     _refuse_closed(record)
     _check_message(workspace, run_id, message)
+    if read_workflow_status(folder, run_backend) is None:
+        raise RunNotWaitingError(
+            f"Run {run_id} has no DBOS workflow to receive the message: its attempt stopped "
+            f"before DBOS started it. Nothing was delivered. Recover it first with: relay "
+            f"recover {run_id}"
+        )
     _deliver(folder, run_backend, topic, message, key)
     handle = None
     if resume:

@@ -18,8 +18,8 @@ from relay_notebook.errors import InvalidInputError
 __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_INPUT_DEPTH",
+    "check_json_value",
     "check_run_input",
-    "json_problem",
     "parse_json_text",
     "read_input_file",
 ]
@@ -124,23 +124,28 @@ def _problem(value: Any) -> str | None:
     return None
 
 
-def json_problem(value: Any) -> str | None:
-    """Why ``value`` is not JSON the kit keeps (a message, an input), or ``None``."""
-    return _problem(value)
+def check_json_value(value: Any, *, what: str, name: str, limit: int, large: str) -> int:
+    """Raise ``InvalidInputError`` unless ``value`` is JSON the kit keeps within ``limit``
+    bytes (``what``: "The run input", ``name``: how problems call it, ``large``: what to do
+    instead of a large value); return its JSON size."""
+    problem = _problem(value)
+    if problem is not None:
+        raise InvalidInputError(
+            f"{what} must be JSON (objects, lists, strings, finite numbers, booleans, "
+            f"null): {problem.replace('INPUT', name)}."
+        )
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > limit:
+        shown = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+        raise InvalidInputError(
+            f"{what} is {size:,} bytes of JSON; the limit is {limit:,} ({shown}). {large}"
+        )
+    return size
 
 
 def check_run_input(value: Any) -> int:
     """Raise ``InvalidInputError`` unless ``value`` can be a run input; return its JSON size."""
-    problem = _problem(value)
-    if problem is not None:
-        raise InvalidInputError(
-            f"The run input must be JSON (objects, lists, strings, finite numbers, booleans, "
-            f"null): {problem}."
-        )
-    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
-    if size > MAX_INPUT_BYTES:
-        raise InvalidInputError(
-            f"The run input is {size:,} bytes of JSON; the limit is {MAX_INPUT_BYTES:,} (1 MiB). "
-            f"Put large data in a file the relay reads, and pass its path."
-        )
-    return size
+    return check_json_value(
+        value, what="The run input", name="INPUT", limit=MAX_INPUT_BYTES,
+        large="Put large data in a file the relay reads, and pass its path.",
+    )  # fmt: skip

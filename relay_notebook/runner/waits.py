@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from relay_notebook.record.ledger import EventWriter, now_ms
+from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.run_record import WaitState
 
 __all__ = ["WaitWatch"]
@@ -38,7 +38,6 @@ class _Wait:
     kind: str  # "message" | "sleep"
     workflow_id: str
     topic: str | None
-    seconds: float
     started: float
 
 
@@ -55,13 +54,11 @@ class WaitWatch:
         leave: Callable[[dict[str, Any]], None],
         *,
         grace_s: float,
-        events: EventWriter | None = None,
         timer: Callable[[str], tuple[int, float] | None] | None = None,
         pending: Callable[[str, str | None], bool] | None = None,
     ) -> None:
         self._leave = leave
         self.grace_s = grace_s
-        self._events = events
         self._timer = timer or _dbos_timer
         self._pending = pending or _dbos_pending
         self._lock = threading.Lock()
@@ -72,10 +69,10 @@ class WaitWatch:
 
     # -- what the wrappers call ---------------------------------------------------------------
 
-    def enter(self, kind: str, workflow_id: str, topic: str | None, seconds: float) -> int:
+    def enter(self, kind: str, workflow_id: str, topic: str | None) -> int:
         with self._lock:
             token = next(self._tokens)
-            self._waits[token] = _Wait(kind, workflow_id, topic, seconds, time.monotonic())
+            self._waits[token] = _Wait(kind, workflow_id, topic, time.monotonic())
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="relay-waits", daemon=True)
                 self._thread.start()
@@ -149,7 +146,7 @@ class WaitWatch:
 
         @functools.wraps(recv)
         def recv_wrapped(topic: str | None = None, timeout_seconds: float = 60) -> Any:
-            token = watch.enter("message", workflow_id(), topic, timeout_seconds)
+            token = watch.enter("message", workflow_id(), topic)
             try:
                 return recv(topic, timeout_seconds)
             finally:
@@ -157,7 +154,7 @@ class WaitWatch:
 
         @functools.wraps(recv_async)
         async def recv_async_wrapped(topic: str | None = None, timeout_seconds: float = 60) -> Any:
-            token = watch.enter("message", workflow_id(), topic, timeout_seconds)
+            token = watch.enter("message", workflow_id(), topic)
             try:
                 return await recv_async(topic, timeout_seconds)
             finally:
@@ -167,7 +164,7 @@ class WaitWatch:
         def sleep_wrapped(seconds: float) -> None:
             if seconds <= watch.grace_s:
                 return sleep(seconds)
-            token = watch.enter("sleep", workflow_id(), None, seconds)
+            token = watch.enter("sleep", workflow_id(), None)
             try:
                 return sleep(seconds)
             finally:
@@ -177,7 +174,7 @@ class WaitWatch:
         async def sleep_async_wrapped(seconds: float) -> None:
             if seconds <= watch.grace_s:
                 return await sleep_async(seconds)
-            token = watch.enter("sleep", workflow_id(), None, seconds)
+            token = watch.enter("sleep", workflow_id(), None)
             try:
                 return await sleep_async(seconds)
             finally:

@@ -27,7 +27,7 @@ from relay_notebook.errors import RunNotWaitingError
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
 from relay_notebook.record.run_record import RunRecord
-from relay_notebook.runner import start_recovery, start_run
+from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, resolve_backend
 from relay_notebook.runner.messages import send_message
 from relay_notebook.runner.wake import due_runs, wake_due
@@ -335,3 +335,17 @@ def test_relay_wait_follows_a_run_through_its_waits(
     assert cli_main(["--home", home, "wait", run_id]) == 0
     out = capsys.readouterr().out
     assert f"run {run_id}: succeeded (attempt 2)" in out and '"out": true' in out
+
+
+def test_a_message_to_a_run_without_a_workflow_is_refused(workspace: Workspace) -> None:
+    """An interrupted run whose database lost its workflow (or never had one) gets one coded
+    refusal, no internal error, and no empty database is created for it."""
+    draft = workspace.save_draft("refund", relay_source("refund"))
+    out = go(start_run(workspace, draft, crash=parse_crash_spec("during:draft")))
+    assert out.status == "interrupted"
+    folder = find_run(workspace, out.run_id)
+    for path in folder.database.parent.glob(folder.database.name + "*"):
+        path.unlink()
+    with pytest.raises(RunNotWaitingError, match=r"has no DBOS workflow.*relay recover refund-1"):
+        send_message(workspace, out.run_id, "approval", {"approved": True})
+    assert not folder.database.exists()
