@@ -237,11 +237,32 @@ class RunRecord:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """run.json's object: the keys read, with the fields a writer may change set."""
+        """run.json's object: every typed field, over the keys read that this version does not
+        know (kept as they were, so an older or newer kit's record survives a rewrite)."""
         data = copy.deepcopy(self.raw)
         data.update(
-            status=self.status, error=self.error, attempts=[a.to_json() for a in self.attempts]
+            run_id=self.run_id,
+            relay=self.relay,
+            workflow_id=self.workflow_id,
+            release=self.release,
+            code_dir=self.code_dir,
+            app_version=self.app_version,
+            input=self.input,
+            variables=self.variables,
+            bindings=self.bindings,
+            created_at=self.created_at,
+            deadline_ms=self.deadline_ms,
+            max_attempts=self.max_attempts,
+            durable=self.durable,
+            status=self.status,
+            error=self.error,
+            attempts=[a.to_json() for a in self.attempts],
         )
+        if self.has_default_model:
+            data["default_model"] = self.default_model
+        for key, value in (("database", self.database), ("fork", self.fork)):
+            if value is not None:
+                data[key] = value
         return data
 
     def save(self, folder: RunFolder) -> None:

@@ -392,7 +392,6 @@ def create_fork(
                 "the parent's" if same_code else (f"release {release}" if release else "the draft")
             )
             made.fork = origin
-            made.raw["fork"] = origin
             made.save(fork)
             prepare_fork(
                 plan, fork, app_version=made.app_version, run_input=made.input, backend=backend,

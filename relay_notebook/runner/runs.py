@@ -129,29 +129,26 @@ def create_run(
         ensure_dbos_schema(backend)
     folder = allocate_run(workspace, draft.name)
     created = now_ms()
-    meta: dict[str, Any] = {
-        "run_id": folder.run_id,
-        "relay": draft.name,
-        "workflow_id": folder.run_id,
-        "release": code.release,
-        "code_dir": str(code.folder),
-        "app_version": code.source_hash,
-        "input": run_input,
-        "variables": code.variables,
-        "default_model": code.default_model,
-        "bindings": compute_bindings(
+    RunRecord(
+        run_id=folder.run_id,
+        relay=draft.name,
+        workflow_id=folder.run_id,
+        release=code.release,
+        code_dir=str(code.folder),
+        app_version=code.source_hash,
+        input=run_input,
+        variables=code.variables,
+        default_model=code.default_model,
+        bindings=compute_bindings(
             input=run_input, variables=code.variables, source_hash=code.source_hash
         ),
-        "created_at": created,
-        "deadline_ms": created + deadline_s * 1000,
-        "max_attempts": MAX_ATTEMPTS,
-        "durable": code.durable,
-        "status": "queued" if queued else "pending",
-        "attempts": [],
-    }
-    if backend.is_postgres:
-        meta["database"] = backend.record()
-    folder.write_meta(meta)
+        created_at=created,
+        deadline_ms=created + deadline_s * 1000,
+        durable=code.durable,
+        status="queued" if queued else "pending",
+        attempts=[],
+        database=backend.record() if backend.is_postgres else None,
+    ).save(folder)
     return folder
 
 
