@@ -14,7 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
-from traitlets import Bool, Float, Undefined, Unicode, default, observe
+from traitlets import Undefined, Unicode, default, observe
 
 from relay_notebook import codes, commands, inputs, surfaces
 from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
@@ -23,6 +23,7 @@ from relay_notebook.magics.run_commands import RunCommands, usage_error
 from relay_notebook.magics.runs import RunView, register_view_channel
 from relay_notebook.runner.wake import Waker
 from relay_notebook.settings import Settings
+from relay_notebook.settings_traits import RunSettingsTraits
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
 
@@ -57,7 +58,7 @@ def _start_waker(workspace: Callable[[], Workspace]) -> None:
 
 
 @magics_class
-class RelayMagics(RunCommands, Magics):
+class RelayMagics(RunCommands, RunSettingsTraits, Magics):
     """The relay magics. Examples::
 
     %%relay invoice
@@ -83,49 +84,10 @@ class RelayMagics(RunCommands, Magics):
         "else ./relays in the kernel's working directory. A --home on a %relay line sets it too.",
     ).tag(config=True)
 
-    database_url = Unicode(
-        None,
-        allow_none=True,
-        help="The PostgreSQL system database of new runs and of the worker pool, "
-        "postgresql://USER@HOST:PORT/DBNAME. Default: $RELAY_DATABASE_URL; unset or empty: one "
-        "SQLite file per run. A --database-url on a %relay line sets it too.",
-    ).tag(config=True)
-
-    confine = Bool(
-        help="Run each attempt's child under bubblewrap (where it is installed). Default: on, "
-        "unless RELAY_CONFINE=0.",
-    ).tag(config=True)
-
-    warm_start = Bool(
-        help="Fork each attempt's child from a warm parent that has DBOS imported (confined with "
-        "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
-    ).tag(config=True)
-
-    wait_grace = Float(
-        help="Seconds a run may block in DBOS.recv or DBOS.sleep before its attempt ends "
-        "'waiting' with no process. Default: 3, or RELAY_WAIT_GRACE.",
-    ).tag(config=True)
-
     # what is not configured comes from the environment, read here (the boundary) once
     @default("home")
     def _home_from_environment(self) -> str | None:
         return Settings.from_environment().home
-
-    @default("database_url")
-    def _database_url_from_environment(self) -> str | None:
-        return Settings.from_environment().database_url
-
-    @default("confine")
-    def _confine_from_environment(self) -> bool:
-        return Settings.from_environment().confine
-
-    @default("warm_start")
-    def _warm_start_from_environment(self) -> bool:
-        return Settings.from_environment().warm_start
-
-    @default("wait_grace")
-    def _wait_grace_from_environment(self) -> float:
-        return Settings.from_environment().wait_grace_s
 
     def __init__(self, shell: Any, home: str | None = None) -> None:
         super().__init__(shell)
@@ -140,13 +102,7 @@ class RelayMagics(RunCommands, Magics):
     @property
     def settings(self) -> Settings:
         """The magics' settings as they are now (traitlets, resolved once when loaded)."""
-        return Settings(
-            home=self.home,
-            database_url=self.database_url,
-            confine=self.confine,
-            warm_start=self.warm_start,
-            wait_grace_s=self.wait_grace,
-        )
+        return self.run_settings(self.home)
 
     @observe("home", "database_url", "confine", "warm_start", "wait_grace")
     def _settings_changed(self, change: Any) -> None:

@@ -14,16 +14,17 @@ import asyncio
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Unicode, default
+from traitlets import Unicode
 
 from relay_notebook.server.handlers import API_PREFIX, ROUTES
 from relay_notebook.server.workspaces import WorkspaceServices
 from relay_notebook.settings import Settings
+from relay_notebook.settings_traits import RunSettingsTraits
 
 __all__ = ["RelayExtension"]
 
 
-class RelayExtension(ExtensionApp):
+class RelayExtension(RunSettingsTraits, ExtensionApp):
     """Serve the workspace's relays over REST under the Jupyter server's authentication."""
 
     name = "relay_notebook"
@@ -37,55 +38,9 @@ class RelayExtension(ExtensionApp):
         "'relays' folder of the server's root_dir. A relative path is taken from root_dir.",
     ).tag(config=True)
 
-    database_url = Unicode(
-        None,
-        allow_none=True,
-        help="The PostgreSQL system database of the runs the API starts, "
-        "postgresql://USER@HOST:PORT/DBNAME. Default: $RELAY_DATABASE_URL; unset or empty: one "
-        "SQLite file per run.",
-    ).tag(config=True)
-
-    confine = Bool(
-        help="Run each attempt's child under bubblewrap (where it is installed). Default: on, "
-        "unless RELAY_CONFINE=0.",
-    ).tag(config=True)
-
-    warm_start = Bool(
-        help="Fork each attempt's child from a warm parent that has DBOS imported (confined with "
-        "Landlock), instead of starting a new Python. Default: on, unless RELAY_WARM_START=0.",
-    ).tag(config=True)
-
-    wait_grace = Float(
-        help="Seconds a run may block in DBOS.recv or DBOS.sleep before its attempt ends "
-        "'waiting' with no process. Default: 3, or RELAY_WAIT_GRACE.",
-    ).tag(config=True)
-
-    # what is not configured comes from the environment, read here (the boundary) once
-    @default("database_url")
-    def _database_url_from_environment(self) -> str | None:
-        return Settings.from_environment().database_url
-
-    @default("confine")
-    def _confine_from_environment(self) -> bool:
-        return Settings.from_environment().confine
-
-    @default("warm_start")
-    def _warm_start_from_environment(self) -> bool:
-        return Settings.from_environment().warm_start
-
-    @default("wait_grace")
-    def _wait_grace_from_environment(self) -> float:
-        return Settings.from_environment().wait_grace_s
-
     def relay_settings(self) -> Settings:
         """The extension's settings: its traits, defaulting from the environment at start."""
-        return Settings(
-            home=str(self.workspace_home()),
-            database_url=self.database_url,
-            confine=self.confine,
-            warm_start=self.warm_start,
-            wait_grace_s=self.wait_grace,
-        )
+        return self.run_settings(str(self.workspace_home()))
 
     def workspace_home(self) -> Path:
         """``home`` if configured, else ``$RELAY_HOME``, else ``<root_dir>/relays``."""
