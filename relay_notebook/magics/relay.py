@@ -19,6 +19,7 @@ from traitlets import Undefined, Unicode, default, observe
 from relay_notebook import codes, commands, inputs, surfaces
 from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.magics.relay_commands import RelayCommands
 from relay_notebook.magics.run_commands import RunCommands, usage_error
 from relay_notebook.magics.runs import RunView, register_view_channel
 from relay_notebook.runner.wake import Waker
@@ -58,7 +59,7 @@ def _start_waker(workspace: Callable[[], Workspace]) -> None:
 
 
 @magics_class
-class RelayMagics(RunCommands, RunSettingsTraits, Magics):
+class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
     """The relay magics. Examples::
 
     %%relay invoice
@@ -233,10 +234,6 @@ class RelayMagics(RunCommands, RunSettingsTraits, Magics):
 
     # -- subcommands --------------------------------------------------------------------------
 
-    @property
-    def _user_ns(self) -> dict[str, Any]:
-        return self.shell.user_ns if self.shell is not None else {}
-
     def _do_run(self, args: Any) -> Any:
         run_input = inputs.run_input(text=args.input, file=args.input_file, variables=self._user_ns)
         if args.queue:
@@ -302,22 +299,6 @@ class RelayMagics(RunCommands, RunSettingsTraits, Magics):
             print(surfaces.broken_line(broken, "notebook"))
         return RunsView(found)
 
-    def _do_relays(self, args: Any) -> Any:
-        found = [r.to_dict() for r in commands.relays(self.workspace)]
-        if args.json:
-            return found
-        import pandas as pd
-
-        columns = ["name", "releases", "latest", "runs", "access", "broken", "problem"]
-        return pd.DataFrame(found, columns=columns)
-
-    def _do_delete(self, args: Any) -> Any:
-        deleted = commands.delete(self.workspace, args.target, force=args.force)
-        if args.json:
-            return deleted.to_dict()
-        print(surfaces.deleted_line(deleted))
-        return None
-
     def _records(self, args: Any) -> Any:
         from relay_notebook.magics.records import show_record
 
@@ -338,99 +319,6 @@ class RelayMagics(RunCommands, RunSettingsTraits, Magics):
         if args.json:
             return logs_files(self.workspace, args.run_id)
         return files_view(self.workspace, args.run_id, args.call)
-
-    def _do_graph(self, args: Any) -> Any:
-        graph = commands.graph(self.workspace, args.target)
-        return graph.to_dict() if args.json else GraphView(graph)
-
-    def _do_check(self, args: Any) -> Any:
-        if args.replay is not None:
-            return self._do_replay(args)
-        report = commands.check(self.workspace, args.target)
-        if not report.diagnostics:
-            print(f"{report.relay}: admitted (0 errors, 0 warnings)")
-            return None
-        return CheckView(report.relay, report.diagnostics, line_offset=0)
-
-    def _do_test(self, args: Any) -> Any:
-        from relay_notebook import crash_each
-
-        run_input = inputs.run_input(text=args.input, file=args.input_file, variables=self._user_ns)
-        report = crash_each.crash_each(self.workspace, args.name, run_input)
-        if args.output:
-            self._user_ns[args.output] = report
-        if args.json:
-            return report.to_dict()
-        lines = crash_each.report_lines(report)
-        print("\n".join(lines[:1] + lines[len(report.points) + 2 :]))
-        return crash_each.report_frame(report)
-
-    def _do_replay(self, args: Any) -> Any:
-        import pandas as pd
-
-        reports = commands.replay(
-            self.workspace, args.target, args.replay or None, release=args.release
-        )
-        bad = sum(1 for r in reports if not r.compatible)
-        code = f"release {args.release}" if args.release else "the draft"
-        print(
-            f"{args.target}: {code} replays {len(reports) - bad} of {len(reports)} recorded runs"
-            + (f"; {bad} incompatible" if bad else "")
-        )
-        columns = ("run_id", "run_status", "verdict", "message", "node", "hint")
-        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in reports])
-
-    def _do_publish(self, args: Any) -> None:
-        print(surfaces.published_line(commands.publish(self.workspace, args.target), "notebook"))
-
-    def _do_releases(self, args: Any) -> None:
-        found = commands.releases(self.workspace, args.name)
-        print("\n".join(surfaces.releases_lines(args.name, found, "notebook")))
-
-    def _do_verify(self, args: Any) -> None:
-        reports = commands.verify(self.workspace, args.name, args.release)
-        print("\n".join(surfaces.verify_lines(reports, "notebook")))
-
-    def _do_doctor(self, args: Any) -> Any:
-        from relay_notebook.runner.doctor import start_report
-
-        report = start_report(confine=self.confine, warm_start=self.warm_start)
-        if args.json:
-            return report.to_dict()
-        print("\n".join(report.lines()))
-        return None
-
-    def _do_grant(self, args: Any) -> None:
-        commands.grant(self.workspace, args.name)
-        print(surfaces.access_line(args.name, True, "notebook"))
-
-    def _do_revoke(self, args: Any) -> None:
-        commands.revoke(self.workspace, args.name)
-        print(surfaces.access_line(args.name, False, "notebook"))
-
-    def _do_reconcile(self, args: Any) -> None:
-        if args.result is None and not args.retry:
-            pending = commands.pending_calls(self.workspace, args.run_id)
-            print("\n".join(surfaces.pending_lines(args.run_id, pending, "notebook")))
-            return
-        result = None
-        if args.result is not None:
-            result = inputs.reconcile_result(args.result, self._user_ns)
-        state = commands.reconcile(
-            self.workspace, args.run_id, result=result, retry=args.retry, key=args.key
-        )
-        print(surfaces.reconciled_line(args.run_id, state, "notebook"))
-
-    def _do_vault(self, args: Any) -> None:
-        if args.vault_command == "list":
-            for name in commands.vault_names(self.workspace):
-                print(name)
-            return
-        import getpass
-
-        value = getpass.getpass(f"value for {args.name} (not echoed, not saved in the notebook): ")
-        commands.vault_set(self.workspace, args.name, value)
-        print(f"{args.name}: stored in the vault of {self.workspace.home}")
 
     def _do_lab(self, args: Any) -> None:
         from relay_notebook.magics.lab import RecoveryLab

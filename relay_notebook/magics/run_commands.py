@@ -1,5 +1,5 @@
 """The ``%relay`` subcommands that act on a run once it started: fork, lineage and diff (time
-travel), send, wake and wait (waiting runs), and events. A mixin of ``RelayMagics``: each
+travel), send, wake and wait (waiting runs), events, and reconcile. A mixin of ``RelayMagics``: each
 method parses nothing, calls the command layer and returns what the cell shows.
 """
 
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from relay_notebook import codes, inputs, surfaces
+from relay_notebook import codes, commands, inputs, surfaces
 from relay_notebook.cli_parser import CommandLineError
 from relay_notebook.magics.runs import RunView
 
 if TYPE_CHECKING:
     from relay_notebook.workspace import Workspace
 
-__all__ = ["RunCommands", "usage_error"]
+__all__ = ["MagicCommands", "RunCommands", "usage_error"]
 
 
 def usage_error(exc: Exception | str, code: str | None = None) -> UsageError:
@@ -28,8 +28,9 @@ def usage_error(exc: Exception | str, code: str | None = None) -> UsageError:
     return UsageError(f"{text} [{code}]" if code else text)
 
 
-class RunCommands:
-    """fork / lineage / diff, send / wake / wait, events (see the module's docstring)."""
+class MagicCommands:
+    """What every mixin of ``RelayMagics`` may use: the workspace, the shell's namespace and
+    the way a run view is shown."""
 
     workspace: Workspace
     shell: Any
@@ -40,6 +41,11 @@ class RunCommands:
 
     #: displays a run view (live, or its final state with ``--wait``): RelayMagics's
     _show: Callable[[RunView, Any], Any]
+
+
+class RunCommands(MagicCommands):
+    """fork / lineage / diff, send / wake / wait, events, reconcile (see the module's
+    docstring)."""
 
     def _do_fork(self, args: Any) -> Any:
         """``%relay fork RUN --from STEP#N``: a live view of the fork (copied calls badged)."""
@@ -123,3 +129,16 @@ class RunCommands:
 
         rows = diff(self.workspace, args.run_a, args.run_b)
         return rows if args.json else diff_frame(rows, args.run_a, args.run_b)
+
+    def _do_reconcile(self, args: Any) -> None:
+        if args.result is None and not args.retry:
+            pending = commands.pending_calls(self.workspace, args.run_id)
+            print("\n".join(surfaces.pending_lines(args.run_id, pending, "notebook")))
+            return
+        result = None
+        if args.result is not None:
+            result = inputs.reconcile_result(args.result, self._user_ns)
+        state = commands.reconcile(
+            self.workspace, args.run_id, result=result, retry=args.retry, key=args.key
+        )
+        print(surfaces.reconciled_line(args.run_id, state, "notebook"))
