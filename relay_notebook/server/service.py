@@ -107,7 +107,7 @@ class RelayService:
         draft = self._draft(name)
         return {
             "name": draft.name,
-            "manifest": draft.manifest.model_dump(mode="json"),
+            "manifest": draft.manifest.to_dict(),
             "access": self._access(name),
             "releases": [r.to_dict() for r in list_releases(self.workspace, name)],
             "graph": commands.graph_of_draft(draft).to_dict(),

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from relay_notebook.errors import InvalidManifestError
 
 __all__ = [
     "MANIFEST_FILE",
+    "MANIFEST_KEYS",
     "MAX_MANIFEST_BYTES",
     "MAX_MANIFEST_NODES",
     "Manifest",
@@ -26,23 +27,48 @@ MAX_MANIFEST_BYTES: Final = 64 * 1024
 #: the most YAML nodes a manifest may expand to, aliases counted each time they are used
 MAX_MANIFEST_NODES: Final = 10_000
 _EXCERPT: Final = 60
+_PROBLEMS_SHOWN: Final = 5
+#: the values each key of a fixed vocabulary may take
+_CHOICES: Final[dict[str, tuple[str, ...]]] = {
+    "kind": ("relay",),
+    "relay_runtime": ("python",),
+    "relay_durability": ("dbos", "none"),
+}
 
 
-class Manifest(BaseModel):
-    """What ``relay.yaml`` may hold. Unknown keys are rejected so typos do not go unnoticed."""
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """What ``relay.yaml`` may hold. Unknown keys are rejected so typos do not go unnoticed.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Design note: a dataclass checked by hand rather than a pydantic model: every ``relay``
+    command reads a manifest, and pydantic's import and model build were the largest part of
+    the CLI's start-up (on ``relay run``'s critical path, see ``runner.warm_launch``).
+    """
 
     kind: Literal["relay"] = "relay"
     relay_runtime: Literal["python"] = "python"
     relay_durability: Literal["dbos", "none"] = "dbos"
-    description: StrictStr | None = None
-    model: StrictStr | None = Field(
-        default=None,
-        description="Default model profile for agent() calls without model=, e.g. "
-        "'scripted:fixtures.json' or 'openai:gpt-4o-mini'.",
-    )
-    variables: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    description: str | None = None
+    #: the default model profile of agent() calls without model=, e.g.
+    #: 'scripted:fixtures.json' or 'openai:gpt-4o-mini'
+    model: str | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = _problems(self.to_dict())
+        if problems:
+            raise InvalidManifestError(f"{MANIFEST_FILE} is invalid: {_joined(problems)}.")
+
+    def to_dict(self, *, exclude_none: bool = False) -> dict[str, Any]:
+        """The manifest's keys in their fixed order (``exclude_none``: without unset ones)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if isinstance(self.variables, dict):
+            data["variables"] = dict(self.variables)  # a copy: the manifest stays as it is
+        return {k: v for k, v in data.items() if v is not None} if exclude_none else data
+
+
+#: every key a manifest may hold, in the order ``dump_manifest`` writes them
+MANIFEST_KEYS: Final = tuple(f.name for f in fields(Manifest))
 
 
 def _cut(text: str) -> str:
@@ -54,27 +80,47 @@ def _excerpt(value: Any) -> str:
     return _cut(repr(value))
 
 
-def _describe(err: ValidationError, limit: int = 5) -> str:
-    parts = []
-    found = err.errors()
-    for e in found[:limit]:
-        where = ".".join(_excerpt(p) if not isinstance(p, str) else p for p in e["loc"])
-        where = _cut(where) or "(top level)"
-        got = e.get("input")
-        got_text = (
-            f", got {type(got).__name__} {_excerpt(got)}"
-            if not isinstance(got, dict | list)
-            else f", got a {type(got).__name__}"
-        )
-        if e["type"] == "extra_forbidden":
-            parts.append(f"unknown key {where!r}")
-        elif e["type"] == "string_type":
-            parts.append(f"{where}: expected a string{got_text} (quote the value in YAML)")
+def _got(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return f", got a {type(value).__name__}"
+    return f", got {type(value).__name__} {_excerpt(value)}"
+
+
+def _string_problem(where: str, value: Any) -> str:
+    return f"{_cut(where)}: expected a string{_got(value)} (quote the value in YAML)"
+
+
+def _problems(data: dict[Any, Any]) -> list[str]:
+    """Every problem of a manifest's mapping, in the order of its keys."""
+    problems: list[str] = []
+    for key, value in data.items():
+        if key not in MANIFEST_KEYS:
+            problems.append(f"unknown key {_cut(key) if isinstance(key, str) else _excerpt(key)!r}")
+        elif key in _CHOICES:
+            allowed = _CHOICES[key]
+            if value not in allowed:
+                choices = " or ".join(repr(a) for a in allowed)
+                problems.append(f"{key}: expected {choices}{_got(value)}")
+        elif key in ("description", "model"):
+            if value is not None and not isinstance(value, str):
+                problems.append(_string_problem(key, value))
+        elif not isinstance(value, dict):
+            problems.append(f"{key}: expected a mapping of names to strings{_got(value)}")
         else:
-            parts.append(f"{where}: {e['msg']}{got_text}")
-    if len(found) > limit:
-        parts.append(f"and {len(found) - limit} more")
-    return "; ".join(parts)
+            for name, text in value.items():
+                where = f"{key}.{name if isinstance(name, str) else _excerpt(name)}"
+                if not isinstance(name, str):
+                    problems.append(f"{_cut(where)}: a variable's name must be a string")
+                elif not isinstance(text, str):
+                    problems.append(_string_problem(where, text))
+    return problems
+
+
+def _joined(problems: list[str]) -> str:
+    shown = problems[:_PROBLEMS_SHOWN]
+    if len(problems) > _PROBLEMS_SHOWN:
+        shown.append(f"and {len(problems) - _PROBLEMS_SHOWN} more")
+    return "; ".join(shown)
 
 
 def _expanded_size(root: yaml.Node, limit: int) -> int:
@@ -157,13 +203,12 @@ def parse_manifest(text: str, *, where: str = MANIFEST_FILE) -> Manifest:
             f"{where} must be a mapping of keys (kind, relay_runtime, relay_durability, variables, "
             f"model), got {type(data).__name__}."
         )
-    try:
-        return Manifest.model_validate(data)
-    except ValidationError as exc:
+    problems = _problems(data)
+    if problems:
         raise InvalidManifestError(
-            f"{where} is invalid: {_describe(exc)}. Allowed keys: "
-            f"{', '.join(Manifest.model_fields)}."
-        ) from None
+            f"{where} is invalid: {_joined(problems)}. Allowed keys: {', '.join(MANIFEST_KEYS)}."
+        )
+    return Manifest(**cast(dict[str, Any], data))
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -189,5 +234,5 @@ def load_manifest(path: Path) -> Manifest:
 
 def dump_manifest(manifest: Manifest) -> str:
     """The manifest as YAML text, keys in a fixed order, defaults written out."""
-    data = manifest.model_dump(exclude_none=True)
+    data = manifest.to_dict(exclude_none=True)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
