@@ -1,0 +1,193 @@
+"""Crash fuzzing on the terminal path: `relay run` and `relay recover` as a terminal starts them.
+
+A terminal's `relay run` is its own warm parent (``runner.warm_launch``): the CLI process spawns
+the parent first, checks the relay while the parent imports DBOS, and forks the attempt from it.
+Each case SIGKILLs, at a moment drawn from its own seed, the forked attempt (the CLI, its
+supervisor, records it ``interrupted``), the CLI process alone (the supervisor is lost; the
+attempt finishes alone and the next recovery settles it with its own outcome), or the whole tree
+at once (nothing settles the attempt but the next recovery). Then `relay recover` runs, again
+from a fresh terminal process, until the run ends. The run must end as an uncrashed one does,
+with the checks of ``test_crash_fuzz``: every step checkpointed, and no step body run again once
+its checkpoint was saved (counted from the relay's own side-effect file).
+``RELAY_CLI_FUZZ_CASES=N`` runs N cases instead of 8.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from relay_notebook.history import list_runs, read_run_log
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.ledger import read_events
+from relay_notebook.workspace import Workspace
+from tests.integration.test_crash_fuzz import (
+    INPUT,
+    SOURCE,
+    Kill,
+    check_reuse,
+    check_side_effects,
+    evidence,
+)
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.slow
+
+CASES = int(os.environ.get("RELAY_CLI_FUZZ_CASES", "8"))
+BASE_SEED = 7_320_000
+ROOT = Path(__file__).resolve().parents[2]
+#: what the fuzz relay returns when nothing crashes (its steps are pure functions of INPUT)
+EXPECTED = {
+    "items": [1, 2, 3],
+    "total": 14,
+    "summary": {"a": 15, "b": 28, "sum": 43},
+    "published": {"published": 43},
+}
+EXIT_INTERRUPTED = 3
+
+
+def relay(home: Path, *args: str) -> subprocess.Popen[str]:
+    """`relay --home HOME ARGS...` as a terminal starts it, warm start on."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RELAY_DATABASE_URL", "RELAY_HOME")}
+    env |= {"RELAY_WARM_START": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``, nearest first."""
+    parents = {
+        int(entry): _parent_of(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()
+    }
+    found, frontier = [], [pid]
+    while frontier:
+        below = [p for p, parent in parents.items() if parent in frontier]
+        found += below
+        frontier = below
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return _parent_of(pid) is not None and "Z" not in Path(f"/proc/{pid}/stat").read_text()[-60:]
+
+
+def attempt_processes(cli_pid: int) -> list[int]:
+    """The forked attempt: what runs below the CLI's warm parent (the CLI's own child)."""
+    return [p for p in descendants(cli_pid) if _parent_of(p) != cli_pid]
+
+
+def attempt_started(workspace: Workspace) -> bool:
+    """Whether the run's first attempt has started (its ``attempt_start`` event is written)."""
+    runs = list_runs(workspace)
+    if not runs:
+        return False
+    events = read_events(find_run(workspace, runs[0].run_id).events)
+    return any(e.get("kind") == "attempt_start" for e in events)
+
+
+def kill_at(
+    proc: subprocess.Popen[str], workspace: Workspace, target: str, delay_s: float
+) -> tuple[float, list[int]]:
+    """SIGKILL ``target`` of ``proc`` (the forked ``attempt``, the ``cli`` alone, or the whole
+    ``tree``) ``delay_s`` after the attempt started. Returns when (epoch ms; 0: the run ended
+    first) and every process that was below the CLI then."""
+
+    def started_or_ended() -> object:
+        return "ended" if proc.poll() is not None else attempt_started(workspace)
+
+    if wait_until(started_or_ended, timeout=60, interval=0.005, what="the attempt") == "ended":
+        return 0.0, []
+    started = time.monotonic()
+    while time.monotonic() - started < delay_s:
+        if proc.poll() is not None:
+            return 0.0, []
+        time.sleep(0.002)
+    below = descendants(proc.pid)
+    at_ms = time.time() * 1000
+    victims = {
+        "attempt": attempt_processes(proc.pid),  # the supervisor records it interrupted
+        "cli": [proc.pid],  # the supervisor is lost; the attempt goes on alone
+        "tree": [proc.pid, *below],  # everything at once, as a power cut does
+    }[target]
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return at_ms, below
+
+
+def only_run(workspace: Workspace) -> str:
+    runs = list_runs(workspace, "fuzz")
+    assert len(runs) == 1, [r.run_id for r in runs]
+    return runs[0].run_id
+
+
+@pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(CASES)], ids=lambda s: f"seed-{s}")
+def test_a_terminal_run_killed_at_a_random_moment_recovers_from_the_terminal(
+    seed: int, tmp_path: Path
+) -> None:
+    rng = random.Random(seed)
+    target = rng.choice(("attempt", "cli", "tree"))
+    delay_s = rng.uniform(0.0, 0.4)
+    workspace = Workspace(tmp_path / "relays")
+    workspace.save_draft("fuzz", SOURCE)
+    plan = f"seed {seed}: SIGKILL the {target} {delay_s * 1000:.0f} ms in"
+
+    proc = relay(workspace.home, "run", "fuzz", "--input", json.dumps(INPUT), "--json")
+    at_ms, below = kill_at(proc, workspace, target, delay_s)
+    out, err = proc.communicate(timeout=120)
+    run_id = only_run(workspace)
+    folder = find_run(workspace, run_id)
+    context = f"{plan}\nrelay run exited {proc.returncode}: {err}\n{out}"
+    if at_ms and target == "attempt":
+        assert proc.returncode in (0, EXIT_INTERRUPTED), f"{context}\n{evidence(folder)}"
+    if at_ms and target in ("cli", "tree"):
+        assert proc.returncode == -signal.SIGKILL, context
+        # what the CLI left (its warm parent, the attempt) leaves by itself, holding nothing
+        wait_until(
+            lambda: not any(_alive(p) for p in below), timeout=30,
+            what=lambda: f"the processes the killed CLI left to end: {below}\n{context}",
+        )  # fmt: skip
+
+    for _ in range(4):
+        status = folder.read_meta()["status"]
+        if status == "succeeded":
+            break
+        recovered = relay(workspace.home, "recover", run_id, "--json")
+        rout, rerr = recovered.communicate(timeout=120)
+        context += f"\nrelay recover exited {recovered.returncode}: {rerr}\n{rout}"
+    record = folder.read_meta()
+    assert record["status"] == "succeeded", f"{context}\n{evidence(folder)}"
+    result = json.loads(folder.result.read_text(encoding="utf-8"))
+    assert result == EXPECTED, f"{context}\n{evidence(folder)}"
+    log = read_run_log(workspace, run_id)
+    kills = []
+    attempts = record["attempts"]
+    if at_ms and attempts[0]["status"] == "interrupted":
+        kills.append(Kill(1, plan, at_ms, target))
+    check_side_effects(folder, log.steps, kills, f"{context}\n{evidence(folder)}")
+    check_reuse(folder, log.steps, f"{context}\n{evidence(folder)}")
+    assert all(a["confinement"]["mechanism"] == "landlock" for a in attempts), attempts
+    print(f"{plan}: attempts {[a['status'] for a in attempts]}")  # shown with -s
