@@ -16,7 +16,8 @@ _pools: dict[str, Any] = {}
 
 def _pool(rt: Runtime) -> Any:
     """One pool of live MCP sessions per run attempt (closed when the child exits)."""
-    from agentworks.mcp_client import MCPPool, load_mcp_servers
+    from agentworks.mcp_client import MCPPool
+    from agentworks.mcp_servers import load_mcp_servers
 
     pool = _pools.get(rt.run_id)
     if pool is None:

@@ -2,9 +2,8 @@
 
 Design note: a tool's JSON schema is what the model sees *and* what is enforced, so it is built
 once (inferred from basic annotations, taken from a Pydantic model, or given explicitly), stored
-with keys sorted at every level, and every call is checked against it before the body runs.
-Inferred schemas use a small subset of JSON Schema checked here; ``jsonschema`` is imported only
-for explicit ``schema=`` (its import can take seconds, and every attempt is a fresh process).
+with keys sorted at every level, and every call is checked against it before the body runs
+(``agentworks.tool_schema`` builds and checks schemas).
 Results become plain JSON values at this boundary because the agent journal persists them and a
 recovered call must return exactly what the original returned. Sync bodies run in a worker
 thread so a blocking service call never stalls the event loop.
@@ -15,36 +14,29 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import math
 import re
 import sys
-import types
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, TypeVar, Union, cast, get_args, get_origin, overload
+from typing import Any, cast, overload
 
 from pydantic import BaseModel, ValidationError
 
 from agentworks import codes
 from agentworks.errors import ToolDefinitionError, ToolError, ToolResultError
+from agentworks.tool_schema import (
+    annotation_schema,
+    clip,
+    json_ready,
+    pydantic_problems,
+    resolve_annotation,
+    schema_checker,
+    schema_problems,
+    sorted_keys,
+)
 
 __all__ = ["Tool", "ToolArgumentsError", "tool"]
 
-_T = TypeVar("_T")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-_ANNOTATE = (
-    "annotate it with str, int, float, bool, X | None, list[X], dict[str, X], Literal[...] "
-    "or Any, take a single Pydantic model, or pass schema={...} to @tool"
-)
-_JSON_TYPES: dict[str, type] = {
-    "null": type(None),
-    "boolean": bool,
-    "integer": int,
-    "number": float,
-    "string": str,
-    "array": list,
-    "object": dict,
-}
 _RETRY = "Call it again with arguments matching its parameters schema."
 _JSON_HINT = "return dicts, lists, str, numbers, bools or None, or a Pydantic model"
 
@@ -102,7 +94,7 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The provider seam's tool spec: ``{"name", "description", "parameters"}``, a copy."""
-        return _sorted(
+        return sorted_keys(
             {"name": self.name, "description": self.description, "parameters": self.input_schema}
         )
 
@@ -113,7 +105,7 @@ class Tool:
             result = await _call(self.fn, self.is_async, kwargs)
         except Exception as exc:
             raise ToolError(
-                f"Tool {self.name!r} raised {type(exc).__name__}: {_clip(str(exc))}"
+                f"Tool {self.name!r} raised {type(exc).__name__}: {clip(str(exc))}"
             ) from exc
         return self._result(result, "returned")
 
@@ -134,7 +126,7 @@ class Tool:
         except Exception as exc:
             raise ToolError(
                 f"The recover= lookup of tool {self.name!r} could not establish the outcome: "
-                f"{type(exc).__name__}: {_clip(str(exc))}"
+                f"{type(exc).__name__}: {clip(str(exc))}"
             ) from exc
         return self._result(result, "recover= lookup returned")
 
@@ -153,7 +145,7 @@ class Tool:
             try:
                 return {param: model.model_validate(args)}
             except ValidationError as exc:
-                problems = _pydantic_problems(exc)
+                problems = pydantic_problems(exc)
                 raise ToolArgumentsError(
                     f"Invalid arguments for tool {self.name!r}: {problems}. {_RETRY}"
                 ) from exc
@@ -178,13 +170,13 @@ class Tool:
             except ValidationError as exc:
                 raise ToolResultError(
                     f"Tool {self.name!r} {verb} a value that is not a valid "
-                    f"{self.output_model.__name__}: {_pydantic_problems(exc)}."
+                    f"{self.output_model.__name__}: {pydantic_problems(exc)}."
                 ) from exc
 
         def fail(why: str) -> ToolResultError:
             return ToolResultError(f"Tool {self.name!r} {verb} {why}; {_JSON_HINT}.")
 
-        return _json_ready(result, "result", fail)
+        return json_ready(result, "result", fail)
 
     # -- definition ---------------------------------------------------------------------------
 
@@ -213,59 +205,30 @@ class Tool:
                 )
             self._model_param = (models[0], hints[models[0]])
             schema = hints[models[0]].model_json_schema()
-            return _sorted(cast(dict[str, Any], _json_ready(schema, "its schema", self._bad)))
+            return sorted_keys(cast(dict[str, Any], json_ready(schema, "its schema", self._bad)))
         properties: dict[str, Any] = {}
         for p in params:
             where = f"parameter {p.name!r}"
-            properties[p.name] = _annotation_schema(hints[p.name], where, self._bad)
+            properties[p.name] = annotation_schema(hints[p.name], where, self._bad)
             if p.default is not p.empty:
-                default = _json_ready(p.default, f"the default of {where}", self._bad)
+                default = json_ready(p.default, f"the default of {where}", self._bad)
                 properties[p.name]["default"] = default
         required = [p.name for p in params if p.default is p.empty]
         schema = {"type": "object", "properties": properties, "additionalProperties": False}
-        schema = _sorted({**schema, **({"required": required} if required else {})})
-        self._check = functools.partial(_problems, schema=schema, path=[])
+        schema = sorted_keys({**schema, **({"required": required} if required else {})})
+        self._check = functools.partial(schema_problems, schema=schema, path=[])
         return schema
 
     def _resolve(self, annotation: Any, where: str) -> Any:
-        if annotation is inspect.Parameter.empty:
-            raise self._bad(f"{where} has no type annotation; {_ANNOTATE}")
-        if not isinstance(annotation, str):
-            return annotation
-        target: Any = self.fn
-        while isinstance(target, functools.partial):
-            target = target.func
-        target = inspect.unwrap(target)
-        namespace = dict(getattr(target, "__globals__", {}))
-        # Precedence: captured variables, then the function's module, then the decorating scope.
-        local = {**self._localns, **namespace}
-        code = getattr(target, "__code__", None)
-        for var, cell in zip(
-            getattr(code, "co_freevars", ()),
-            getattr(target, "__closure__", None) or (),
-            strict=False,
-        ):
-            try:
-                local[var] = cell.cell_contents
-            except ValueError:  # a free variable not bound yet
-                continue
-        try:
-            resolved = eval(annotation, namespace, local)
-            # A quoted annotation under `from __future__ import annotations` is a string twice.
-            return eval(resolved, namespace, local) if isinstance(resolved, str) else resolved
-        except Exception as exc:
-            raise self._bad(
-                f"the annotation {annotation!r} of {where} cannot be resolved ({exc}); define "
-                "the types it uses at module level, or pass schema={...} to @tool"
-            ) from exc
+        return resolve_annotation(self.fn, annotation, where, self._localns, self._bad)
 
     def _explicit_schema(self, schema: Any) -> dict[str, Any]:
         if not isinstance(schema, dict) or schema.get("type") != "object":
             got = schema.get("type") if isinstance(schema, dict) else type(schema).__name__
             raise self._bad(f'schema= must be a JSON Schema with "type": "object", got {got!r}')
-        checked = _sorted(cast(dict[str, Any], _json_ready(schema, "schema=", self._bad)))
+        checked = sorted_keys(cast(dict[str, Any], json_ready(schema, "schema=", self._bad)))
         try:
-            self._check = _schema_checker(checked)
+            self._check = schema_checker(checked)
         except ValueError as exc:
             raise self._bad(f"schema= is not a valid JSON Schema: {exc}") from exc
         params = self._params(var_keyword=True)
@@ -379,163 +342,6 @@ async def _call(fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) 
     return await result if inspect.isawaitable(result) else result
 
 
-def _annotation_schema(tp: Any, where: str, bad: Callable[[str], Exception]) -> dict[str, Any]:
-    origin, args = get_origin(tp), get_args(tp)
-    if tp is Any:
-        return {}
-    if tp is None or tp is type(None):
-        return {"type": "null"}
-    if tp in _SCALARS:
-        return {"type": _SCALARS[tp]}
-    if origin is Annotated:
-        notes = [m for m in tp.__metadata__ if isinstance(m, str)]
-        described = {"description": notes[0]} if notes else {}
-        return {**_annotation_schema(args[0], where, bad), **described}
-    if origin is Literal:
-        for value in args:
-            if value is not None and type(value) not in (str, int, bool):
-                raise bad(f"{where} has Literal value {value!r}; use str, int or bool values")
-        kinds = {type(v) for v in args}
-        typed = {"type": _SCALARS[kinds.pop()]} if len(kinds) == 1 and None not in args else {}
-        return {"enum": list(args), **typed}
-    if origin is Union or origin is types.UnionType:
-        return {"anyOf": [_annotation_schema(a, where, bad) for a in args]}
-    if tp is list or origin is list:
-        return {
-            "type": "array",
-            **({"items": _annotation_schema(args[0], where, bad)} if args else {}),
-        }
-    if tp is dict or origin is dict:
-        if args and args[0] is not str:
-            raise bad(f"{where} is {tp}; JSON object keys are strings, use dict[str, X]")
-        values = {"additionalProperties": _annotation_schema(args[1], where, bad)} if args else {}
-        return {"type": "object", **values}
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        raise bad(
-            f"{where} nests the Pydantic model {tp.__name__}; a model must be the tool's only "
-            "parameter, or pass schema={...} to @tool"
-        )
-    raise bad(f"{where} has the unsupported type {getattr(tp, '__name__', str(tp))!r}; {_ANNOTATE}")
-
-
-def _problems(value: Any, schema: dict[str, Any], path: list[Any]) -> list[str]:
-    """Where ``value`` breaks an inferred schema (the subset ``_annotation_schema`` emits)."""
-    if "anyOf" in schema:
-        if any(not _problems(value, s, path) for s in schema["anyOf"]):
-            return []
-        near = [s for s in schema["anyOf"] if "type" in s and _is_a(value, s["type"])]
-        if len(near) == 1:  # e.g. list[str] | None given a list: report inside the list
-            return _problems(value, near[0], path)
-    if "enum" in schema and any(type(v) is type(value) and v == value for v in schema["enum"]):
-        return []
-    kind = schema.get("type")
-    if "anyOf" in schema or "enum" in schema or (kind and not _is_a(value, kind)):
-        return [f"at {_path(path)}: expected {_expected(schema)}, got {_describe(value)}"]
-    if kind == "array" and "items" in schema:
-        return [e for i, v in enumerate(value) for e in _problems(v, schema["items"], [*path, i])]
-    if kind != "object":
-        return []
-    props, extra = schema.get("properties", {}), schema.get("additionalProperties", True)
-    found = [
-        f"at {_path(path)}: {name!r} is required"
-        for name in schema.get("required", [])
-        if name not in value
-    ]
-    for key, item in value.items():
-        if key in props or isinstance(extra, dict):
-            found += _problems(item, props.get(key, extra), [*path, key])
-        elif extra is False:
-            found.append(f"at {_path(path)}: unexpected {key!r}, expected only {sorted(props)}")
-    return found
-
-
-def _is_a(value: Any, kind: str) -> bool:
-    if kind == "number":
-        return type(value) in (int, float)
-    return type(value) is _JSON_TYPES[kind]
-
-
-def _expected(schema: dict[str, Any]) -> str:
-    if "anyOf" in schema:
-        return " or ".join(_expected(s) for s in schema["anyOf"])
-    if "enum" in schema:
-        return "one of " + ", ".join(repr(v) for v in schema["enum"])
-    return str(schema.get("type", "any value"))
-
-
-def _describe(value: Any) -> str:
-    kind = next((k for k, t in _JSON_TYPES.items() if type(value) is t), type(value).__name__)
-    return f"{kind} {_clip(repr(value), 80)}"
-
-
-def _schema_checker(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[str]]:
-    """A full JSON Schema check for ``schema=``; raises ValueError if the schema is invalid."""
-    from jsonschema import validators  # deferred: see the module's design note
-    from jsonschema.exceptions import SchemaError
-
-    base = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        base.check_schema(schema)
-    except SchemaError as exc:
-        raise ValueError(exc.message) from exc
-    checker = base.TYPE_CHECKER.redefine(
-        "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool)
-    )
-    validator = validators.extend(base, type_checker=checker)(schema)  # type: ignore[no-untyped-call]
-
-    def check(arguments: dict[str, Any]) -> list[str]:
-        errors = validator.iter_errors(arguments)
-        return sorted(f"at {_path(list(e.absolute_path))}: {_clip(e.message)}" for e in errors)
-
-    return check
-
-
-def _json_ready(
-    value: Any, where: str, fail: Callable[[str], Exception], seen: frozenset[int] = frozenset()
-) -> Any:
-    """``value`` as plain JSON values (tuples become lists, models are dumped) or ``fail``."""
-    if value is None or type(value) in (str, int, bool):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise fail(f"the non-finite float {value!r} at {where}, which JSON cannot hold")
-        return float(value)
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, BaseModel):
-        return _json_ready(value.model_dump(mode="json"), where, fail, seen)
-    if isinstance(value, (dict, list, tuple)):
-        if id(value) in seen:
-            raise fail(f"a {type(value).__name__} that contains itself at {where}")
-        inner = seen | {id(value)}
-        if not isinstance(value, dict):
-            return [_json_ready(v, f"{where}[{i}]", fail, inner) for i, v in enumerate(value)]
-        for key in value:
-            if not isinstance(key, str):
-                raise fail(f"a dict key of type {type(key).__name__} ({key!r}) at {where}")
-        return {
-            str.__str__(k): _json_ready(v, f"{where}[{k!r}]", fail, inner) for k, v in value.items()
-        }
-    kind = type(value)
-    named = (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
-    raise fail(f"a {named} at {where}, which is not JSON")
-
-
-def _sorted(value: _T) -> _T:
-    """``value`` with dict keys sorted at every level, so its JSON text is always the same."""
-    if isinstance(value, dict):
-        return cast(_T, {k: _sorted(value[k]) for k in sorted(value)})
-    if isinstance(value, list):
-        return cast(_T, [_sorted(v) for v in value])
-    return value
-
-
 def _check_name(fn: Callable[..., Any], name: str | None) -> str:
     chosen = name if name is not None else getattr(fn, "__name__", None)
     if not isinstance(chosen, str) or not NAME_PATTERN.match(chosen):
@@ -549,17 +355,3 @@ def _check_name(fn: Callable[..., Any], name: str | None) -> str:
 def _first_paragraph(fn: Callable[..., Any]) -> str:
     doc = None if isinstance(fn, functools.partial) else inspect.getdoc(fn)
     return " ".join(doc.split("\n\n", 1)[0].split()) if doc else ""
-
-
-def _pydantic_problems(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
-    return "; ".join(f"at {_path(list(e['loc']))}: {_clip(e['msg'])}" for e in errors)
-
-
-def _path(parts: list[Any]) -> str:
-    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
-    return text.lstrip(".") or "(root)"
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -12,49 +12,24 @@ and nothing above explains it (``await conn.fetch()``). Everything else is inert
 nothing: builtins, standard-library functions, ``dbos``/``agentworks`` helpers other than the
 adapters, module classes and imported CapWords names called without ``await`` (building data),
 and plain method calls on local data (``items.append``, ``INPUT.get``).
-Only the module's top-level statements are indexed (no walk of the whole tree).
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import sys
-from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import Final, Literal
 
-from relay_notebook.source.source_text import MISSING, SourceText, id_base, literal, short
+from relay_notebook.source.module_index import BUILTINS, DBOS_CLASS, Function, ModuleIndex, Scope
+from relay_notebook.source.source_text import SourceText, short
 
-__all__ = [
-    "ADAPTERS",
-    "Function",
-    "FunctionNode",
-    "ModuleIndex",
-    "Scope",
-    "Target",
-    "adapter_spec",
-    "register_import",
-    "resolve_call",
-    "resolve_function",
-]
-
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-Role = Literal["step", "workflow", "tool", "helper"]
+__all__ = ["ADAPTERS", "DURABLE_CALLS", "DURABLE_NAMES", "INERT", "Target", "resolve_call"]
 
 #: agentworks functions drawn as typed nodes when called (``tool`` is drawn at ``@tool`` calls)
 ADAPTERS: Final = frozenset({"agent", "mcp", "vault", "admit"})
-_BUILTINS: Final = frozenset(dir(builtins))
 _INERT_ROOTS: Final = frozenset(sys.stdlib_module_names) | {"dbos", "agentworks"}
-_DBOS: Final = "dbos.DBOS"
-_ROLES: Final[dict[str, Role]] = {
-    f"{_DBOS}.step": "step",
-    f"{_DBOS}.transaction": "step",
-    f"{_DBOS}.workflow": "workflow",
-    "agentworks.tool": "tool",
-}
-_STARTERS: Final = frozenset({f"{_DBOS}.start_workflow", f"{_DBOS}.start_workflow_async"})
+_STARTERS: Final = frozenset({f"{DBOS_CLASS}.start_workflow", f"{DBOS_CLASS}.start_workflow_async"})
 #: what a workflow body hands to DBOS itself, recorded once in its history: node type by method
 DURABLE_CALLS: Final[dict[str, str]] = {
     "sleep": "sleep",
@@ -73,26 +48,6 @@ DURABLE_NAMES: Final[dict[str, str]] = {
     "set_event": "DBOS.setEvent",
     "write_stream": "DBOS.writeStream",
 }
-
-
-@dataclass(frozen=True)
-class Function:
-    """A function of the module (or local to a body) and the role its decorators give it."""
-
-    node: FunctionNode
-    role: Role
-    label: str
-    details: dict[str, Any]
-
-
-@dataclass
-class Scope:
-    """Names bound inside the body being drawn: local functions, lambdas, ctx, local imports."""
-
-    functions: dict[str, Function] = field(default_factory=dict)
-    lambdas: set[str] = field(default_factory=set)
-    ctx: set[str] = field(default_factory=set)
-    imports: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,151 +73,6 @@ class Target:
 INERT: Final = Target("inert")
 
 
-def register_import(stmt: ast.Import | ast.ImportFrom, into: dict[str, str]) -> None:
-    """Record the names ``stmt`` binds in ``into``, each mapped to the dotted name it imports."""
-    if isinstance(stmt, ast.Import):
-        for alias in stmt.names:
-            if alias.asname:
-                into[alias.asname] = alias.name
-            else:
-                root = alias.name.split(".")[0]
-                into[root] = root
-        return
-    prefix = "." * stmt.level + (f"{stmt.module}." if stmt.module else "")
-    for alias in stmt.names:
-        if alias.name != "*":
-            into[alias.asname or alias.name] = prefix + alias.name
-
-
-class ModuleIndex:
-    """The module's top level: imports, functions and their roles, classes, global objects."""
-
-    def __init__(self, module: ast.Module) -> None:
-        self.imports: dict[str, str] = {}
-        self.nodes: dict[str, FunctionNode] = {}
-        self.classes: set[str] = set()
-        self.objects: set[str] = set()
-        self.lambdas: set[str] = set()
-        aliases: list[tuple[str, str]] = []
-        pending: deque[ast.stmt] = deque(module.body)
-        while pending:
-            stmt = pending.popleft()
-            if isinstance(stmt, ast.Import | ast.ImportFrom):
-                register_import(stmt, self.imports)
-            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                self.nodes[stmt.name] = stmt
-            elif isinstance(stmt, ast.ClassDef):
-                self.classes.add(stmt.name)
-            elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for target in targets:
-                    if isinstance(target, ast.Name):
-                        self._global(target.id, stmt.value, aliases)
-            elif isinstance(stmt, ast.If | ast.Try | ast.TryStar):
-                # conditional imports and definitions (TYPE_CHECKING, ImportError fallbacks)
-                nested = [*stmt.body, *stmt.orelse]
-                if not isinstance(stmt, ast.If):
-                    nested += [s for h in stmt.handlers for s in h.body] + stmt.finalbody
-                pending.extendleft(reversed(nested))
-        #: module functions by name, module-level aliases (``handle = extract``) included
-        self.named = dict(self.nodes)
-        for name, original in aliases:
-            if original in self.nodes:
-                self.named[name] = self.nodes[original]
-        self._described: dict[int, Function] = {}
-        self.functions: Mapping[str, Function] = _Functions(self)
-
-    def _global(self, name: str, value: ast.expr, aliases: list[tuple[str, str]]) -> None:
-        self.nodes.pop(name, None)
-        if isinstance(value, ast.Name):
-            aliases.append((name, value.id))
-        elif isinstance(value, ast.Lambda):
-            self.lambdas.add(name)
-        elif isinstance(value, ast.Call) and not (
-            isinstance(value.func, ast.Name) and value.func.id in _BUILTINS
-        ):
-            self.objects.add(name)
-
-    def qualify(self, expr: ast.expr, scope: Scope | None = None) -> str | None:
-        """The dotted name ``expr`` spells through the imports, or None if it is not imported."""
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return None
-        root = (scope.imports.get(expr.id) if scope else None) or self.imports.get(expr.id)
-        if root is None:
-            if expr.id != "DBOS" or expr.id in self.nodes:
-                return None
-            root = _DBOS
-        segments = [*root.split("."), *reversed(parts)]
-        # dbos re-exports DBOS from private modules (dbos._dbos.DBOS): one canonical spelling
-        if segments[0] == "dbos" and "DBOS" in segments:
-            segments = ["dbos", *segments[segments.index("DBOS") :]]
-        return ".".join(segments)
-
-    def role(self, node: FunctionNode) -> tuple[Role, ast.Call | None]:
-        """The role ``node``'s decorators give it, and the decorator call carrying options."""
-        for deco in node.decorator_list:
-            call = deco if isinstance(deco, ast.Call) else None
-            found = _ROLES.get(self.qualify(call.func if call else deco) or "")
-            if found is not None:
-                return found, call
-        return "helper", None
-
-    def describe(self, node: FunctionNode) -> Function:
-        """``node``'s role (from its decorators), display label and details."""
-        known = self._described.get(id(node))
-        if known is not None:
-            return known
-        role, call = self.role(node)
-        kwargs: dict[str, Any] = {}
-        for kw in call.keywords if call else ():
-            value = literal(kw.value)
-            if kw.arg and value is not MISSING:
-                kwargs[kw.arg] = value
-        name = kwargs.get("name")
-        label = short(name) if isinstance(name, str) and name else node.name
-        details: dict[str, Any] = {"function": node.name}
-        if role != "helper":
-            details["name"] = label
-        details.update((k, v) for k, v in kwargs.items() if k != "name")
-        doc = ast.get_docstring(node)
-        if doc and doc.strip():
-            details["doc"] = doc.strip().splitlines()[0]
-        details["defined_at"] = node.lineno
-        described = self._described[id(node)] = Function(node, role, label, details)
-        return described
-
-
-class _Functions(Mapping[str, Function]):
-    """Module functions by name, described on first use: most are never reached from ``run``."""
-
-    def __init__(self, index: ModuleIndex) -> None:
-        self._index = index
-        self.named = index.named
-
-    def __getitem__(self, name: str) -> Function:
-        return self._index.describe(self.named[name])
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.named
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.named)
-
-    def __len__(self) -> int:
-        return len(self.named)
-
-
-def resolve_function(expr: ast.expr, scope: Scope, index: ModuleIndex) -> Function | None:
-    """The module (or local) function a plain name refers to, if any."""
-    if isinstance(expr, ast.Name):
-        return scope.functions.get(expr.id) or index.functions.get(expr.id)
-    return None
-
-
 def _qualified(name: str, text: str, awaited: bool) -> Target:
     if name == "asyncio.gather":
         return Target("gather")
@@ -271,10 +81,10 @@ def _qualified(name: str, text: str, awaited: bool) -> Target:
     if name in _STARTERS:
         return Target("start", name=name.rsplit(".", 1)[1])
     if (
-        name.startswith(f"{_DBOS}.")
-        and name[len(_DBOS) + 1 :].removesuffix("_async") in DURABLE_CALLS
+        name.startswith(f"{DBOS_CLASS}.")
+        and name[len(DBOS_CLASS) + 1 :].removesuffix("_async") in DURABLE_CALLS
     ):
-        return Target("durable", name=name[len(_DBOS) + 1 :].removesuffix("_async"))
+        return Target("durable", name=name[len(DBOS_CLASS) + 1 :].removesuffix("_async"))
     if name.startswith("agentworks.") and name[11:] in ADAPTERS:
         return Target("adapter", name=name[11:])
     if name.split(".")[0] in _INERT_ROOTS:
@@ -309,7 +119,7 @@ def resolve_call(
             return _qualified(qualified, name, awaited)
         if name in index.functions:
             return Target("function", index.functions[name])
-        if name in index.classes or name in _BUILTINS:
+        if name in index.classes or name in BUILTINS:
             return INERT
         return _unresolved(
             f"`{name}` is a variable or parameter; the graph cannot tell which function it holds"
@@ -351,83 +161,3 @@ def resolve_call(
     if isinstance(func, ast.Lambda):
         return _unresolved("the call runs a lambda; the graph does not follow lambdas")
     return _unresolved("the function to call is computed at run time; the graph cannot follow it")
-
-
-def _names(node: ast.expr, index: ModuleIndex, text: SourceText) -> list[Any]:
-    if not isinstance(node, ast.List | ast.Tuple):
-        value = literal(node)
-        return value if isinstance(value, list) else [text.of(node)]
-    out: list[Any] = []
-    for item in node.elts:
-        if isinstance(item, ast.Name) and item.id in index.functions:
-            out.append(index.functions[item.id].label)
-        elif isinstance(item, ast.Constant) and isinstance(item.value, str):
-            out.append(item.value)
-        elif isinstance(item, ast.Dict):
-            value = literal(item)
-            out.append(
-                value.get("server", text.of(item)) if isinstance(value, dict) else text.of(item)
-            )
-        else:
-            out.append(text.of(item))
-    return out
-
-
-_AGENT_LITERALS: Final = (
-    "name",
-    "model",
-    "system_prompt",
-    "user_message",
-    "messages",
-    "skills",
-    "max_turns",
-    "recovery",
-    "replay_safe",
-)
-
-
-def adapter_spec(
-    kind: str, call: ast.Call, index: ModuleIndex, text: SourceText
-) -> tuple[str, str, dict[str, Any]]:
-    """The (label, id base, details) of an adapter call, from its literal arguments only."""
-    kw = {k.arg: k.value for k in call.keywords if k.arg}
-    details: dict[str, Any] = {}
-
-    def take(key: str, position: int | None = None) -> None:
-        node = kw.get(key)
-        if node is None and position is not None and position < len(call.args):
-            node = call.args[position]
-        value = literal(node) if node is not None else MISSING
-        if value is not MISSING:
-            details[key] = value
-
-    if kind == "agent":
-        for key in _AGENT_LITERALS:
-            take(key)
-        for key in ("tools", "mcp"):
-            if key in kw:
-                details[key] = _names(kw[key], index, text)
-        if "output_schema" in kw:
-            details["output_schema"] = True
-        name = details.get("name")
-        if isinstance(name, str) and name:
-            return short(name), id_base("agent", name), details
-        return "agent", "agent", details
-    if kind == "mcp":
-        take("server", 0)
-        take("tool", 1)
-        take("replay_safe")
-        parts = [str(details[k]) for k in ("server", "tool") if isinstance(details.get(k), str)]
-        return short("/".join(parts) or "mcp"), id_base("mcp", *parts), details
-    if kind == "vault":
-        take("name", 0)
-        secret = details.pop("name", None)
-        if isinstance(secret, str):
-            details["secret"] = secret
-            return short(secret), id_base("vault", secret), details
-        return "vault", "vault", details
-    for key, node in kw.items():
-        value = literal(node)
-        if value is not MISSING:
-            details[key] = value
-    return kind, kind, details

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from relay_notebook.source.calls import (
+from relay_notebook.source.frontier import GraphBuilder, Pending, merge
+from relay_notebook.source.module_index import (
     FunctionNode,
     ModuleIndex,
     Scope,
     register_import,
     resolve_function,
 )
-from relay_notebook.source.frontier import GraphBuilder, Pending, merge
 from relay_notebook.source.source_text import SourceText, short
 
 __all__ = ["ControlFlow", "Frame"]

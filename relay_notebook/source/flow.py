@@ -24,20 +24,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from relay_notebook.source.calls import (
-    DURABLE_CALLS,
-    DURABLE_NAMES,
-    Function,
-    ModuleIndex,
-    Scope,
-    adapter_spec,
-    resolve_call,
-    resolve_function,
-)
+from relay_notebook.source.adapter_calls import adapter_spec
+from relay_notebook.source.calls import DURABLE_CALLS, DURABLE_NAMES, resolve_call
 from relay_notebook.source.control import OUTPUT, ControlFlow, Frame
 from relay_notebook.source.frontier import merge
 from relay_notebook.source.graph import FlowGraph, Node
 from relay_notebook.source.guarantees import assign_guarantees
+from relay_notebook.source.module_index import Function, ModuleIndex, Scope, resolve_function
 from relay_notebook.source.source_text import MISSING, SourceText, id_base, literal, short
 
 __all__ = ["CODES", "build_flow_graph"]

@@ -7,7 +7,7 @@ retry settings add attempts on errors); what the workflow body hands to DBOS its
 ``set_event``, ``recv``, ``sleep``) is *recorded once*; an agent or MCP call is *uncertain* on a
 crash (the kit cannot know whether the far side acted) unless it is declared ``replay_safe``;
 a tool with ``recovery="restart"`` is *journaled*. A run's record then confirms or contradicts
-the badge (``history.run_graph`` marks a call that really ran more than once).
+the badge (``history.run_overlay`` marks a call that really ran more than once).
 """
 
 from __future__ import annotations

@@ -16,13 +16,8 @@ from typing import Any, TypeVar
 import pytest
 
 from agentworks.errors import MCPError
-from agentworks.mcp_client import (
-    MCPPool,
-    MCPServerConfig,
-    MCPSession,
-    load_mcp_servers,
-    server_for,
-)
+from agentworks.mcp_client import MCPPool, MCPSession
+from agentworks.mcp_servers import MCPServerConfig, load_mcp_servers, server_for
 
 SERVER = Path(__file__).parents[1] / "servers" / "mcp_orders.py"
 T = TypeVar("T")

@@ -1,0 +1,269 @@
+"""The path a run took on its static flow graph, painted from history (``overlay_run``).
+
+Design note: the overlay is the flow graph with the run fields of ``history.run_nodes``: calls
+per node, the attempts that ran them, edges taken, nodes not reached. How the path is found is
+``history.run_path``'s business; what the run is blocked in is read here (``blocked_steps``).
+"""
+
+from __future__ import annotations
+
+import calendar
+import copy
+import time
+from typing import Any, Final
+
+from relay_notebook.history.records import RunLog
+from relay_notebook.history.run_nodes import RunEdge, RunNode, call_status, end_status, mark
+from relay_notebook.history.run_path import PathWalk, walk_calls
+from relay_notebook.history.run_summary import run_header
+from relay_notebook.record.run_record import TERMINAL
+from relay_notebook.source.graph import Edge, FlowGraph, Node
+
+__all__ = ["MAX_NODE_CALLS", "blocked_steps", "overlay_run"]
+
+#: calls listed in a node's details (a loop's node keeps its first and last ones)
+MAX_NODE_CALLS: Final = 12
+_CALL_FACTS: Final = (
+    "name",
+    "function_id",
+    "copied_from",
+    "edited",
+    "occurrence",
+    "status",
+    "executed_in",
+    "reused_in",
+    "duration_ms",
+    "input_preview",
+    "output_preview",
+    "error_preview",
+)
+
+
+def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
+    """``flow`` (a copy) with the path ``log``'s run took: calls per node (``count``), the
+    attempts that ran them, reused badges, edges ``taken``, branches and loops counted, and
+    nodes the run never reached (``not_reached`` once it ended, ``pending`` while it can go on)."""
+    graph = copy.deepcopy(flow)
+    graph.kind = "run"
+    graph.relay = graph.relay or str(log.run["relay"])
+    facts = log.call_facts()
+    sites = {key: f["site"] for key, f in facts.items() if "site" in f}
+    walk, calls, unseen = walk_calls(
+        graph, blocked_steps(log), finished=log.run.get("status") == "succeeded", sites=sites
+    )
+    _paint(graph, walk, calls, log, ended=log.run.get("status") in TERMINAL)
+    _describe_calls(graph, calls, facts, log)
+    graph.run = run_header(log)
+    error = graph.run.get("error")
+    if log.run.get("status") == "failed" and error:
+        for node in graph.nodes:
+            if node.id == "output" or node.details.get("status") == "failed":
+                node.details["error"] = error
+    if unseen:
+        graph.notes.append(
+            f"{unseen} step call{'s' if unseen != 1 else ''} of the run could not be placed on "
+            f"the flow graph (made through code the graph cannot follow); see the run graph."
+        )
+    return graph
+
+
+def _sleep_end_s(step: dict[str, Any]) -> float | None:
+    """When a ``DBOS.sleep`` ends: DBOS saves its end time (epoch seconds) as its output,
+    previewed as ``wakes YYYY-MM-DD HH:MM:SS UTC`` (to the second)."""
+    text = str(step.get("output_preview"))
+    try:
+        if text.startswith("wakes "):
+            return float(calendar.timegm(time.strptime(text[6:], "%Y-%m-%d %H:%M:%S UTC")))
+        return float(text)
+    except ValueError:
+        return None
+
+
+def blocked_steps(log: RunLog, now_s: float | None = None) -> list[dict[str, Any]]:
+    """The root workflow's calls, with the wait the run is blocked in marked ``waiting``.
+
+    DBOS records a ``recv`` only once a message came (or its timeout ran out), but records the
+    timeout's sleep (the next function id) as the wait begins: a last call that is a sleep with
+    no call recorded just before it is a ``recv`` still waiting, added here as that call. A
+    ``DBOS.sleep`` of the relay is recorded as it starts, with its end time: the last call, a
+    sleep not over yet, is the run sleeping. Only a run that is waiting (run.json) or has a
+    live attempt can be blocked.
+    """
+    steps = log.steps
+    status = log.run.get("status")
+    if not steps or not (status == "waiting" or log.run.get("live")):
+        return steps
+    waiting = log.run.get("waiting") if status == "waiting" else None
+    kind = waiting.get("kind") if isinstance(waiting, dict) else None
+    last = steps[-1]
+    if last["name"] != "DBOS.sleep":
+        return steps
+    recorded = {s["function_id"] for s in steps}
+    fid = int(last["function_id"])
+    if fid - 1 >= 1 and fid - 1 not in recorded and kind in (None, "message"):
+        recv = {
+            **last,
+            "name": "DBOS.recv",
+            "function_id": fid - 1,
+            "status": "waiting",
+            "output_preview": None,
+            "completed_at_ms": None,
+            "duration_ms": None,
+        }
+        if isinstance(waiting, dict) and waiting.get("topic") is not None:
+            recv["topic"] = waiting["topic"]
+        return [*steps[:-1], recv, last]
+    end = _sleep_end_s(last)
+    if kind == "sleep" or (
+        kind is None and end is not None and end > (time.time() if now_s is None else now_s)
+    ):
+        return [*steps[:-1], {**last, "status": "waiting"}]
+    return steps
+
+
+def _describe_calls(
+    graph: FlowGraph,
+    calls: dict[str, list[dict[str, Any]]],
+    facts: dict[tuple[str, int], dict[str, Any]],
+    log: RunLog,
+) -> None:
+    """Per-call facts on each node that made calls: attempts that ran and reused them, counts,
+    each call's input, output and error previews (already redacted) and duration, and the
+    ``execution/call-N`` folders of an agent call (``folders``, from its receipts)."""
+    for node in graph.nodes:
+        made = calls.get(node.id)
+        if not made:
+            continue
+        rows = []
+        for step in made:
+            row = {k: step.get(k) for k in _CALL_FACTS if step.get(k) is not None}
+            extra = facts.get((step["workflow_id"], step["function_id"]), {})
+            if "input_preview" in extra:
+                row["input_preview"] = extra["input_preview"]
+            folders = sorted({r["call_dir"] for r in log.receipts_of(step) if r.get("call_dir")})
+            if folders:
+                row["folders"] = folders
+            rows.append(row)
+        if len(rows) > MAX_NODE_CALLS:
+            half = MAX_NODE_CALLS // 2
+            rows = [*rows[:half], {"hidden": len(rows) - 2 * half}, *rows[-half:]]
+        reused = sum(1 for s in made if s["reused_in"] and not s.get("copied_from"))
+        copied = [s for s in made if s.get("copied_from")]
+        node.details["calls"] = rows
+        again = [f"{s['name']}#{s['occurrence']}" for s in made if len(s["executed_in"]) > 1]
+        guarantee = node.details.get("guarantee")
+        if again and isinstance(guarantee, dict):
+            guarantee["ran_again"] = again  # the record confirms: these bodies ran twice
+        node.details["executed_in"] = sorted({a for s in made for a in s["executed_in"]})
+        node.details["reused_in"] = sorted({a for s in made for a in s["reused_in"]})
+        node.details["reused_calls"] = reused
+        if copied:
+            node.details["copied_from"] = copied[0]["copied_from"]
+            edited = "edited · " if any(s.get("edited") for s in copied) else ""
+            many = f"{len(copied)} of {len(made)} " if len(made) > 1 else ""
+            node.details["summary"] = f"{edited}{many}copied from {copied[0]['copied_from']}"
+        elif len(made) > 1 and reused:
+            node.details["summary"] = f"{reused} of {len(made)} reused"
+        elif reused:
+            node.details["summary"] = "reused"
+
+
+def _paint(
+    graph: FlowGraph,
+    walk: PathWalk,
+    calls: dict[str, list[dict[str, Any]]],
+    log: RunLog,
+    *,
+    ended: bool,
+) -> None:
+    started = bool(log.attempts)
+    absent = "not_reached" if ended else "pending"
+    receipts = {(r["kind"], r["name"]) for r in log.receipts}
+    nodes: list[Node] = []
+    by_id: dict[str, RunNode] = {}
+    for node in graph.nodes:
+        run_node = RunNode(node.id, node.type, node.label, node.line, node.details, node.x, node.y)
+        by_id[node.id] = run_node
+        nodes.append(run_node)
+        made = calls.get(node.id, [])
+        if made:
+            statuses = [call_status(s) for s in made]
+            status = next(
+                (s for s in ("running", "waiting", "failed", "pending") if s in statuses),
+                next(
+                    (k for k in ("reused", "copied") if all(s == k for s in statuses)),
+                    "succeeded",
+                ),
+            )
+            executed = sorted({a for s in made for a in s["executed_in"]})
+            mark(
+                run_node,
+                status,
+                reused=any(s["reused_in"] for s in made),
+                count=len(made),
+                attempts=executed,
+            )
+            if len(made) > 1:
+                run_node.label = f"{node.label} ×{len(made)}"
+        elif node.id == "input":
+            mark(
+                run_node, "succeeded" if started else "pending", reused=False, count=1, attempts=[]
+            )
+        elif node.id == "output":
+            status = end_status(log)
+            mark(run_node, status, reused=False, count=int(status != "pending"), attempts=[])
+        elif walk.passes.get(node.id):
+            count = walk.passes[node.id]
+            if node.type == "loop":
+                count = sum(
+                    walk.taken.get(i, 0)
+                    for i, e in enumerate(graph.edges)
+                    if e.source == node.id and e.label != "done"
+                )
+            mark(run_node, "succeeded", reused=False, count=count, attempts=[])
+            if node.type == "loop":
+                run_node.label = f"{node.label} ×{count}"
+        else:
+            mark(run_node, absent, reused=False, count=0, attempts=[])
+    for node in nodes:
+        parent = node.details.get("in_step")
+        if not isinstance(parent, str) or parent not in by_id or not calls.get(parent):
+            continue
+        owner = by_id[parent]
+        made_call = (
+            node.type not in ("agent", "mcp")
+            or (
+                node.type,
+                node.details.get("name")
+                if node.type == "agent"
+                else f"{node.details.get('server')}.{node.details.get('tool')}",
+            )
+            in receipts
+        )
+        node_obj = by_id[node.id]
+        if made_call:
+            mark(
+                node_obj,
+                str(owner.status),
+                reused=bool(owner.reused),
+                count=int(owner.count or 0),
+                attempts=list(owner.attempts or []),
+            )
+    graph.nodes = nodes
+    edges: list[Edge] = []
+    for i, e in enumerate(graph.edges):
+        taken = walk.taken.get(i, 0) > 0
+        if not taken and e.source in calls and e.target in by_id:
+            # an adapter call hanging off a step the run made
+            taken = "in_step" in by_id[e.target].details and by_id[e.target].status != absent
+        edges.append(RunEdge(e.source, e.target, e.label, e.points, taken=taken))
+    graph.edges = edges
+    for node in nodes:
+        if node.type == "decision" and walk.passes.get(node.id):
+            node.details["taken"] = sorted(
+                {
+                    str(e.label)
+                    for i, e in enumerate(graph.edges)
+                    if e.source == node.id and walk.taken.get(i)
+                }
+            )
