@@ -287,3 +287,32 @@ def test_cancel_reaches_the_relay_under_either_start(workspace: Workspace, warm:
     out = handle.cancel(grace=30)
     assert out.status == "interrupted"
     assert folder.read_meta()["attempts"][0]["returncode"] == -signal.SIGINT
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")
+def test_without_cap_sys_admin_the_child_is_confined_in_a_user_namespace(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """As a user without CAP_SYS_ADMIN (every non-root user) a warm parent cannot unshare PID
+    and mount namespaces directly; it enters a user namespace first, and its forked attempts
+    are confined as root's are: a write outside the run folder is refused."""
+    workspace.save_draft("write_outside", relay_source("write_outside"))
+    outside = tmp_path / "escaped.txt"
+    run_input = json.dumps({"outside": str(outside)})
+    drop = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"]
+    unshare = "import ctypes; print(ctypes.CDLL(None).unshare(0x20020000))"  # NEWPID | NEWNS
+    plain = subprocess.run(
+        [*drop, sys.executable, "-c", unshare],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert plain.stdout.strip() == "-1", "without CAP_SYS_ADMIN a plain unshare must fail"
+    done = subprocess.run(
+        [*drop, sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home),
+         "run", "write_outside", "--input", run_input, "--json"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "RELAY_WARM_START": "1"},
+    )  # fmt: skip
+    out = json.loads(done.stdout)
+    assert done.returncode == 0 and out["status"] == "succeeded", done.stderr
+    assert out["result"]["outside"] in ("EACCES", "EPERM") and not outside.exists()
+    (attempt,) = find_run(workspace, out["run_id"]).read_meta()["attempts"]
+    assert attempt["confined"] and attempt["confinement"]["mechanism"] == "landlock", attempt
