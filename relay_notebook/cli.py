@@ -17,8 +17,10 @@ from collections.abc import Sequence
 
 from relay_notebook.runner import warm_launch
 
-#: the commands that run an attempt in this process (unless ``--queue`` hands it to a worker)
-ATTEMPT_COMMANDS = frozenset({"run", "recover", "fork"})
+#: the commands that run an attempt in this process (unless ``--queue`` hands it to a worker);
+#: ``send`` and ``wait`` resume a waiting run here (``send``: if it waits for the message;
+#: ``wait``: when its timer is due), so they are given a warm parent too
+ATTEMPT_COMMANDS = frozenset({"run", "recover", "fork", "send", "wait"})
 _GLOBAL_OPTIONS = frozenset({"--home", "--database-url"})  # the options that take a value
 _LIVE = ("starting", "ready")  # a warm parent's states in which attempts are forked from it
 

@@ -316,3 +316,21 @@ def test_without_cap_sys_admin_the_child_is_confined_in_a_user_namespace(
     assert out["result"]["outside"] in ("EACCES", "EPERM") and not outside.exists()
     (attempt,) = find_run(workspace, out["run_id"]).read_meta()["attempts"]
     assert attempt["confined"] and attempt["confinement"]["mechanism"] == "landlock", attempt
+
+
+def test_relay_send_from_a_terminal_forks_the_resumed_attempt(workspace: Workspace) -> None:
+    """`relay send` resumes a waiting run in its own process, so it starts its warm parent first
+    like `relay run`: the resumed attempt is forked and confined by Landlock."""
+    workspace.save_draft("refund", relay_source("refund"))
+    grace = {"RELAY_WAIT_GRACE": "0.5"}
+    waited = relay(workspace.home, "run", "refund", "--input", '{"order": "B-7"}', "--json",
+                   env=grace)  # fmt: skip
+    run_id = json.loads(waited.stdout)["run_id"]
+    assert waited.returncode == 5, waited.stderr
+    sent = relay(workspace.home, "send", run_id, "approval",
+                 '{"approved": true, "note": "ok by Ann"}', "--json", env=grace)  # fmt: skip
+    out = json.loads(sent.stdout)
+    assert sent.returncode == 0 and out["status"] == "succeeded", sent.stderr
+    attempts = find_run(workspace, run_id).read_meta()["attempts"]
+    assert [a["status"] for a in attempts] == ["waiting", "succeeded"]
+    assert [a["confinement"]["mechanism"] for a in attempts] == ["landlock", "landlock"]
