@@ -4,7 +4,9 @@ Design note: authored code imports ``agentworks`` in a kernel, a test or a child
 the runner's child installs a ``Runtime``, so platform calls made anywhere else fail at once
 with ``NotInRunError`` instead of doing something half-real. The runtime carries plain data
 and callbacks (emit an event, authorize, stop the attempt), so agentworks never imports the
-runner.
+runner. The events it emits are kinds of the kit's ledger vocabulary
+(``relay_notebook.record.events``), which types them and refuses a field it does not know; a
+test checks every ``emit`` call here against that vocabulary.
 """
 
 from __future__ import annotations
@@ -12,18 +14,35 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from agentworks.errors import NotInRunError
 from agentworks.redact import Redactor
 
-__all__ = ["CALL_MARKER", "Runtime", "current", "install", "uninstall"]
+__all__ = [
+    "CALL_MARKER",
+    "Emit",
+    "Runtime",
+    "current",
+    "install",
+    "uninstall",
+]
 
 #: written first in every ``execution/call-N/``: the agent, attempt and journal key
 CALL_MARKER = "call.json"
+
+
+class Emit(Protocol):
+    """Writes one ledger event of ``kind`` with ``fields`` and returns it as written.
+
+    ``kind`` and the fields' names are those of the kit's vocabulary; the kit's writer raises
+    ``ValueError`` for a field the kind does not have.
+    """
+
+    def __call__(self, kind: Any, /, **fields: Any) -> Mapping[str, object]: ...
 
 
 @dataclass
@@ -39,7 +58,7 @@ class Runtime:
     variables: dict[str, str]
     default_model: str | None
     secrets: dict[str, str]
-    emit: Callable[..., dict[str, Any]]
+    emit: Emit
     # checks live access before an attempt's platform call; a revoked relay stops the attempt
     # as ``denied`` (via ``stop``) rather than raising into authored code
     authorize: Callable[[str], None]

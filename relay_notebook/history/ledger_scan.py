@@ -20,6 +20,7 @@ from pathlib import Path
 
 from relay_notebook.record.ledger import (
     Event,
+    as_event,
     check_events,
     decode_event,
     kind_tag,
@@ -74,7 +75,7 @@ class LedgerScan:
             except ValueError:
                 parsed = read_events(self.path)
             self._all = check_events(
-                [e for e in parsed if isinstance(e, dict)], self.run_id, self.path
+                [e for v in parsed if (e := as_event(v)) is not None], self.run_id, self.path
             )
         return self._all
 

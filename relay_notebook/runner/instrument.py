@@ -32,6 +32,7 @@ from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
+from relay_notebook.record.events import StepInfo, StepReused
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.guards import withheld
@@ -148,25 +149,25 @@ class Instrumentation:
 
     def _body_started(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[_Call | None, dict[str, Any]]:
+    ) -> tuple[_Call | None, StepInfo]:
         begin_step_body()
         call = _CALL.get()
         if call is not None and call.name == name:
             call.executed = True
         status = DBOS.step_status
-        info = {
-            "step": name,
-            "occurrence": call.occurrence if call else None,
-            "site": call.site if call else None,
-            "step_id": DBOS.step_id,
-            "workflow_id": DBOS.workflow_id,
-            "step_attempt": (status.current_attempt or 0) + 1 if status else 1,
-            "max_attempts": status.max_attempts if status else None,
-        }
+        info = StepInfo(
+            step=name,
+            occurrence=call.occurrence if call else None,
+            site=call.site if call else None,
+            step_id=DBOS.step_id,
+            workflow_id=DBOS.workflow_id,
+            step_attempt=(status.current_attempt or 0) + 1 if status else 1,
+            max_attempts=status.max_attempts if status else None,
+        )
         self.events.emit("step_start", **info, input_preview=_preview(args, kwargs))
         return call, info
 
-    def _body_failed(self, info: dict[str, Any], started: float, exc: BaseException) -> None:
+    def _body_failed(self, info: StepInfo, started: float, exc: BaseException) -> None:
         self.events.emit(
             "step_error",
             **info,
@@ -175,7 +176,7 @@ class Instrumentation:
             error=str(exc)[:2000],
         )
 
-    def _body_done(self, info: dict[str, Any], started: float) -> None:
+    def _body_done(self, info: StepInfo, started: float) -> None:
         self.events.emit(
             "step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2)
         )
@@ -237,15 +238,14 @@ class Instrumentation:
         else:
             self._crash_now(call, "after")
 
-    def _reused(self, call: _Call, **extra: Any) -> None:
-        self.events.emit(
-            "step_reused",
-            step=call.name,
-            occurrence=call.occurrence,
-            site=call.site,
-            workflow_id=DBOS.workflow_id,
-            **extra,
+    def _reused(self, call: _Call, raised: str | None = None) -> None:
+        """``step_reused``; ``raised``: the checkpoint was that error, raised again."""
+        fields = StepReused(
+            step=call.name, occurrence=call.occurrence, site=call.site, workflow_id=DBOS.workflow_id
         )
+        if raised is not None:
+            fields["raised"] = raised
+        self.events.emit("step_reused", **fields)
 
     def _after_raise(self, call: _Call, exc: BaseException) -> None:
         """A call that raised without running its body replayed its checkpointed error."""
