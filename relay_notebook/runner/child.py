@@ -261,7 +261,7 @@ def main(spec_path: str) -> None:
             grace_s=spec.context.wait_grace_s,
         )
         watch.install()
-    Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install()
+    Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install(runtime)
     try:
         module = _load_relay(code_dir, spec.entry)
         entry = getattr(module, "run", None)

@@ -8,6 +8,10 @@ around the body (DBOS calls it only when the step really runs, once per retry at
 saved the checkpoint). ``functools.wraps`` keeps ``__qualname__``, so DBOS records the same
 step names as without the kit. ``--crash after:`` exits in the outer wrapper, ``--crash
 during:`` at the end of the inner one, so the body's effects happened but no checkpoint exists.
+A platform call made in the workflow body is a step of its own (``agentworks.platform``): its
+body goes through the same ``_ran`` as a native step's (installed as the runtime's
+``step_body``), so both record the same events with the same fields; its crash points and
+journal stay the platform call's own.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from dbos import DBOS
 from dbos._error import DBOSException
 
+from agentworks._runtime import Runtime, StepCall
 from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
@@ -112,10 +117,14 @@ class Instrumentation:
         self._original_step = DBOS.step
         self._original_workflow = DBOS.workflow
 
-    def install(self) -> None:
+    def install(self, runtime: Runtime | None = None) -> None:
+        """Replace ``DBOS.step`` and ``DBOS.workflow``; ``runtime``'s platform calls made in the
+        workflow body wrap their own steps' bodies as native steps' are wrapped."""
         track_origins()
         setattr(DBOS, "step", staticmethod(self._step_decorator))  # noqa: B010
         setattr(DBOS, "workflow", staticmethod(self._workflow_decorator))  # noqa: B010
+        if runtime is not None:
+            runtime.step_body = self.platform_step
 
     # -- crash points -------------------------------------------------------------------------
 
@@ -147,25 +156,17 @@ class Instrumentation:
         """An exception safe to checkpoint: one carrying a secret anywhere in it is replaced."""
         return withheld(exc, self.redactor)
 
-    def _body_started(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[_Call | None, StepInfo]:
-        begin_step_body()
-        call = _CALL.get()
-        if call is not None and call.name == name:
-            call.executed = True
+    def _step_info(self, name: str, occurrence: int | None, site: list[int] | None) -> StepInfo:
         status = DBOS.step_status
-        info = StepInfo(
+        return StepInfo(
             step=name,
-            occurrence=call.occurrence if call else None,
-            site=call.site if call else None,
+            occurrence=occurrence,
+            site=site,
             step_id=DBOS.step_id,
             workflow_id=DBOS.workflow_id,
             step_attempt=(status.current_attempt or 0) + 1 if status else 1,
             max_attempts=status.max_attempts if status else None,
         )
-        self.events.emit("step_start", **info, input_preview=_preview(args, kwargs))
-        return call, info
 
     def _body_failed(self, info: StepInfo, started: float, exc: BaseException) -> None:
         self.events.emit(
@@ -182,12 +183,18 @@ class Instrumentation:
         )
 
     @contextlib.contextmanager
-    def _body(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
-        """Around one run of a step's body: its events, the secret checks, ``--crash during``."""
-        call, info = self._body_started(name, args, kwargs)
+    def _ran(
+        self, info: StepInfo, preview: str | None, last: Callable[[], None] | None = None
+    ) -> Iterator[None]:
+        """Around one run of any step's body: ``step_start``, then ``step_end`` or
+        ``step_error``; an exception carrying a secret is replaced before DBOS saves it.
+        ``last`` runs as the body ends, before ``step_end`` (a crash point)."""
+        if preview is None:
+            self.events.emit("step_start", **info)
+        else:
+            self.events.emit("step_start", **info, input_preview=preview)
         started = time.perf_counter()
         try:
-            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
             yield
         except Exception as exc:
             self._body_failed(info, started, exc)
@@ -199,9 +206,33 @@ class Instrumentation:
             self._body_failed(info, started, exc)
             raise
         finally:
-            if call is not None:
-                self._crash_now(call, "during")
+            if last is not None:
+                last()
         self._body_done(info, started)
+
+    @contextlib.contextmanager
+    def _body(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+        """Around one run of a native step's body: its events, the secret checks, ``--crash
+        during``."""
+        begin_step_body()
+        call = _CALL.get()
+        if call is not None and call.name == name:
+            call.executed = True
+        info = self._step_info(name, call.occurrence if call else None, call.site if call else None)
+        during = None if call is None else functools.partial(self._crash_now, call, "during")
+        with self._ran(info, _preview(args, kwargs), during):
+            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+            yield
+
+    @contextlib.contextmanager
+    def platform_step(self, call: StepCall) -> Iterator[None]:
+        """Around the body of a platform call's own step: a native step's events, and the wait
+        watch told a step runs (its crash points are the platform call's, in its journal)."""
+        with (
+            self._step_scope(),
+            self._ran(self._step_info(call.name, call.occurrence, call.site), None),
+        ):
+            yield
 
     def _wrap_body(self, func: Callable[..., Any], name: str) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(func):
