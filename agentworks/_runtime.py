@@ -45,7 +45,7 @@ class Emit(Protocol):
     ``ValueError`` for a field the kind does not have.
     """
 
-    def __call__(self, kind: Any, /, **fields: Any) -> Mapping[str, object]: ...
+    def __call__(self, kind: str, /, **fields: object) -> Mapping[str, object]: ...
 
 
 @dataclass(frozen=True)
