@@ -80,6 +80,7 @@ async def platform_call(
     """
     replay_safe = replay_safe or restartable
     from dbos import DBOS
+    from dbos._error import DBOSException
 
     rt = current(f"{kind}()")
     inside = in_tool.get()
@@ -118,15 +119,25 @@ async def platform_call(
         with rt.step_body(StepCall(label, occurrence, site)):
             return await _guarded(rt, kind, name, call, perform, replay_safe, occurrence)
 
-    result = await DBOS.run_step_async({"name": label}, own_step)
-    if not ran:
+    def reused(**raised: str) -> None:
+        # the fields of a native step's step_reused (runner.instrument), ``raised`` included
         rt.emit(
             "step_reused",
             step=label,
             occurrence=occurrence,
             site=site,
             workflow_id=DBOS.workflow_id,
+            **raised,
         )
+
+    try:
+        result = await DBOS.run_step_async({"name": label}, own_step)
+    except Exception as exc:
+        if not ran and not isinstance(exc, DBOSException):
+            reused(raised=type(exc).__name__)  # its checkpoint is this error, raised again
+        raise
+    if not ran:
+        reused()
     rt.crash_point(label, occurrence, "after")  # the call's own step is checkpointed
     return result
 

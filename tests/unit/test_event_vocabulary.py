@@ -21,8 +21,12 @@ WRITERS = [
     ROOT / "relay_notebook" / "record",
 ]
 
-#: the typed dicts unpacked into ``emit`` calls, by the name the writers give them
-UNPACKED = {"info": StepInfo, "fields": StepReused}
+#: the fields unpacked into ``emit`` calls, by the name the writers give them
+UNPACKED = {
+    "info": set(StepInfo.__annotations__),
+    "fields": set(StepReused.__annotations__),
+    "raised": {"raised"},  # agentworks.platform: a replayed error's ``**raised`` keyword
+}
 
 
 def _members(hint: object) -> set[object]:
@@ -93,7 +97,7 @@ def test_every_emit_call_of_the_runner_and_agentworks_is_in_the_vocabulary() -> 
                         assert isinstance(keyword.value, ast.Name), where
                         unpacked = UNPACKED.get(keyword.value.id)
                         assert unpacked is not None, f"{where}: unpacks an untyped dict"
-                        names = set(unpacked.__annotations__)
+                        names = unpacked
                     else:
                         names = {keyword.arg}
                     assert names <= FIELDS[kind], f"{where}: {kind} has no {names - FIELDS[kind]}"
