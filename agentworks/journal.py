@@ -61,7 +61,8 @@ class Journal:
             redactor = _runtime._current.redactor
         self._redactor = redactor
 
-    def _entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[dict[str, Any]]:
+        """Every complete entry, in the order written (a torn last line is skipped)."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -101,7 +102,7 @@ class Journal:
     def states(self) -> dict[str, CallState]:
         """The latest state of every key, in first-seen order."""
         states: dict[str, CallState] = {}
-        for e in self._entries():
+        for e in self.entries():
             key = e["key"]
             prev = states.get(key)
             kind = e["kind"]

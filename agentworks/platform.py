@@ -2,7 +2,9 @@
 
 Design note: a platform call made in a step's body runs there; one made in the workflow body
 becomes a step of its own (``DBOS.run_step_async``) named ``agent:NAME`` or
-``mcp:SERVER.TOOL``, so its result is checkpointed like any step. Either way the call goes
+``mcp:SERVER.TOOL``, so its result is checkpointed like any step; its body runs inside the
+runtime's ``step_body``, the wrapper of native step bodies, so it records the same step events
+(``step_start``, then ``step_end`` or ``step_error``). Either way the call goes
 through the journal (see ``agentworks.journal``): a saved result is returned without calling
 again, an uncertain one stops the attempt for reconciliation unless ``replay_safe``. Calls are
 serialized with one lock per run, even under ``asyncio.gather``, so receipts have one order.
@@ -13,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentworks import codes
-from agentworks._runtime import Runtime, current
+from agentworks._runtime import Runtime, StepCall, current
 from agentworks._sites import call_site
 from agentworks.errors import AgentworksError, NestedCallError, SecretLeakError
 from agentworks.journal import Journal
@@ -79,6 +80,7 @@ async def platform_call(
     """
     replay_safe = replay_safe or restartable
     from dbos import DBOS
+    from dbos._error import DBOSException
 
     rt = current(f"{kind}()")
     inside = in_tool.get()
@@ -114,29 +116,28 @@ async def platform_call(
         nonlocal ran
         ran = True
         begin_step_body()
-        info = {
-            "step": label,
-            "step_id": DBOS.step_id,
-            "workflow_id": DBOS.workflow_id,
-            "step_attempt": 1,
-            "occurrence": occurrence,
-            "site": site,
-        }
-        rt.emit("step_start", **info)
-        started = time.perf_counter()
-        result = await _guarded(rt, kind, name, call, perform, replay_safe, occurrence)
-        rt.emit("step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2))
-        return result
+        with rt.step_body(StepCall(label, occurrence, site)):
+            return await _guarded(rt, kind, name, call, perform, replay_safe, occurrence)
 
-    result = await DBOS.run_step_async({"name": label}, own_step)
-    if not ran:
+    def reused(**raised: str) -> None:
+        # the fields of a native step's step_reused (runner.instrument), ``raised`` included
         rt.emit(
             "step_reused",
             step=label,
             occurrence=occurrence,
             site=site,
             workflow_id=DBOS.workflow_id,
+            **raised,
         )
+
+    try:
+        result = await DBOS.run_step_async({"name": label}, own_step)
+    except Exception as exc:
+        if not ran and not isinstance(exc, DBOSException):
+            reused(raised=type(exc).__name__)  # its checkpoint is this error, raised again
+        raise
+    if not ran:
+        reused()
     rt.crash_point(label, occurrence, "after")  # the call's own step is checkpointed
     return result
 

@@ -18,6 +18,7 @@ from relay_notebook import (
     time_travel,
     waiting,
 )
+from relay_notebook.record.events import Event
 from relay_notebook.run_files import cli_commands as files_commands
 from relay_notebook.run_files import logs_files
 from relay_notebook.runner import RunHandle, RunOutcome
@@ -124,7 +125,7 @@ def _read_input(args: argparse.Namespace) -> Any:
     return inputs.run_input(text=args.input, file=args.input_file)
 
 
-def _progress(event: dict[str, Any]) -> None:
+def _progress(event: Event) -> None:
     kind = event.get("kind")
     n = event.get("occurrence")
     where = f"{event.get('step')}#{n}" if n is not None else str(event.get("step"))

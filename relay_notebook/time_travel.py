@@ -20,6 +20,7 @@ from relay_notebook.history.lineage import LineageNode, diff_runs, lineage, line
 from relay_notebook.runner import RunHandle
 from relay_notebook.runner.crash import parse_crash_spec
 from relay_notebook.runner.fork import create_fork, start_fork
+from relay_notebook.runner.handle import EventCallback
 from relay_notebook.workspace import Workspace
 
 __all__ = [
@@ -60,7 +61,7 @@ def fork(
     release: str | None = None,
     draft: bool = False,
     crash: str | None = None,
-    on_event: Any = None,
+    on_event: EventCallback | None = None,
 ) -> RunHandle:
     """``relay fork RUN --from STEP[#N]``: the fork's first attempt, started."""
     if release is not None and not release.strip():
@@ -200,7 +201,7 @@ def _tree_json(tree: LineageNode) -> dict[str, Any]:
 
 
 def cli_commands(
-    report: Any, wait: Any, progress: Any
+    report: Any, wait: Any, progress: EventCallback
 ) -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
     """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
 

@@ -187,7 +187,7 @@ def add_parsers(sub: Any, *, notebook: bool = False) -> None:
 
 
 def cli_commands(
-    report: Any, wait: Any, progress: Any
+    report: Any, wait: Any, progress: EventCallback
 ) -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
     """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
 

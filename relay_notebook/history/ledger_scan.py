@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from relay_notebook.record.ledger import (
     Event,
@@ -73,9 +74,14 @@ class LedgerScan:
                 parsed = json.loads(b"[" + body + b"]") if body else []
             except ValueError:
                 parsed = read_events(self.path)
-            self._all = check_events(
-                [e for e in parsed if isinstance(e, dict)], self.run_id, self.path
-            )
+            # as_event's test, inline (a call per event costs here); check_events checks the
+            # two header keys left out, run_id and seq, and refuses a ledger without them
+            events = [
+                v
+                for v in parsed
+                if type(v) is dict and "kind" in v and "attempt" in v and "ts" in v
+            ]
+            self._all = check_events(cast(list[Event], events), self.run_id, self.path)
         return self._all
 
     def select(self, kind: str, attempt: int | None = None) -> list[Event]:

@@ -15,7 +15,7 @@ from agentworks.journal import Journal
 from agentworks.redact import Redactor
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.outputs import json_preview
-from relay_notebook.record.ledger import read_events
+from relay_notebook.record.events import Event
 
 __all__ = ["read_receipts", "split_key"]
 
@@ -34,15 +34,15 @@ def split_key(key: str) -> tuple[str | None, int | None, int | None, str | None]
     return parts[0], int(parts[1]), int(parts[2]), tool
 
 
-def _match_by_order(journal: Path, events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _match_by_order(journal: Path, events: list[Event]) -> dict[str, Event]:
     """Receipt events written without their call's key, matched to the journal's agent
     intents of the same attempt and agent name, in order (calls are serialized)."""
     intents: dict[tuple[Any, Any], list[str]] = {}
-    for entry in read_events(journal):
+    for entry in Journal(journal).entries():
         call = entry.get("call") or {}
         if entry.get("kind") == "intent" and call.get("kind") == "agent":
             intents.setdefault((entry.get("attempt"), call.get("name")), []).append(entry["key"])
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, Event] = {}
     for event in events:
         queue = intents.get((event.get("attempt"), event.get("name")))
         if queue:
@@ -61,7 +61,7 @@ def read_receipts(
     if durable and not journal.exists():
         return []  # a durable run journals every platform call before making it
     receipt_events = scan.select("receipt")
-    events = {e["key"]: e for e in receipt_events if e.get("key")}
+    events = {key: e for e in receipt_events if (key := e.get("key"))}
     unkeyed = [e for e in receipt_events if not e.get("key")]
     if unkeyed:
         events |= _match_by_order(journal, unkeyed)

@@ -29,6 +29,7 @@ from relay_notebook.history.steps import (
     assemble_steps,
 )
 from relay_notebook.record.backend import Backend, workspace_backend
+from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.run_record import AttemptRecord, RunRecord
 from relay_notebook.record.store import open_run_database
@@ -67,11 +68,11 @@ class RunLog:
         return [{**w, "steps": self.table.of(w["workflow_id"])} for w in self.workflows]
 
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """Every ledger event (kit events and ``DBOS.logger`` records), read when first asked."""
         return self.ledger.events() if self.ledger is not None else []
 
-    def events_of(self, kind: str, attempt: int | None = None) -> list[dict[str, Any]]:
+    def events_of(self, kind: str, attempt: int | None = None) -> list[Event]:
         """The ledger events of one kind (in one attempt), without reading all the others."""
         return self.ledger.select(kind, attempt) if self.ledger is not None else []
 

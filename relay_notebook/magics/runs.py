@@ -21,6 +21,7 @@ from IPython.display import DisplayHandle, display
 
 from relay_notebook import commands, waiting
 from relay_notebook.history.run_events import read_run_events
+from relay_notebook.record.events import Event
 from relay_notebook.runner import RunHandle, RunOutcome
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.views.live import RunMonitor, Throttle
@@ -215,7 +216,7 @@ class RunView:
 
     # -- updates (called from the supervisor's reader thread) ---------------------------------
 
-    def _on_event(self, event: dict[str, Any]) -> None:
+    def _on_event(self, event: Event) -> None:
         self.throttle.request()
 
     def _on_done(self, outcome: RunOutcome) -> None:

@@ -12,7 +12,9 @@ The line format is part of the vocabulary: every event starts with the header ``
 that order, compact (``{"seq":1,"ts":…,"run_id":"invoice-3","attempt":1,"kind":"step_end",…``).
 ``encode_event`` is the one encoder and ``decode_event`` the one decoder; a reader that finds
 lines by their bytes (history's ``LedgerScan``) asks ``line_start``, ``run_tag`` and
-``kind_tag`` for the bytes to look for, so the encoder and the search change together.
+``kind_tag`` for the bytes to look for, so the encoder and the search change together. The
+kinds and their fields are ``record.events``; ``EventWriter.emit`` refuses a field its kind
+does not have.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, TypedDict
+from typing import Any, Final, Unpack, cast
 
+from relay_notebook.record.events import Event, EventFields, EventHeader, EventKind, unknown_fields
 from relay_notebook.workspace.files import write_bytes_atomic
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "Event",
     "EventHeader",
     "EventWriter",
+    "as_event",
     "check_events",
     "decode_event",
     "encode_event",
@@ -46,24 +50,13 @@ __all__ = [
 ]
 
 
-class EventHeader(TypedDict):
-    """The fields every ledger event starts with, in this order."""
-
-    seq: int
-    ts: float
-    run_id: str
-    attempt: int
-    kind: str
-
-
 #: the header's keys in the order every line starts with them
 HEADER: Final = tuple(EventHeader.__annotations__)
-#: one decoded event: the header's keys, then the fields of its kind
-Event = dict[str, Any]
+_HEADER_KEYS: Final = frozenset(HEADER)
 _COMPACT: Final = (",", ":")
 
 
-def encode_event(header: EventHeader, fields: Mapping[str, Any]) -> str:
+def encode_event(header: EventHeader, fields: Mapping[str, object]) -> str:
     """One ledger line (without its newline): the header in ``HEADER`` order, then ``fields``."""
     clash = set(HEADER) & set(fields)
     if clash:
@@ -72,13 +65,20 @@ def encode_event(header: EventHeader, fields: Mapping[str, Any]) -> str:
     return json.dumps(event, default=repr, separators=_COMPACT)
 
 
+def as_event(value: object) -> Event | None:
+    """``value`` (decoded JSON) as an event: a dict with every header key; else ``None``."""
+    if isinstance(value, dict) and value.keys() >= _HEADER_KEYS:
+        return cast(Event, value)
+    return None
+
+
 def decode_event(line: bytes | str) -> Event | None:
     """The event on one ledger line, or ``None`` for a line that is torn or not an event."""
     try:
-        event = json.loads(line)
+        value = json.loads(line)
     except ValueError:
         return None
-    return event if isinstance(event, dict) else None
+    return as_event(value)
 
 
 def line_start(seq: int) -> bytes:
@@ -189,8 +189,14 @@ class EventWriter:
                     size += 1
         self._size = size
 
-    def emit(self, kind: str, **fields: Any) -> Event:
-        """Write one event now; returns it as written."""
+    def emit(self, kind: EventKind, **fields: Unpack[EventFields]) -> Event:
+        """Write one event now; returns it as written.
+
+        ``ValueError`` if ``kind`` is not in the vocabulary or a field is not one of its own.
+        """
+        problem = unknown_fields(kind, fields)
+        if problem is not None:
+            raise ValueError(problem)
         with self._locked():
             self._catch_up()
             self._seq += 1

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 from relay_notebook import codes
 from relay_notebook.codes import Code
+from relay_notebook.record.events import Event
 from relay_notebook.record.ledger import EventWriter, write_json_atomic
 from relay_notebook.runner.child_logs import route_logs
 from relay_notebook.runner.leave import leave, lost
@@ -190,7 +191,7 @@ def _denied_by_confinement(spec: AttemptSpec, exc: OSError) -> bool:
     return landlocked and exc.errno == errno.EACCES
 
 
-def _attempt_events(events: EventWriter) -> list[dict[str, Any]]:
+def _attempt_events(events: EventWriter) -> list[Event]:
     from relay_notebook.record.ledger import read_events
 
     return [e for e in read_events(events.path) if e.get("attempt") == events.attempt]
@@ -260,7 +261,7 @@ def main(spec_path: str) -> None:
             grace_s=spec.context.wait_grace_s,
         )
         watch.install()
-    Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install()
+    Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install(runtime)
     try:
         module = _load_relay(code_dir, spec.entry)
         entry = getattr(module, "run", None)

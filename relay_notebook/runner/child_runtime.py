@@ -14,11 +14,12 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 from agentworks import _runtime
 from agentworks.redact import Redactor
 from relay_notebook import codes
+from relay_notebook.record.events import Event, EventFields, EventKind
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.rules import access_revoked_message
 from relay_notebook.runner.leave import crash_point, leave
@@ -103,6 +104,10 @@ def install_runtime(
     def platform_crash_point(label: str, occurrence: int, when: str) -> None:
         crash_point(events, crash, (label,), occurrence, when)
 
+    def emit(kind: str, /, **fields: object) -> Event:
+        # agentworks cannot name the kit's types: the writer checks its kinds and fields
+        return events.emit(cast(EventKind, kind), **cast(EventFields, fields))
+
     runtime = _runtime.Runtime(
         run_id=spec.run_id,
         relay=relay,
@@ -113,7 +118,7 @@ def install_runtime(
         variables=dict(spec.context.variables),
         default_model=spec.context.default_model,
         secrets=secrets,
-        emit=events.emit,
+        emit=emit,
         authorize=authorize,
         stop=stop,
         crash_point=platform_crash_point,

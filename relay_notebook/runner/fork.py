@@ -22,7 +22,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook import codes
@@ -41,6 +41,10 @@ from relay_notebook.runner.backend import (
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.crash import CrashSpec
+    from relay_notebook.runner.handle import EventCallback, RunHandle
 
 __all__ = ["HOLD_QUEUE", "ForkError", "ForkPlan", "copy_database", "plan_fork", "prepare_fork"]
 
@@ -317,10 +321,10 @@ def start_fork(
     sets: dict[str, Any] | None = None,
     release: str | None = None,
     draft: bool = False,
-    crash: Any = None,
-    on_event: Any = None,
+    crash: CrashSpec | None = None,
+    on_event: EventCallback | None = None,
     backend: Backend | None = None,
-) -> Any:
+) -> RunHandle:
     """``relay fork RUN --from STEP#N``: a new run whose calls before STEP#N are copied
     checkpoints of RUN's (edited as asked), on RUN's code, a ``release`` or the current
     ``draft``; its first attempt starts at once (returns its ``RunHandle``)."""

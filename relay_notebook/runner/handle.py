@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder
-from relay_notebook.record.ledger import now_ms
+from relay_notebook.record.ledger import decode_event, now_ms
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
 from relay_notebook.runner.locks import RunLock
@@ -33,7 +34,8 @@ from relay_notebook.runner.warm import ForkedProcess
 
 __all__ = ["AttemptEnds", "AttemptProcess", "EventCallback", "RunHandle"]
 
-EventCallback = Callable[[dict[str, Any]], None]
+#: told of each ledger event of the attempt as the child writes it
+EventCallback = Callable[[Event], None]
 AttemptProcess = subprocess.Popen[bytes] | ForkedProcess
 
 
@@ -194,9 +196,8 @@ class RunHandle:
             for line in stream:
                 if self._on_event is None:
                     continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
+                event = decode_event(line)
+                if event is None:
                     continue
                 with contextlib.suppress(Exception):  # a view's bug must not stop the run
                     self._on_event(event)

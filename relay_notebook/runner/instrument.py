@@ -8,6 +8,10 @@ around the body (DBOS calls it only when the step really runs, once per retry at
 saved the checkpoint). ``functools.wraps`` keeps ``__qualname__``, so DBOS records the same
 step names as without the kit. ``--crash after:`` exits in the outer wrapper, ``--crash
 during:`` at the end of the inner one, so the body's effects happened but no checkpoint exists.
+A platform call made in the workflow body is a step of its own (``agentworks.platform``): its
+body goes through the same ``_ran`` as a native step's (installed as the runtime's
+``step_body``), so both record the same events with the same fields; its crash points and
+journal stay the platform call's own.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from typing import Any
 from dbos import DBOS
 from dbos._error import DBOSException
 
+from agentworks._runtime import Runtime, StepCall
 from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
+from relay_notebook.record.events import StepInfo, StepReused
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.guards import withheld
@@ -111,10 +117,14 @@ class Instrumentation:
         self._original_step = DBOS.step
         self._original_workflow = DBOS.workflow
 
-    def install(self) -> None:
+    def install(self, runtime: Runtime | None = None) -> None:
+        """Replace ``DBOS.step`` and ``DBOS.workflow``; ``runtime``'s platform calls made in the
+        workflow body wrap their own steps' bodies as native steps' are wrapped."""
         track_origins()
         setattr(DBOS, "step", staticmethod(self._step_decorator))  # noqa: B010
         setattr(DBOS, "workflow", staticmethod(self._workflow_decorator))  # noqa: B010
+        if runtime is not None:
+            runtime.step_body = self.platform_step
 
     # -- crash points -------------------------------------------------------------------------
 
@@ -146,27 +156,19 @@ class Instrumentation:
         """An exception safe to checkpoint: one carrying a secret anywhere in it is replaced."""
         return withheld(exc, self.redactor)
 
-    def _body_started(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[_Call | None, dict[str, Any]]:
-        begin_step_body()
-        call = _CALL.get()
-        if call is not None and call.name == name:
-            call.executed = True
+    def _step_info(self, name: str, occurrence: int | None, site: list[int] | None) -> StepInfo:
         status = DBOS.step_status
-        info = {
-            "step": name,
-            "occurrence": call.occurrence if call else None,
-            "site": call.site if call else None,
-            "step_id": DBOS.step_id,
-            "workflow_id": DBOS.workflow_id,
-            "step_attempt": (status.current_attempt or 0) + 1 if status else 1,
-            "max_attempts": status.max_attempts if status else None,
-        }
-        self.events.emit("step_start", **info, input_preview=_preview(args, kwargs))
-        return call, info
+        return StepInfo(
+            step=name,
+            occurrence=occurrence,
+            site=site,
+            step_id=DBOS.step_id,
+            workflow_id=DBOS.workflow_id,
+            step_attempt=(status.current_attempt or 0) + 1 if status else 1,
+            max_attempts=status.max_attempts if status else None,
+        )
 
-    def _body_failed(self, info: dict[str, Any], started: float, exc: BaseException) -> None:
+    def _body_failed(self, info: StepInfo, started: float, exc: BaseException) -> None:
         self.events.emit(
             "step_error",
             **info,
@@ -175,18 +177,24 @@ class Instrumentation:
             error=str(exc)[:2000],
         )
 
-    def _body_done(self, info: dict[str, Any], started: float) -> None:
+    def _body_done(self, info: StepInfo, started: float) -> None:
         self.events.emit(
             "step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2)
         )
 
     @contextlib.contextmanager
-    def _body(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
-        """Around one run of a step's body: its events, the secret checks, ``--crash during``."""
-        call, info = self._body_started(name, args, kwargs)
+    def _ran(
+        self, info: StepInfo, preview: str | None, last: Callable[[], None] | None = None
+    ) -> Iterator[None]:
+        """Around one run of any step's body: ``step_start``, then ``step_end`` or
+        ``step_error``; an exception carrying a secret is replaced before DBOS saves it.
+        ``last`` runs as the body ends, before ``step_end`` (a crash point)."""
+        if preview is None:
+            self.events.emit("step_start", **info)
+        else:
+            self.events.emit("step_start", **info, input_preview=preview)
         started = time.perf_counter()
         try:
-            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
             yield
         except Exception as exc:
             self._body_failed(info, started, exc)
@@ -198,9 +206,33 @@ class Instrumentation:
             self._body_failed(info, started, exc)
             raise
         finally:
-            if call is not None:
-                self._crash_now(call, "during")
+            if last is not None:
+                last()
         self._body_done(info, started)
+
+    @contextlib.contextmanager
+    def _body(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+        """Around one run of a native step's body: its events, the secret checks, ``--crash
+        during``."""
+        begin_step_body()
+        call = _CALL.get()
+        if call is not None and call.name == name:
+            call.executed = True
+        info = self._step_info(name, call.occurrence if call else None, call.site if call else None)
+        during = None if call is None else functools.partial(self._crash_now, call, "during")
+        with self._ran(info, _preview(args, kwargs), during):
+            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+            yield
+
+    @contextlib.contextmanager
+    def platform_step(self, call: StepCall) -> Iterator[None]:
+        """Around the body of a platform call's own step: a native step's events, and the wait
+        watch told a step runs (its crash points are the platform call's, in its journal)."""
+        with (
+            self._step_scope(),
+            self._ran(self._step_info(call.name, call.occurrence, call.site), None),
+        ):
+            yield
 
     def _wrap_body(self, func: Callable[..., Any], name: str) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(func):
@@ -237,15 +269,14 @@ class Instrumentation:
         else:
             self._crash_now(call, "after")
 
-    def _reused(self, call: _Call, **extra: Any) -> None:
-        self.events.emit(
-            "step_reused",
-            step=call.name,
-            occurrence=call.occurrence,
-            site=call.site,
-            workflow_id=DBOS.workflow_id,
-            **extra,
+    def _reused(self, call: _Call, raised: str | None = None) -> None:
+        """``step_reused``; ``raised``: the checkpoint was that error, raised again."""
+        fields = StepReused(
+            step=call.name, occurrence=call.occurrence, site=call.site, workflow_id=DBOS.workflow_id
         )
+        if raised is not None:
+            fields["raised"] = raised
+        self.events.emit("step_reused", **fields)
 
     def _after_raise(self, call: _Call, exc: BaseException) -> None:
         """A call that raised without running its body replayed its checkpointed error."""

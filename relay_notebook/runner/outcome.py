@@ -13,6 +13,7 @@ from typing import Any
 
 from relay_notebook import codes
 from relay_notebook.record.checkpoints import read_checkpoints
+from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder, write_json_atomic
 from relay_notebook.record.ledger import EventWriter, now_ms, read_events
 from relay_notebook.record.rules import waiting_message
@@ -100,7 +101,7 @@ def _classify(
     folder: RunFolder,
     attempt: int,
     t0: float | None,
-    events: list[dict[str, Any]],
+    events: list[Event],
     backend: Backend | None = None,
 ) -> tuple[list[int], list[int]]:
     """Function ids executed in this attempt (checkpoint written after it began) and reused.
@@ -134,7 +135,7 @@ def _classify(
     return sorted(executed), sorted(reused)
 
 
-def _started_ms(folder: RunFolder, attempt: int, start: dict[str, Any] | None) -> float | None:
+def _started_ms(folder: RunFolder, attempt: int, start: Event | None) -> float | None:
     """When the attempt began, as the supervisor recorded it before starting the child.
 
     Not the child's ``attempt_start`` event: the relay can rewrite the ledger, and which
@@ -154,7 +155,7 @@ def settle_attempt(
     returncode: int,
     crashed_on_purpose: bool,
     deadline_hit: bool,
-    on_event: Callable[[dict[str, Any]], None] | None,
+    on_event: Callable[[Event], None] | None,
     confinement: dict[str, Any] | None = None,
     backend: Backend | None = None,
 ) -> RunOutcome:

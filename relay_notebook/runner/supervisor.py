@@ -25,8 +25,9 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
+from relay_notebook.record.events import Event, EventFields, EventKind
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.record.run_record import RunRecord
@@ -275,7 +276,9 @@ def launch_attempt(
     return handle
 
 
-def record_event(folder: RunFolder, attempt: int, kind: str, **fields: Any) -> dict[str, Any]:
+def record_event(
+    folder: RunFolder, attempt: int, kind: EventKind, **fields: Unpack[EventFields]
+) -> Event:
     """Append one supervisor event to the run's ledger (safe while the child appends too)."""
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
     try:

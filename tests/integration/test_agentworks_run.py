@@ -11,8 +11,11 @@ import pytest
 import agentworks
 from relay_notebook import commands
 from relay_notebook.history import read_run_log
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.ledger import read_events
 from relay_notebook.runner import RunOutcome
 from relay_notebook.workspace import Manifest, Workspace
+from tests.relays import relay_script, relay_source
 from tests.servers.chat_server import chat_server
 
 
@@ -73,6 +76,52 @@ def test_mcp_call_from_a_step_and_from_the_workflow(with_orders_server: Workspac
     assert out.result == {"first": "ord-1", "count": 1, "attempts": 1}
     names = [s["name"] for s in read_run_log(ws, first.run_id).steps]
     assert names == ["order", "mcp:orders.list_orders"]
+
+
+def test_a_failed_platform_call_in_the_workflow_records_step_error(workspace: Workspace) -> None:
+    """An agent call made in the workflow body that fails records ``step_error`` as a native
+    step does: the same fields, the error's type and message, and the step table's retries."""
+    setup_relay(workspace, relay_source("failing_call"), relay_script("failing_call"))
+    out = go(workspace, run_input="A-1")
+    assert out.status == "succeeded" and "used all 1 turns" in out.result["answer"]
+    events = read_events(find_run(workspace, out.run_id).events)
+    steps = {
+        (e["step"], e["kind"]): e for e in events if e["kind"].startswith("step_") and "step" in e
+    }
+    assert sorted(steps) == [
+        ("agent:looper", "step_error"),
+        ("agent:looper", "step_start"),
+        ("finish", "step_end"),
+        ("finish", "step_start"),
+        ("prepare", "step_end"),
+        ("prepare", "step_start"),
+    ]
+    failed = steps["agent:looper", "step_error"]
+    assert failed["error_type"] == "AgentError" and "used all 1 turns" in failed["error"]
+    assert failed["occurrence"] == 1 and failed["site"] is not None and failed["step_id"] == 2
+    native, platform = steps["prepare", "step_start"], steps["agent:looper", "step_start"]
+    assert set(platform) == set(native) - {"input_preview"}
+    assert set(failed) - set(platform) == {"duration_ms", "error_type", "error"}
+    [row] = [s for s in read_run_log(workspace, out.run_id).steps if s["name"] == "agent:looper"]
+    assert [(r["error_type"], r["step_attempt"]) for r in row["retries"]] == [("AgentError", 1)]
+
+
+def test_a_failed_platform_call_replayed_by_recovery_is_reused(workspace: Workspace) -> None:
+    """Recovery replays a failed platform call's checkpointed error without calling again, and
+    the ledger says so as it does for a native step (``step_reused`` with what it raised)."""
+    setup_relay(workspace, relay_source("failing_call"), relay_script("failing_call"))
+    first = go(workspace, run_input="A-1", crash="after:finish")
+    assert first.status == "interrupted"
+    out = commands.recover(workspace, first.run_id).wait(120)
+    assert out.status == "succeeded" and "used all 1 turns" in out.result["answer"]
+    events = read_events(find_run(workspace, out.run_id).events)
+    replayed = [
+        (e["step"], e.get("raised"))
+        for e in events
+        if e["kind"] == "step_reused" and e["attempt"] == 2
+    ]
+    assert replayed == [("prepare", None), ("agent:looper", "AgentError"), ("finish", None)]
+    assert not [e for e in events if e["attempt"] == 2 and e["kind"] == "receipt"]
 
 
 def test_agent_with_python_and_mcp_tools(with_orders_server: Workspace) -> None:

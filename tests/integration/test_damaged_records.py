@@ -143,8 +143,8 @@ def test_writers_in_turn_on_one_ledger_never_repeat_a_sequence_number(tmp_path: 
     first = EventWriter(ledger, run_id="r-1", attempt=1)
     second = EventWriter(ledger, run_id="r-1", attempt=1)
     for i in range(5):
-        (first if i % 2 else second).emit("tick", i=i)
-    first.emit("tock")
+        (first if i % 2 else second).emit("log", level="INFO", message=f"tick {i}")
+    first.emit("log", level="INFO", message="tock")
     first.close()
     second.close()
     events = read_events(ledger)

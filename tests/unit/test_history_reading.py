@@ -16,6 +16,7 @@ from agentworks.redact import Redactor
 from relay_notebook.errors import LedgerCorruptError
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.outputs import PREVIEW_CHARS, output_preview
+from relay_notebook.record.events import EventKind
 from relay_notebook.record.ledger import EventWriter
 
 
@@ -81,10 +82,13 @@ def test_previews_are_short_and_redacted() -> None:
     assert big is not None and big.startswith("<") and "bytes pickled>" in big
 
 
-def write_ledger(path: Path, run_id: str, kinds: list[str]) -> None:
+def write_ledger(path: Path, run_id: str, kinds: list[EventKind]) -> None:
     writer = EventWriter(path, run_id=run_id, attempt=1)
     for kind in kinds:
-        writer.emit(kind, step="s", step_id=1, workflow_id=run_id)
+        if kind == "receipt":
+            writer.emit(kind, key=None, call_kind="agent", name="s")
+        else:
+            writer.emit(kind, step="s", step_id=1, workflow_id=run_id)
     writer.close()
 
 

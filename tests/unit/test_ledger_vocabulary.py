@@ -42,15 +42,21 @@ def test_scan_selects_what_the_writer_wrote(tmp_path: Path) -> None:
     for attempt in (1, 2):
         writer = EventWriter(path, run_id="invoice-3", attempt=attempt)
         writer.emit("step_end", step="load")
-        writer.emit("retry", step="load")
+        writer.emit("step_error", step="load", error_type="OSError", error="disk full")
         writer.close()
     scan = LedgerScan(path, "invoice-3")
     assert scan.count == 4
     assert [e["seq"] for e in scan.select("step_end")] == [1, 3]
-    assert [e["seq"] for e in scan.select("retry", attempt=2)] == [4]
+    assert [e["seq"] for e in scan.select("step_error", attempt=2)] == [4]
 
 
 def test_torn_line_is_not_an_event() -> None:
     """A line cut short by a killed writer decodes to nothing."""
     assert decode_event(b'{"seq":3,"ts":1.0,"run_id":"a-1"') is None
     assert decode_event(b"[1, 2]") is None
+
+
+def test_a_line_without_the_header_is_not_an_event() -> None:
+    """A JSON object missing a header key (a line written by hand) decodes to nothing."""
+    assert decode_event(b'{"seq":1,"ts":1.0,"run_id":"a-1","kind":"log"}') is None
+    assert decode_event(b'{"seq":1,"ts":1.0,"run_id":"a-1","attempt":1,"kind":"log"}') is not None

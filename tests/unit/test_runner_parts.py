@@ -107,7 +107,7 @@ def test_trace_is_capped_at_2_mib_with_a_marker(workspace: Workspace) -> None:
     folder.write_meta(minimal_meta(folder.run_id, "succeeded"))
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=1)
     for i in range(6000):
-        writer.emit("step_end", step="s", occurrence=i, step_id=i, detail="x" * 400)
+        writer.emit("step_start", step="s", occurrence=i, step_id=i, input_preview="x" * 400)
     writer.close()
     write_trace(folder)
     data = folder.trace.read_bytes()
