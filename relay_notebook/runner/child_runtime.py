@@ -21,7 +21,6 @@ from agentworks.redact import Redactor
 from relay_notebook import codes
 from relay_notebook.record.events import Event, EventFields, EventKind
 from relay_notebook.record.ledger import EventWriter
-from relay_notebook.record.rules import access_revoked_message
 from relay_notebook.runner.leave import crash_point, leave
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.access import AccessPolicy
@@ -81,6 +80,9 @@ def install_runtime(
 
     def authorize(what: str) -> None:
         if not AccessPolicy(workspace).is_granted(relay):
+            # the recovery rules (and the record they read) are not a child's to import at start
+            from relay_notebook.record.rules import access_revoked_message
+
             stop(
                 "denied",
                 codes.ACCESS_REVOKED.record(access_revoked_message(spec.run_id, relay, what)),

@@ -3,10 +3,10 @@
 Design note: a ``relay run`` process waits for its warm parent (see ``runner.warm``), so each
 millisecond before that parent starts is on the run's clock, and ``subprocess`` with the
 modules around it (``socket``, ``dataclasses``, ``pathlib``) takes tens of milliseconds to
-import. This module imports ``os``, ``sys``, ``time`` and the C ``_socket`` only: it stamps
-the kit's files (before the parent imports them, so a change since is seen), spawns the
-parent with ``os.posix_spawn`` in a session of its own, its control socket at a fixed number
-and its standard streams on ``/dev/null``, and ``runner.warm.WarmParent`` adopts it. The
+import. This module imports ``os``, ``sys``, ``time`` and the C ``_socket`` only: it spawns
+the parent with ``os.posix_spawn`` in a session of its own, its control socket at a fixed
+number and its standard streams on ``/dev/null``, then stamps the kit's files while the new
+interpreter starts (so a change since is seen), and ``runner.warm.WarmParent`` adopts it. The
 parent closes any other descriptor it inherited before it does anything else.
 """
 
@@ -85,9 +85,13 @@ def stamp(paths: tuple[str, ...]) -> Stamps:
 
 
 def launch(*, one_attempt: bool = False) -> Launched:
-    """Spawn a warm parent (``one_attempt``: for a process that will fork one attempt)."""
-    files = kit_files()
-    stamps = stamp(files)
+    """Spawn a warm parent (``one_attempt``: for a process that will fork one attempt).
+
+    The kit's files are stamped just after the spawn, while the new interpreter starts (the
+    walk takes about 10 ms, which the parent's start would otherwise wait for): a file changed
+    in that instant is missed as it would be by this process's own imports, which read the kit
+    at the same time.
+    """
     ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     target = _CONTROL_FD if theirs.fileno() != _CONTROL_FD else _CONTROL_FD + 1
     argv = [sys.executable, "-m", WARM_PARENT_MODULE, str(target)]
@@ -107,4 +111,8 @@ def launch(*, one_attempt: bool = False) -> Launched:
         raise
     finally:
         theirs.close()
-    return Launched(pid, ours, files, stamps)
+    started = time.monotonic()
+    files = kit_files()
+    launched = Launched(pid, ours, files, stamp(files))
+    launched.started = started
+    return launched
