@@ -185,6 +185,7 @@ def _replay_in_flight(workspace: Workspace, release: Release, created: bool) -> 
     """The previous release's in-flight runs, replayed on ``release`` (publishing warns)."""
     from relay_notebook.errors import RelayError
     from relay_notebook.record.folders import list_run_folders
+    from relay_notebook.record.run_record import RunRecord
     from relay_notebook.runner.replay import replay_check
 
     previous = [r for r in list_releases(workspace, release.relay) if r.version < release.version]
@@ -194,13 +195,10 @@ def _replay_in_flight(workspace: Workspace, release: Release, created: bool) -> 
     ids = []
     for folder in list_run_folders(workspace, release.relay):
         try:
-            meta = folder.read_meta()
+            record = RunRecord.load(folder)
         except RelayError:
             continue
-        if (
-            meta.get("status") in _IN_FLIGHT
-            and (meta.get("release") or {}).get("version") == version
-        ):
+        if record.status in _IN_FLIGHT and (record.release or {}).get("version") == version:
             ids.append(folder.run_id)
     return replay_check(workspace, release.relay, ids, release=release.ref) if ids else []
 

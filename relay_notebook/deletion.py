@@ -72,7 +72,7 @@ def _lock(folder: RunFolder, backend: Backend | None) -> RunLock:
             f"it has finished (relay runs {folder.relay}), then delete it."
         )
     try:
-        return take_run_lock(folder, backend_for_run(record.raw, backend))
+        return take_run_lock(folder, backend_for_run(record, backend))
     except RunLockedError:
         raise RunLockedError(
             f"Cannot delete run {folder.run_id}: an attempt is executing it right now. Wait "

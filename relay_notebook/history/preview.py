@@ -106,8 +106,7 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
     """What ``relay recover RUN`` would do now; reads only, and changes nothing."""
     folder = find_run(workspace, run_id)
     log = read_run_log(workspace, run_id)
-    meta = folder.read_meta()
-    record = RunRecord.from_json(meta)
+    record = RunRecord.load(folder)
     journal = Journal(folder.journal)
     steps = log.all_steps()
     reused = [_call(s) for s in steps if s["status"] in ("checkpointed", "error")]
@@ -143,7 +142,7 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
         changed, failed = _changed(workspace, record)
         lost = None
         if record.attempts and not failed:
-            lost = find_lost_checkpoints(folder, meta, workspace_backend(workspace))
+            lost = find_lost_checkpoints(folder, record, workspace_backend(workspace))
         decision = failed or decide(replace(facts, changed=changed, lost=lost))
     outcome, reason = _reason(decision)
     pending = outcome == "recover" or (reason or {}).get("code") not in (

@@ -145,9 +145,9 @@ def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
 
 def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     """Every saved output and error of the run, read the same careful way."""
-    meta = folder.read_meta()
-    live = _live_attempt(RunRecord.from_json(meta)) is not None
-    with open_run_database(folder, meta, live=live, backend=backend) as conn:
+    record = RunRecord.load(folder)
+    live = _live_attempt(record) is not None
+    with open_run_database(folder, record, live=live, backend=backend) as conn:
         if conn is None:
             return {}
         try:
@@ -200,11 +200,10 @@ def read_run_log(workspace: Workspace, run_id: str) -> RunLog:
 
 def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
-    record = RunRecord.from_json(meta)
+    record = RunRecord.load(folder)
     live = _live_attempt(record)
     backend = workspace_backend(workspace)
-    with open_run_database(folder, meta, live=live is not None, backend=backend) as conn:
+    with open_run_database(folder, record, live=live is not None, backend=backend) as conn:
         workflows, rows = _read_dbos(conn)
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()

@@ -167,9 +167,9 @@ def _read(conn: Any, run_id: str, redactor: Redactor | None) -> RunEvents:
 def read_run_events(workspace: Workspace, run_id: str) -> RunEvents:
     """``run_id``'s events, stream values and messages; safe while it runs, changes nothing."""
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
-    live = _live_attempt(RunRecord.from_json(meta)) is not None
+    record = RunRecord.load(folder)
+    live = _live_attempt(record) is not None
     secrets = Vault(workspace.home).values()
     redactor = Redactor(secrets) if secrets else None
-    with open_run_database(folder, meta, live=live, backend=workspace_backend(workspace)) as conn:
+    with open_run_database(folder, record, live=live, backend=workspace_backend(workspace)) as conn:
         return _read(conn, folder.run_id, redactor)

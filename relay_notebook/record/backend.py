@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from relay_notebook.errors import DatabaseUnavailableError, InvalidDatabaseUrlError
 
 if TYPE_CHECKING:
+    from relay_notebook.record.run_record import RunRecord
     from relay_notebook.workspace import Workspace
 
 __all__ = [
@@ -135,14 +136,14 @@ def resolve_backend(database_url: str | None = None) -> Backend:
     return Backend(url)
 
 
-def backend_for_run(meta: dict[str, Any], current: Backend | None = None) -> Backend:
-    """The database of the run described by ``meta``; the live setting supplies a password.
+def backend_for_run(run: RunRecord, current: Backend | None = None) -> Backend:
+    """The database of ``run``; the live setting supplies a password.
 
     A run keeps the database it started with. ``current`` (the caller's setting, usually
     ``workspace_backend``) is used when it names the same database, since only it carries the
     password; without it the recorded URL (no password) is used.
     """
-    record = meta.get("database")
+    record = run.database
     if not record:
         return Backend(None)
     live = current if current is not None else Backend(None)

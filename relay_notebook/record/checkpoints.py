@@ -43,7 +43,7 @@ def read_checkpoints(
     ``live``: an attempt may be writing now (see ``record.store``); pass ``False`` once it ended.
     """
     try:
-        with open_run_database(folder, folder.read_meta(), live=live, backend=backend) as conn:
+        with open_run_database(folder, RunRecord.load(folder), live=live, backend=backend) as conn:
             if conn is None:
                 return []
             rows = conn.execute(
@@ -72,7 +72,7 @@ def read_workflow_status(
 ) -> dict[str, object] | None:
     """DBOS's status row for the run (status, recovery_attempts, version...), or None."""
     try:
-        with open_run_database(folder, folder.read_meta(), live=live, backend=backend) as conn:
+        with open_run_database(folder, RunRecord.load(folder), live=live, backend=backend) as conn:
             if conn is None:
                 return None
             row = conn.execute(
@@ -107,7 +107,7 @@ class LostCheckpoints:
         )
 
 
-def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[int, str]]:
+def _recorded(folder: RunFolder, record: RunRecord) -> tuple[set[int], dict[int, str]]:
     """Function ids the supervisor saw checkpointed (run.json), and step names the ledger gives.
 
     The ids come from DBOS itself, read by the supervisor as each attempt ended; the ledger's
@@ -115,7 +115,7 @@ def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[i
     ``step_end`` without a checkpoint, so those alone never prove a checkpoint was written).
     """
     saved: set[int] = set()
-    for a in RunRecord.from_json(meta).attempts:
+    for a in record.attempts:
         saved.update(a.executed, a.reused)
     names: dict[int, str] = {}
     counts: dict[str, int] = {}
@@ -129,9 +129,11 @@ def _recorded(folder: RunFolder, meta: dict[str, Any]) -> tuple[set[int], dict[i
     return saved, names
 
 
-def _store(folder: RunFolder, backend: Backend | None) -> tuple[str, set[int] | None, str | None]:
+def _store(
+    folder: RunFolder, record: RunRecord, backend: Backend | None
+) -> tuple[str, set[int] | None, str | None]:
     """Where the run's checkpoints live, the function ids saved there, and what is wrong."""
-    backend = backend_for_run(folder.read_meta(), backend)
+    backend = backend_for_run(record, backend)
     if backend.is_postgres:
         where = f"the PostgreSQL database {backend.display}"
         with open_postgres_run(backend, folder.run_id) as reader:
@@ -167,7 +169,7 @@ def _saved_ids(conn: Any, run_id: str) -> set[int] | None:
 
 def find_lost_checkpoints(
     folder: RunFolder,
-    meta: dict[str, Any],
+    record: RunRecord,
     backend: Backend | None = None,
 ) -> LostCheckpoints | None:
     """Compare DBOS's checkpoints with the run's own records before an attempt; ``None`` if
@@ -178,10 +180,10 @@ def find_lost_checkpoints(
     Called before an attempt, when none is live: the SQLite file is opened so that no byte of
     the run folder changes (the recovery preview reads it the same way).
     """
-    saved, names = _recorded(folder, meta)
+    saved, names = _recorded(folder, record)
     if not saved and not names:
         return None
-    where, present, problem = _store(folder, backend)
+    where, present, problem = _store(folder, record, backend)
     if problem is None and present is None:
         problem = f"has no record of workflow {folder.run_id}"
     expected = saved | set(names) if present is None else saved - present

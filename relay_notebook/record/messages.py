@@ -33,7 +33,7 @@ def _exists(
 ) -> bool:
     """Whether ``sql`` finds a row in the run's DBOS store (not yet created: no)."""
     try:
-        with open_run_database(folder, record.raw, live=True, backend=backend) as conn:
+        with open_run_database(folder, record, live=True, backend=backend) as conn:
             return conn is not None and conn.execute(sql, params).fetchone() is not None
     except sqlite3.OperationalError:
         return False

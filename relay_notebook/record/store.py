@@ -32,6 +32,7 @@ from relay_notebook.record.backend import Backend, app_name_for_run, backend_for
 
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
+    from relay_notebook.record.run_record import RunRecord
 
 __all__ = [
     "PostgresRunReader",
@@ -114,14 +115,14 @@ def open_store(backend: Backend, database: Path, run_id: str, *, live: bool) -> 
 
 @contextlib.contextmanager
 def open_run_database(
-    folder: RunFolder, meta: dict[str, Any], *, live: bool, backend: Backend | None = None
+    folder: RunFolder, record: RunRecord, *, live: bool, backend: Backend | None = None
 ) -> Iterator[Any]:
     """A read-only connection to ``folder``'s run, wherever its DBOS state lives.
 
     A PostgreSQL run yields a reader scoped to the run's rows in a READ ONLY transaction;
     ``backend`` is the reader's database setting (it supplies the password).
     """
-    backend = backend_for_run(meta, backend)
+    backend = backend_for_run(record, backend)
     with open_store(backend, folder.database, folder.run_id, live=live) as conn:
         yield conn
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relay_notebook.record.backend import Backend
 from relay_notebook.record.checkpoints import find_lost_checkpoints
@@ -15,7 +15,7 @@ __all__ = ["guard_checkpoints"]
 
 
 def guard_checkpoints(
-    folder: RunFolder, meta: dict[str, Any], backend: Backend | None, *, accept: bool
+    folder: RunFolder, record: RunRecord, backend: Backend | None, *, accept: bool
 ) -> None:
     """Refuse the next attempt of a run whose checkpoints were lost, unless ``accept``.
 
@@ -26,10 +26,10 @@ def guard_checkpoints(
     from relay_notebook.errors import CheckpointsLostError
     from relay_notebook.record.ledger import EventWriter, now_ms
 
-    lost = find_lost_checkpoints(folder, meta, backend)
+    lost = find_lost_checkpoints(folder, record, backend)
     if lost is None:
         return
-    attempts = RunRecord.from_json(meta).attempts_used
+    attempts = record.attempts_used
     if not accept:
         raise CheckpointsLostError(lost.message(folder.run_id))
     kept = None

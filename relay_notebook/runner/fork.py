@@ -356,7 +356,7 @@ def create_fork(
 
     parent = find_run(workspace, run_id)
     record = RunRecord.load(parent)
-    backend = backend_for_run(record.raw, workspace_backend(workspace, backend))
+    backend = backend_for_run(record, workspace_backend(workspace, backend))
     relay = record.relay
     current = workspace.load_draft(relay)
     if release is None and not draft:

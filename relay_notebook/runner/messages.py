@@ -131,7 +131,7 @@ def send_message(
     """
     folder = find_run(workspace, run_id)
     record = RunRecord.load(folder)
-    run_backend = backend_for_run(record.raw, workspace_backend(workspace, backend))
+    run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     key = idempotency_key or uuid.uuid4().hex
     if idempotency_key is not None and delivered_message(folder, record, run_backend, key):
         # a retried delivery: the answer it got the first time, even if the run finished since

@@ -10,8 +10,6 @@ finished handle a caller gets back (the run as it was, or held with a status), s
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentworks.journal import Journal
 from relay_notebook import codes
 from relay_notebook.errors import (
@@ -120,8 +118,7 @@ def check_under_lock(
     ``resume``: only a waiting run whose wait is answered goes (a message, a due timer).
     """
     settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
-    meta = folder.read_meta()
-    record = RunRecord.from_json(meta)
+    record = RunRecord.load(folder)
     if record.finished:
         raise Held(decide(rule_facts(workspace, folder, record)))
     if resume and record.waiting is None:
@@ -129,7 +126,7 @@ def check_under_lock(
     changed = bindings_changed(workspace, record)
     lost = None
     if record.attempts and not accept_lost:
-        lost = find_lost_checkpoints(folder, meta, backend)
+        lost = find_lost_checkpoints(folder, record, backend)
     ready = backend if resume else None
     decision = decide(
         rule_facts(workspace, folder, record, changed=changed, lost=lost, resume=ready)
@@ -142,15 +139,15 @@ def check_under_lock(
             record_event(folder, record.attempts_used, "recovery_rejected", changed=changed)
         raise REFUSALS[decision.code](decision.message)
     if record.attempts and accept_lost:
-        guard_checkpoints(folder, meta, backend, accept=True)
+        guard_checkpoints(folder, record, backend, accept=True)
 
 
-def held_handle(folder: RunFolder, meta: dict[str, Any], decision: Decision) -> RunHandle:
+def held_handle(folder: RunFolder, record: RunRecord, decision: Decision) -> RunHandle:
     """A recovery that does not start: a finished run as it was, or held with a status."""
     if decision.code == codes.FINISHED.code:
-        finished = finished_outcome(folder, RunRecord.from_json(meta))
+        finished = finished_outcome(folder, record)
         return RunHandle(folder, finished.attempt, process=None, on_event=None, finished=finished)
-    attempts = len(meta.get("attempts", []))
+    attempts = record.attempts_used
     status, error = str(decision.status), decision.reason
     record_event(folder, attempts, "recovery_held", status=status, error=error)
     outcome = RunOutcome(folder.run_id, folder.relay, status, attempts, None, error)

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from relay_notebook.errors import RunNotFoundError
 from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.confine import WriteRules, confine_command
 from relay_notebook.runner.fork import copy_database
 from relay_notebook.settings import ENV_DATABASE_URL
@@ -91,7 +92,7 @@ def _occurrences(names: list[str]) -> list[str]:
 _EXPORTED: Final = ("workflow_status", "workflow_input", "operation_outputs")
 
 
-def _export_postgres(workspace: Workspace, meta: dict[str, Any], run_id: str) -> dict[str, Any]:
+def _export_postgres(workspace: Workspace, record: RunRecord, run_id: str) -> dict[str, Any]:
     """The run's DBOS rows in the shared PostgreSQL database, as lists per table."""
     from relay_notebook.runner.backend import (
         app_name_for_run,
@@ -100,7 +101,7 @@ def _export_postgres(workspace: Workspace, meta: dict[str, Any], run_id: str) ->
         workspace_backend,
     )
 
-    backend = backend_for_run(meta, workspace_backend(workspace))
+    backend = backend_for_run(record, workspace_backend(workspace))
     app = app_name_for_run(run_id)
     mine = "SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = %s"
     out: dict[str, Any] = {}
@@ -354,13 +355,13 @@ def replay_check(
         )
     reports = []
     for folder in folders:
-        meta = folder.read_meta()
-        status = str(meta.get("status") or "pending")
+        record = RunRecord.load(folder)
+        status = record.status or "pending"
 
         nothing = ReplayReport(
             folder.run_id, status, "compatible", "no-history", "the run recorded nothing yet"
         )
-        on_postgres = meta.get("database", {}).get("kind") == "postgresql"
+        on_postgres = (record.database or {}).get("kind") == "postgresql"
         if not on_postgres and not folder.database.exists():
             reports.append(nothing)
             continue
@@ -369,7 +370,7 @@ def replay_check(
             database = sandbox / "dbos.sqlite"
             if on_postgres:
                 _new_store(database)
-                _import_rows(database, _export_postgres(workspace, meta, folder.run_id))
+                _import_rows(database, _export_postgres(workspace, record, folder.run_id))
             else:
                 copy_database(folder.database, database)
             recorded, exists = _recorded(database, folder.run_id)

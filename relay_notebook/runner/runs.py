@@ -70,9 +70,8 @@ def _hidden(workspace: Workspace) -> tuple[Path, ...]:
     return (workspace.home / VAULT_DIR,)
 
 
-def _context_from_meta(workspace: Workspace, meta: dict[str, Any]) -> AttemptContext:
+def _context(workspace: Workspace, record: RunRecord) -> AttemptContext:
     """What the child needs besides the spec basics: for agentworks' Runtime."""
-    record = RunRecord.from_json(meta)
     if record.has_default_model:
         model = record.default_model
     else:  # a run recorded before the model was kept in run.json
@@ -172,8 +171,8 @@ def start_run(
         workspace, draft, run_input=run_input, release=release, deadline_s=deadline_s,
         backend=backend,
     )  # fmt: skip
-    meta = folder.read_meta()
-    return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
+    record = RunRecord.load(folder)
+    return _launch(workspace, folder, record, 1, crash=crash, on_event=on_event, backend=backend)
 
 
 def draft_hash(draft: Draft) -> str:
@@ -190,15 +189,15 @@ def launch_first_attempt(
     backend: Backend | None = None,
 ) -> RunHandle:
     """Attempt 1 of a run already created (a fork, whose workflow waits in its database)."""
-    meta = folder.read_meta()
-    backend = backend_for_run(meta, workspace_backend(workspace, backend))
-    return _launch(workspace, folder, meta, 1, crash=crash, on_event=on_event, backend=backend)
+    record = RunRecord.load(folder)
+    backend = backend_for_run(record, workspace_backend(workspace, backend))
+    return _launch(workspace, folder, record, 1, crash=crash, on_event=on_event, backend=backend)
 
 
 def _launch(
     workspace: Workspace,
     folder: RunFolder,
-    meta: dict[str, Any],
+    record: RunRecord,
     attempt: int,
     *,
     crash: CrashSpec | None,
@@ -212,12 +211,12 @@ def _launch(
 ) -> RunHandle:
     try:
         handle = _launch_attempt(
-            workspace, folder, meta, attempt, crash=crash, on_event=on_event, backend=backend,
+            workspace, folder, record, attempt, crash=crash, on_event=on_event, backend=backend,
             preflight=preflight, executor_id=executor_id, lifeline=lifeline,
             accept_lost=accept_lost, resume=resume,
         )  # fmt: skip
     except Held as held:
-        return held_handle(folder, folder.read_meta(), held.decision)
+        return held_handle(folder, RunRecord.load(folder), held.decision)
 
     def answered() -> RunHandle | None:
         # the attempt ended waiting: a message that came while it left resumes it at once
@@ -233,7 +232,7 @@ def _launch(
 def _launch_attempt(
     workspace: Workspace,
     folder: RunFolder,
-    meta: dict[str, Any],
+    record: RunRecord,
     attempt: int,
     *,
     crash: CrashSpec | None,
@@ -251,16 +250,16 @@ def _launch_attempt(
     return launch_attempt(
         folder,
         attempt=None if preflight else attempt,
-        code_dir=Path(meta["code_dir"]),
-        app_version=meta["app_version"],
-        run_input=meta["input"],
+        code_dir=Path(record.code_dir),
+        app_version=record.app_version,
+        run_input=record.input,
         crash=crash,
-        deadline_ms=RunRecord.from_json(meta).deadline_at(now_ms()),
+        deadline_ms=record.deadline_at(now_ms()),
         on_event=on_event,
         preflight=checks if preflight else None,
         hidden=_hidden(workspace),
         secrets=Vault(workspace.home).values(),
-        context=_context_from_meta(workspace, meta),
+        context=_context(workspace, record),
         backend=backend,
         executor_id=executor_id,
         lifeline=lifeline,
@@ -289,8 +288,9 @@ def start_recovery(
     """
     folder = find_run(workspace, run_id)
     return _next_attempt(
-        workspace, folder, folder.read_meta(), crash=None, on_event=on_event, backend=backend,
-        executor_id=executor_id, lifeline=lifeline, accept_lost=accept_lost_checkpoints,
+        workspace, folder, RunRecord.load(folder), crash=None, on_event=on_event,
+        backend=backend, executor_id=executor_id, lifeline=lifeline,
+        accept_lost=accept_lost_checkpoints,
     )  # fmt: skip
 
 
@@ -310,16 +310,15 @@ def resume_waiting(
     The attempt replays to the wait from checkpoints and goes on (or waits again).
     """
     folder = find_run(workspace, run_id)
-    meta = folder.read_meta()
-    record = RunRecord.from_json(meta)
+    record = RunRecord.load(folder)
     if record.waiting is None:
         return None
-    run_backend = backend_for_run(meta, workspace_backend(workspace, backend))
+    run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     if not wait_ready(folder, record, run_backend, now_ms()):
         return None  # checked again under the run lock
     try:
         handle = _launch(
-            workspace, folder, meta, len(meta.get("attempts", [])) + 1, crash=None,
+            workspace, folder, record, record.attempts_used + 1, crash=None,
             on_event=on_event, backend=run_backend, preflight=True, executor_id=executor_id,
             lifeline=lifeline, resume=True,
         )  # fmt: skip
@@ -331,7 +330,7 @@ def resume_waiting(
 def _next_attempt(
     workspace: Workspace,
     folder: RunFolder,
-    meta: dict[str, Any],
+    record: RunRecord,
     *,
     crash: CrashSpec | None,
     on_event: EventCallback | None,
@@ -344,19 +343,18 @@ def _next_attempt(
 
     The rules that need no lock decide here; the attempt re-applies them all under the lock.
     """
-    record = RunRecord.from_json(meta)
     first = not record.attempts
-    run_backend = backend_for_run(meta, workspace_backend(workspace, backend))
+    run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     decision = decide(rule_facts(workspace, folder, record, resume=run_backend))
     if decision.verdict == "hold":
-        return held_handle(folder, meta, decision)
+        return held_handle(folder, record, decision)
     if decision.code == codes.NOT_DURABLE.code:
         raise NotDurableError(str(decision.message))
     return _launch(
         workspace,
         folder,
-        meta,
-        len(meta.get("attempts", [])) + 1,
+        record,
+        record.attempts_used + 1,
         crash=crash if first else None,
         on_event=on_event,
         backend=run_backend,
@@ -394,6 +392,6 @@ def advance_run(
     """
     folder = find_run(workspace, run_id)
     return _next_attempt(
-        workspace, folder, folder.read_meta(), crash=crash, on_event=on_event, backend=backend,
-        executor_id=executor_id, lifeline=lifeline,
+        workspace, folder, RunRecord.load(folder), crash=crash, on_event=on_event,
+        backend=backend, executor_id=executor_id, lifeline=lifeline,
     )  # fmt: skip

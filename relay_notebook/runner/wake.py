@@ -97,7 +97,7 @@ def due_runs(
         with contextlib.suppress(RelayError):
             folder: RunFolder = find_run(workspace, run_id)
             record = RunRecord.load(folder)
-            run_backend = backend_for_run(record.raw, workspace_backend(workspace, backend))
+            run_backend = backend_for_run(record, workspace_backend(workspace, backend))
             if wait_ready(folder, record, run_backend, now):
                 due.append(run_id)
     return due

@@ -109,7 +109,7 @@ CASES = {
 def _rules(ws: Workspace, folder: RunFolder) -> Decision:
     """The pure rules on the facts of ``folder`` as they are now (all checks, as under lock)."""
     record = RunRecord.load(folder)
-    lost = find_lost_checkpoints(folder, folder.read_meta()) if record.attempts else None
+    lost = find_lost_checkpoints(folder, record) if record.attempts else None
     now = time.time() * 1000
     return decide(
         Facts(

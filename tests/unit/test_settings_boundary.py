@@ -150,11 +150,16 @@ def test_settings_from_the_environment_yield_to_explicit_values() -> None:
 def test_the_workspace_carries_the_database_password_down(tmp_path: Path) -> None:
     """A run records its database without the password; a workspace opened with the full URL
     supplies it to the layers below, and nothing else does."""
+    from relay_notebook.record.run_record import RunRecord
     from relay_notebook.runner.backend import backend_for_run, workspace_backend
 
     url = "postgresql://me:hunter2@db.example/relays"
-    meta = {"database": {"kind": "postgresql", "url": "postgresql://me@db.example/relays"}}
+    run = RunRecord(
+        run_id="r-1", relay="r", status="pending", code_dir="r", app_version="v", bindings={},
+        created_at=0.0, deadline_ms=1.0, input={}, attempts=[], workflow_id="r-1",
+        database={"kind": "postgresql", "url": "postgresql://me@db.example/relays"},
+    )  # fmt: skip
     workspace = Settings(str(tmp_path), database_url=url).workspace()
-    assert backend_for_run(meta, workspace_backend(workspace)).url == url
-    assert backend_for_run(meta).url == "postgresql://me@db.example/relays"
+    assert backend_for_run(run, workspace_backend(workspace)).url == url
+    assert backend_for_run(run).url == "postgresql://me@db.example/relays"
     assert workspace_backend(Settings(str(tmp_path)).workspace()).kind == "sqlite"
