@@ -84,6 +84,9 @@ class AttemptStart(TypedDict):
     pid: int  # the child's process id
     prior_status: str | None  # the run's DBOS status before this attempt (None: a fresh run)
     t0: float  # ms since the epoch; a checkpoint completed after it was written by this attempt
+    #: the run's new SQLite database was copied from the migrated DBOS template
+    #: (``runner.dbos_template``); absent in ledgers written before it existed
+    from_template: bool
 
 
 class AttemptOutcome(TypedDict):
@@ -250,6 +253,7 @@ class EventFields(TypedDict, total=False):
     pid: int
     prior_status: str | None
     t0: float
+    from_template: bool
     status: str
     error: str | Mapping[str, object] | None
     returncode: int | None

@@ -40,12 +40,29 @@ _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
 _FAST_POLL_SEC = 0.01
 
 
-def _prepare_database(path: Path) -> None:
-    """Put the SQLite file in WAL mode before DBOS opens it (WAL persists in the file).
+def _prepare_database(path: Path) -> bool:
+    """Start a new run's SQLite file from the migrated template (``runner.dbos_template``) and
+    put it in WAL mode before DBOS opens it (WAL persists in the file).
 
     The mode is checked, not the file's existence: a kill right after the file was created
-    would otherwise leave a rollback-journal database for every later attempt.
+    would otherwise leave a rollback-journal database for every later attempt. Returns
+    whether the file came from the template.
     """
+    from relay_notebook.runner.dbos_template import copy_template
+
+    copied = copy_template(path)
+    try:
+        _set_wal(path)
+    except sqlite3.DatabaseError:
+        if not copied:
+            raise
+        path.unlink()  # the template was not a database after all: start from an empty file
+        _set_wal(path)
+        return False
+    return copied
+
+
+def _set_wal(path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
@@ -110,7 +127,11 @@ async def _await_recovery(workflow_id: str) -> Any:
 
 
 async def _run_attempt(
-    spec: AttemptSpec, events: EventWriter, entry: Any, database_url: str | None
+    spec: AttemptSpec,
+    events: EventWriter,
+    entry: Any,
+    database_url: str | None,
+    from_template: bool = False,
 ) -> dict[str, Any]:
     from dbos import DBOS, SetWorkflowID
     from dbos._error import (
@@ -126,7 +147,10 @@ async def _run_attempt(
         queue = _internal_queue()
         queue._polling_interval_sec = _FAST_POLL_SEC
     t0 = time.time() * 1000
-    events.emit("attempt_start", pid=os.getpid(), prior_status=prior, t0=round(t0, 1))
+    events.emit(
+        "attempt_start",
+        pid=os.getpid(), prior_status=prior, t0=round(t0, 1), from_template=from_template,
+    )  # fmt: skip
     DBOS.launch()
     if before is not None and before[0] == "PENDING" and before[1] != spec.executor_id:
         # Another executor (a worker that died) left the workflow PENDING; DBOS's launch only
@@ -283,8 +307,9 @@ def main(spec_path: str) -> None:
         if not spec.context.durable:
             outcome = asyncio.run(_run_without_dbos(spec, entry))
             _finish(events, outcome_path, runtime, outcome)
+        from_template = False
         if database_url is None:
-            _prepare_database(spec.database)
+            from_template = _prepare_database(spec.database)
             name, url = "relay", f"sqlite:///{spec.database.resolve()}"
             version = spec.app_version
         else:
@@ -304,7 +329,7 @@ def main(spec_path: str) -> None:
         if database_url is not None:
             DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
         route_logs(events)
-        outcome = asyncio.run(_run_attempt(spec, events, entry, database_url))
+        outcome = asyncio.run(_run_attempt(spec, events, entry, database_url, from_template))
     _finish(events, outcome_path, runtime, outcome)
 
 

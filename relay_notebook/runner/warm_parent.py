@@ -63,6 +63,7 @@ _PRELOAD = (
     "relay_notebook.runner.backend",
     "relay_notebook.runner.locks",
     "relay_notebook.runner.landlock",
+    "relay_notebook.runner.dbos_template",
 )
 #: what only some attempts need (a release run's calls verify its files; it brings pydantic):
 #: preloaded by a parent that forks many attempts, left to the child by a one-attempt parent,
@@ -82,6 +83,35 @@ def _preload(*, one_attempt: bool = False) -> None:
     for name in _PRELOAD if one_attempt else _PRELOAD + _PRELOAD_MANY:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    with contextlib.suppress(ImportError, OSError):
+        from relay_notebook.runner.dbos_template import template_path
+
+        template_path()  # hashed once here; every child inherits the answer
+
+
+def _make_template_aside() -> None:
+    """If the DBOS template is missing, make it in a process of its own that nobody waits for
+    (a grandchild in its own session, holding none of our descriptors): ``runner.dbos_template``.
+    """
+    try:
+        from relay_notebook.runner.dbos_template import make_template, template_path
+
+        target = template_path()
+    except (ImportError, OSError):
+        return
+    if target is None or target.is_file():
+        return
+    helper = os.fork()
+    if helper == 0:
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                _close_from(3, keep=set())
+                with contextlib.suppress(BaseException):
+                    make_template()
+        finally:
+            os._exit(0)
+    os.waitpid(helper, 0)
 
 
 def _libc() -> ctypes.CDLL:
@@ -173,6 +203,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     gc.freeze()  # what was imported stays out of the children's collections (fewer copied pages)
     gc.enable()
     control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
+    _make_template_aside()
     poller = select.poll()
     poller.register(control, select.POLLIN)
     waiting: dict[int, tuple[int, socket.socket]] = {}

@@ -1,0 +1,143 @@
+"""A run's first attempt starts from a migrated, empty DBOS database (``runner.dbos_template``).
+
+Every case runs `relay` as a terminal does, with its own ``XDG_CACHE_HOME``, so the template is
+made (by the CLI's warm parent, in the background) and used exactly as a user's would be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_notebook.record.folders import find_run
+from relay_notebook.record.ledger import read_events
+from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
+from tests.relays import relay_source
+
+ONE_STEP = textwrap.dedent(
+    """
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def double(x):
+        return x * 2
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return {"value": await double(INPUT.get("x", 1))}
+    """
+)
+# the template's path as the CLI's children compute it (the installed DBOS, this cache)
+WHERE = "from relay_notebook.runner.dbos_template import template_path; print(template_path())"
+# a DBOS database made by DBOS itself on an empty file, as the kit did before the template
+FRESH = textwrap.dedent(
+    """
+    import os, sqlite3, sys
+    from dbos import DBOS
+    path = sys.argv[1]
+    DBOS(config={"name": "fresh", "system_database_url": "sqlite:///" + path,
+                 "application_version": "v", "executor_id": "x", "log_level": "WARNING"})
+    DBOS.launch()
+    sys.stdout.flush()
+    os._exit(0)
+    """
+)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> dict[str, str]:
+    """An environment with a cache of its own (no template in it yet)."""
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "RELAY_WARM_START": "1"}
+
+
+def relay(env: dict[str, str], home: Path, *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), *args, "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def template_of(env: dict[str, str]) -> Path:
+    out = subprocess.run([sys.executable, "-c", WHERE], capture_output=True, text=True, env=env)
+    return Path(out.stdout.strip())
+
+
+def started_from_template(workspace: Workspace, run_id: str) -> bool:
+    starts = [
+        e for e in read_events(find_run(workspace, run_id).events) if e["kind"] == "attempt_start"
+    ]
+    return bool(starts[0].get("from_template"))
+
+
+def schema(path: Path) -> set[tuple[str, str, str | None]]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    return {(t, n, s) for t, n, s in rows}
+
+
+def test_the_first_run_makes_the_template_and_the_next_starts_from_it(
+    workspace: Workspace, cache: dict[str, str], tmp_path: Path
+) -> None:
+    """The CLI's warm parent makes the template once; a later run's database is a copy of it,
+    holds what a database DBOS migrates itself holds, and the run succeeds on it."""
+    workspace.save_draft("one", ONE_STEP)
+    template = template_of(cache)
+    assert str(template).startswith(cache["XDG_CACHE_HOME"]) and not template.exists()
+    first = relay(cache, workspace.home, "run", "one")
+    assert first["status"] == "succeeded"
+    wait_until(template.is_file, timeout=60, what=f"the DBOS template at {template}")
+    second = relay(cache, workspace.home, "run", "one", "--input", '{"x": 21}')
+    assert second["status"] == "succeeded" and second["result"] == {"value": 42}
+    assert started_from_template(workspace, second["run_id"])
+
+    fresh = tmp_path / "fresh.sqlite"
+    subprocess.run([sys.executable, "-c", FRESH, str(fresh)], check=True, timeout=120)
+    assert schema(template) == schema(fresh)  # the same tables, indexes and triggers, no more
+    with sqlite3.connect(f"file:{template}?mode=ro", uri=True) as conn:
+        tables = [n for t, n, _ in schema(template) if t == "table"]
+        rows = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    assert {t: n for t, n in rows.items() if n} == {"dbos_migrations": 1}, rows
+    database = find_run(workspace, second["run_id"]).database
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        versions = [v for (v,) in conn.execute("SELECT version_name FROM application_versions")]
+    assert versions == [find_run(workspace, second["run_id"]).read_meta()["app_version"]]
+
+
+def test_a_template_that_is_not_a_database_is_not_used(
+    workspace: Workspace, cache: dict[str, str]
+) -> None:
+    """A damaged template costs the run nothing: it starts from an empty file, as before."""
+    workspace.save_draft("one", ONE_STEP)
+    template = template_of(cache)
+    template.parent.mkdir(parents=True)
+    template.write_bytes(b"not a database")
+    done = relay(cache, workspace.home, "run", "one")
+    assert done["status"] == "succeeded" and done["result"] == {"value": 2}
+    assert not started_from_template(workspace, done["run_id"])
+
+
+def test_a_relay_cannot_write_the_template(workspace: Workspace, cache: dict[str, str]) -> None:
+    """The template is read by every new run, so a confined relay may not change it."""
+    workspace.save_draft("one", ONE_STEP)
+    workspace.save_draft("write_outside", relay_source("write_outside"))
+    relay(cache, workspace.home, "run", "one")
+    template = template_of(cache)
+    wait_until(template.is_file, timeout=60, what=f"the DBOS template at {template}")
+    before = template.read_bytes()
+    done = relay(cache, workspace.home, "run", "write_outside", "--input",
+                 json.dumps({"outside": str(template)}))  # fmt: skip
+    assert done["status"] == "succeeded"
+    assert done["result"]["outside"] in ("EACCES", "EPERM", "EROFS")
+    assert template.read_bytes() == before
