@@ -16,8 +16,17 @@ from agentworks.codes import (
     Code,
     Section,
 )
+from relay_notebook.check_codes import ADMISSION, ANNOTATIONS, LINT, MISSING_AWAIT, SYNTAX_ERROR
 
-__all__ = ["NEEDS_RECONCILIATION", "REGISTRY", "Code", "Section", "meanings"]
+__all__ = [
+    "MISSING_AWAIT",
+    "NEEDS_RECONCILIATION",
+    "REGISTRY",
+    "SYNTAX_ERROR",
+    "Code",
+    "Section",
+    "meanings",
+]
 
 
 def _error(code: str, meaning: str, hint: str, *, exit: int = 1, recorded: bool = False) -> Code:
@@ -34,10 +43,6 @@ def _refusal(code: str, meaning: str, hint: str, *, recorded: bool = False) -> C
 
 def _run(code: str, meaning: str, hint: str) -> Code:
     return Code(code, meaning, hint, ("runs",), recorded=True)
-
-
-def _diagnostic(section: Section, code: str, meaning: str) -> Code:
-    return Code(code, meaning, sections=(section,))
 
 
 _RECOVER = "`relay recover RUN`"
@@ -373,125 +378,6 @@ HTTP_ERROR = Code(
     recorded=True,
 )
 
-# -- reported by `relay check`: admission errors, determinism lint, legacy annotations ---------
-SYNTAX_ERROR = _diagnostic("admission", "syntax-error", "The source does not parse as Python.")
-_ADMISSION = [
-    SYNTAX_ERROR,
-    *(
-        _diagnostic("admission", code, meaning)
-        for code, meaning in [
-            ("missing-entrypoint", "The module defines no top-level `run` function."),
-            ("duplicate-entrypoint", "The module defines `run` more than once."),
-            (
-                "entrypoint-not-async",
-                "The @DBOS.workflow() `run` is a plain `def`, not `async def`.",
-            ),
-            ("entrypoint-not-workflow", "`run(INPUT)` is not decorated with @DBOS.workflow()."),
-            (
-                "entrypoint-signature",
-                "`run` takes neither `(INPUT)` nor the legacy `(INPUT, ctx)`.",
-            ),
-            (
-                "dbos-decorator-not-called",
-                "A DBOS decorator lacks its parentheses, so importing fails.",
-            ),
-            ("dbos-not-imported", "`DBOS` is used but never imported or defined."),
-            ("dbos-launch-forbidden", "The source launches DBOS, which only the runner may do."),
-            (
-                "dbos-destroy-forbidden",
-                "The source destroys or resets DBOS, which only the runner may do.",
-            ),
-            ("dbos-config-forbidden", "The source configures DBOS, which only the runner may do."),
-            (
-                "durability-needs-dbos",
-                "`relay_durability: none` is set for a @DBOS.workflow relay, which needs DBOS.",
-            ),
-        ]
-    ),
-]
-MISSING_AWAIT = _diagnostic(
-    "lint", "missing-await", "An async step or helper is called in a workflow body without await."
-)
-_LINT = [
-    *(
-        _diagnostic("lint", code, meaning)
-        for code, meaning in [
-            ("nondeterministic-time", "A workflow body reads the clock; read it in a step."),
-            (
-                "nondeterministic-random",
-                "A workflow body draws random numbers; draw them in a step.",
-            ),
-            ("nondeterministic-uuid", "A workflow body makes a random UUID; make it in a step."),
-            (
-                "env-read-in-workflow",
-                "A workflow body reads environment variables; use variables or a step.",
-            ),
-            (
-                "io-in-workflow",
-                "A workflow body does file, network or process I/O; do it in a step.",
-            ),
-            (
-                "set-iteration",
-                "A workflow body iterates over a set, whose order differs between processes.",
-            ),
-            ("sleep-in-workflow", "A workflow body sleeps without DBOS; use DBOS.sleep_async."),
-            (
-                "introspection-in-workflow",
-                "A workflow body reads DBOS history, which is checkpointed whole.",
-            ),
-            (
-                "toplevel-side-effect",
-                "Module-level code has an effect that runs on every import.",
-            ),
-        ]
-    ),
-    MISSING_AWAIT,
-]
-_ANNOTATIONS = [
-    _diagnostic("annotations", code, meaning)
-    for code, meaning in [
-        (
-            "annotation-tokenize",
-            "The source is not valid Python tokens, so no annotation was read.",
-        ),
-        (
-            "annotation-placement",
-            "A `# @relay` comment follows code on its line instead of its own.",
-        ),
-        ("annotation-keyword", "The word after `# @relay` is not `node` or `edge`."),
-        (
-            "annotation-json",
-            "The text after `# @relay node` or `# @relay edge` is not one JSON object.",
-        ),
-        (
-            "annotation-node-id",
-            "A node `id` is missing or not a letter then letters, digits, `_`, `-`.",
-        ),
-        ("annotation-duplicate-id", "Two `# @relay node` annotations declare the same `id`."),
-        (
-            "annotation-node-type",
-            "A node `type` is not one of input, agent, script, decision, output.",
-        ),
-        (
-            "annotation-label",
-            "A label is missing (nodes), empty, over 200 characters or not one line.",
-        ),
-        (
-            "annotation-field",
-            "A node or edge annotation has a field that is not part of the format.",
-        ),
-        ("annotation-field-type", "An optional node field has the wrong JSON type."),
-        (
-            "annotation-edge-end",
-            "An edge `from` or `to` is missing or names no declared node.",
-        ),
-        ("annotation-duplicate-edge", "Two edges have the same `from`, `to` and `label`."),
-        # the limits are source.annotations.MAX_NODES / MAX_EDGES (a test keeps them in step)
-        ("annotation-too-many-nodes", "More than 200 nodes are declared."),
-        ("annotation-too-many-edges", "More than 400 edges are declared."),
-    ]
-]
-
 _ERRORS = [v for v in list(globals().values()) if isinstance(v, Code) and "errors" in v.sections]
 _RECORDED = [
     INTERRUPTED,
@@ -511,7 +397,7 @@ _RECORDED = [
 
 #: every code, by its text; within a section, docs/errors.md lists them in this order
 REGISTRY: dict[str, Code] = {
-    c.code: c for c in [*_ERRORS, *_RECORDED, *_ADMISSION, *_LINT, *_ANNOTATIONS, *AGENTWORKS_CODES]
+    c.code: c for c in [*_ERRORS, *_RECORDED, *ADMISSION, *LINT, *ANNOTATIONS, *AGENTWORKS_CODES]
 }
 
 

@@ -20,7 +20,11 @@ from relay_notebook.codes import REGISTRY
 from relay_notebook.source import annotations
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRY_FILES = {ROOT / "relay_notebook" / "codes.py", ROOT / "agentworks" / "codes.py"}
+REGISTRY_FILES = {
+    ROOT / "relay_notebook" / "codes.py",
+    ROOT / "relay_notebook" / "check_codes.py",
+    ROOT / "agentworks" / "codes.py",
+}
 SOURCE_LAYER = ROOT / "relay_notebook" / "source"
 DIAGNOSTIC_SECTIONS = {"admission", "lint", "annotations"}
 KEBAB = re.compile(r"[a-z]+(-[a-z0-9]+)+")
