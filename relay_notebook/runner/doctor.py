@@ -15,8 +15,8 @@ WARM_OFF = (
     "turned off by the warm_start setting (RELAY_WARM_START=0, RelayMagics.warm_start = False)"
 )
 ONE_ATTEMPT = (
-    "`relay run`, `relay recover` and `relay fork` start a warm parent before their own imports "
-    "and fork their attempt from it"
+    "`relay run`, `recover`, `fork`, `send` and `wait` start a warm parent before their own "
+    "imports and fork their attempt from it"
 )
 
 
