@@ -331,6 +331,8 @@ def warm_status(enabled: bool) -> WarmStatus:
         parent = _parent if _parent_pid == os.getpid() else None
     if parent is None:
         return WarmStatus("not started", None, abi_version(), False, None)
+    if parent.awaited and parent.state() == "starting":
+        parent.wait_ready(AWAIT_READY_S)  # as a run would: report what it would get
     state = parent.state()
     return WarmStatus(
         state,
