@@ -20,6 +20,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
+from tests.browser.lab_files import write_notebook
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -82,13 +83,6 @@ def _load_relaygen() -> Any:
     return module
 
 
-def _write_notebook(path: Path, cells: list[str]) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, path)
-
-
 @pytest.fixture(scope="module")
 def workspace(lab: LabServer) -> Workspace:
     """The served workspace: invoice (flow graph), five (crashed then recovered), big (200)."""
@@ -136,7 +130,7 @@ def demo_page(
     browser_context: Any, lab: LabServer, workspace: Workspace, recovered_run: str
 ) -> Iterator[Any]:
     """demo.ipynb opened in Lab, run all, rendered and saved."""
-    _write_notebook(
+    write_notebook(
         lab.root / "demo.ipynb",
         [SETUP_CELL, FLOW_CELL, RUN_GRAPH_CELL.format(run_id=recovered_run), RUNS_CELL],
     )
@@ -256,7 +250,7 @@ def test_200_step_relay_graph_renders(
 ) -> None:
     """The graph of a generated 200-step relay renders in full; its render time is reported."""
     graph = commands.graph(workspace, "big")
-    _write_notebook(lab.root / "big.ipynb", [SETUP_CELL, BIG_CELL])
+    write_notebook(lab.root / "big.ipynb", [SETUP_CELL, BIG_CELL])
     page = _open_notebook(browser_context, lab, "big.ipynb")
     page.evaluate(
         """n => {

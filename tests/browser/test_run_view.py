@@ -24,6 +24,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
+from tests.browser.lab_files import write_notebook
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -40,17 +41,6 @@ CELLS = [
     "%relay run order --input '{\"items\": []}' --wait",
     '%relay run order --input \'{"items": [{"sku": "c", "qty": 2, "unit": 5}]}\'',
 ]
-
-
-def _write_notebook(path: Path, cells: list[str]) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
 
 
 def _shot(page: Any, name: str, *, view: Any = None, full: bool = False) -> Path:
@@ -78,7 +68,7 @@ def _node_status(view: Any, node_id: str) -> str | None:
 @pytest.fixture(scope="module")
 def order_page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
     """order.ipynb opened in Lab and run all (the last run left going live)."""
-    _write_notebook(lab.root / "order.ipynb", CELLS)
+    write_notebook(lab.root / "order.ipynb", CELLS)
     page = browser_context.new_page()
     page.goto(lab.lab_url("order.ipynb"))
     page.wait_for_selector(".jp-Notebook .jp-Cell")

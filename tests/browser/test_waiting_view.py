@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from relay_notebook import commands
 from relay_notebook.history.run_events import read_run_events
 from relay_notebook.record.folders import find_run
 from relay_notebook.workspace import Workspace
+from tests.browser.lab_files import write_notebook
 from tests.polling import wait_until
 
 REPO = Path(__file__).parents[2]
@@ -39,17 +39,6 @@ CELLS = [
     "%%relay streamer --no-graph\n" + STREAMER,
     '%relay run streamer --input \'{"parts": 6, "pause": 1.0}\'',
 ]
-
-
-def _write_notebook(path: Path, cells: list[str]) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
 
 
 def _view(page: Any, cell: int) -> Any:
@@ -71,7 +60,7 @@ def _shot(page: Any, view: Any, name: str) -> None:
 @pytest.fixture(scope="module")
 def waiting_page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
     """waiting.ipynb opened in Lab and run all: approval-1 waiting, streamer-1 going."""
-    _write_notebook(lab.root / "waiting.ipynb", CELLS)
+    write_notebook(lab.root / "waiting.ipynb", CELLS)
     page = browser_context.new_page()
     page.goto(lab.lab_url("waiting.ipynb"))
     page.wait_for_selector(".jp-Notebook .jp-Cell")

@@ -65,12 +65,17 @@ def relay(home: Path, *args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def _parent_of(pid: int) -> int | None:
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (state first), or ``None``."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
-    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+
+
+def _parent_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
 
 
 def descendants(pid: int) -> list[int]:
@@ -87,11 +92,9 @@ def descendants(pid: int) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return _parent_of(pid) is not None and "Z" not in Path(f"/proc/{pid}/stat").read_text()[-60:]
+    """Whether ``pid`` still runs (a zombie has let go of everything)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def attempt_processes(cli_pid: int) -> list[int]:
