@@ -148,7 +148,8 @@ def _report_outcome(outcome: RunOutcome, as_json: bool) -> int:
         return outcome.exit_code
     head = f"run {outcome.run_id}: {outcome.status} (attempt {outcome.attempt})"
     if outcome.reused:
-        head += f", {len(outcome.reused)} checkpoints reused"
+        n = len(outcome.reused)
+        head += f", {n} checkpoint{'s' if n != 1 else ''} reused"
     print(head)
     if outcome.status == "succeeded":
         print(json.dumps(outcome.result, indent=2))
