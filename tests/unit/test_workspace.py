@@ -147,6 +147,9 @@ def test_manifest_accepts_the_documented_keys() -> None:
         ("variables:\n  count: 3\n", "expected a string, got int 3"),
         ("variables:\n  nested: {a: b}\n", "expected a string"),
         ("colour: blue\n", "unknown key 'colour'"),
+        ("variables:\n  1: x\n", "variables.1: a variable's name must be a string"),
+        ("variables: [a]\n", "variables: expected a mapping of names to strings, got a list"),
+        ("model: 3\n", "model: expected a string, got int 3"),
         ("- a\n- b\n", "must be a mapping"),
         ("kind: [relay\n", "not valid YAML at line"),
     ],
@@ -157,3 +160,13 @@ def test_bad_manifests_name_the_problem(text: str, fragment: str) -> None:
         parse_manifest(text, where="relays/r/relay.yaml")
     assert fragment in str(info.value)
     assert "relays/r/relay.yaml" in str(info.value)
+
+
+def test_a_manifest_built_in_code_is_checked_too() -> None:
+    """``Manifest(...)`` refuses what ``relay.yaml`` may not hold, with the same words."""
+    with pytest.raises(InvalidManifestError, match="relay_durability: expected 'dbos' or 'none'"):
+        Manifest(relay_durability="temporal")  # type: ignore[arg-type]
+    assert Manifest(variables={"region": "eu"}).to_dict(exclude_none=True) == {
+        "kind": "relay", "relay_runtime": "python", "relay_durability": "dbos",
+        "variables": {"region": "eu"},
+    }  # fmt: skip
