@@ -219,9 +219,16 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     poller.unregister(control)
                     listening = False  # the supervisor is gone: finish what runs, then leave
                     continue
+                led_r, led_w = os.pipe()  # closed by the child once it leads its own group
                 pid = os.fork()
                 if pid == 0:
-                    _attempt(json.loads(msg), fds)
+                    os.close(led_r)
+                    _attempt(json.loads(msg), fds, led_w)
+                os.close(led_w)
+                # Report the pid only once its process group exists: a supervisor that kills the
+                # group at once must not find it missing and so kill nothing.
+                os.read(led_r, 1)
+                os.close(led_r)
                 status = socket.socket(fileno=fds[0])
                 for extra in fds[1:]:
                     os.close(extra)
@@ -248,10 +255,11 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
 # -- in the forked child ----------------------------------------------------------------------
 
 
-def _attempt(request: dict[str, Any], fds: list[int]) -> NoReturn:
+def _attempt(request: dict[str, Any], fds: list[int], led: int) -> NoReturn:
     """The attempt's group leader: the relay's process itself, or its confined ancestor."""
     try:
         os.setsid()
+        os.close(led)  # the warm parent may now report our pid
         os.dup2(fds[3], 2)  # our own errors, if any, go to the attempt's stderr log
         os.close(fds[0])  # the status socket is the warm parent's business
         fds = fds[1:]

@@ -161,6 +161,24 @@ def test_a_forked_attempt_killed_by_a_signal_is_recorded_with_it(workspace: Work
     assert attempt["confinement"]["mechanism"] == "landlock"
 
 
+def test_a_forked_attempt_killed_at_once_is_killed(workspace: Workspace) -> None:
+    """A kill the instant ``start_run`` returns ends the forked attempt: its group already exists.
+
+    The warm parent reports a child's pid only once the child leads its own process group, so a
+    supervisor that signals the group at once never finds it missing (and so kills nothing).
+    """
+    ready_parent()
+    draft = workspace.save_draft("one", ONE_STEP)
+    for _ in range(5):
+        handle = start_run(workspace, draft)
+        pid = handle.process.pid
+        assert os.getpgid(pid) == pid  # reported: so it leads its group
+        handle.kill()
+        out = go(handle)
+        assert out.status == "interrupted", out
+        assert mechanism(workspace, out) == "landlock"
+
+
 def test_warm_start_off_spawns_every_attempt(workspace: Workspace) -> None:
     """A workspace opened with warm start off spawns its children under bubblewrap."""
     ready_parent()
