@@ -74,11 +74,12 @@ def _set_wal(path: Path) -> None:
 def _workflow_status(spec: AttemptSpec, database_url: str | None) -> tuple[str, str] | None:
     """The run's DBOS status and executor before this attempt (``None``: a fresh run)."""
     from relay_notebook.record.backend import Backend
-    from relay_notebook.record.store import open_store
+    from relay_notebook.record.store import lend_session, open_store
 
     query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
     store = open_store(Backend(database_url), spec.database, spec.run_id, live=False)
-    with store as conn:
+    # On PostgreSQL, the read runs on the child lock's session rather than a session of its own.
+    with lend_session(Backend(database_url), _CHILD_LOCK), store as conn:
         try:
             row = conn.execute(query, (spec.run_id,)).fetchone() if conn else None
         except sqlite3.OperationalError:
@@ -317,20 +318,50 @@ def main(spec_path: str) -> None:
 
             name, url = spec.app_name, database_url
             version = app_version_for_run(spec.app_version, spec.run_id)
-        DBOS(
-            config={
-                "name": name,
-                "system_database_url": url,
-                "application_version": version,
-                "executor_id": spec.executor_id,
-                "log_level": "WARNING",
-            }
-        )
+        config: dict[str, Any] = {
+            "name": name,
+            "system_database_url": url,
+            "application_version": version,
+            "executor_id": spec.executor_id,
+            "log_level": "WARNING",
+        }
+        if database_url is not None:
+            config["system_database_engine"] = _postgres_engine(database_url)
+        DBOS(config=config)  # type: ignore[arg-type]  # a DBOSConfig, built key by key
         if database_url is not None:
             DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
         route_logs(events)
         outcome = asyncio.run(_run_attempt(spec, events, entry, database_url, from_template))
     _finish(events, outcome_path, runtime, outcome)
+
+
+def _postgres_engine(database_url: str) -> Any:
+    """DBOS's system database engine, made as DBOS makes its own.
+
+    Given an engine, DBOS does not open a session to the server's ``postgres`` database to
+    check that the run's database exists (about 10 ms of server CPU per attempt); the
+    supervisor has created it (``runner.backend.prepare_database``) and holds a session to it.
+    """
+    import sqlalchemy as sa
+
+    url = sa.make_url(database_url).set(drivername="postgresql+psycopg")
+    options = f"-c idle_in_transaction_session_timeout={_IDLE_TRANSACTION_TIMEOUT_MS}"
+    return sa.create_engine(
+        url,
+        pool_size=20,
+        max_overflow=0,
+        pool_timeout=30,
+        pool_pre_ping=True,
+        connect_args={
+            "application_name": "dbos_transact",
+            "connect_timeout": 10,
+            "options": options,
+        },
+    )
+
+
+#: what DBOS sets on the sessions of an engine it makes itself (its default, 60 s)
+_IDLE_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 def _report_confinement(check: dict[str, Any], fd: int) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import decode_event, now_ms
+from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
 from relay_notebook.runner.locks import RunLock
@@ -145,17 +146,18 @@ class RunHandle:
             returncode = self.process.wait()
             _wait_for_group(self.process.pid)
             ends.logs.wait()  # the stderr tail is read from the complete, scrubbed log
-            self._outcome = settle_attempt(
-                self.folder,
-                attempt=self.attempt,
-                attempt_dir=ends.attempt_dir,
-                returncode=returncode,
-                crashed_on_purpose=returncode == CRASH_EXIT_CODE,
-                deadline_hit=self._deadline_hit,
-                on_event=self._on_event,
-                confinement=report,
-                backend=ends.backend,
-            )
+            with lend_session(ends.backend, lock.session):  # no new session to settle
+                self._outcome = settle_attempt(
+                    self.folder,
+                    attempt=self.attempt,
+                    attempt_dir=ends.attempt_dir,
+                    returncode=returncode,
+                    crashed_on_purpose=returncode == CRASH_EXIT_CODE,
+                    deadline_hit=self._deadline_hit,
+                    on_event=self._on_event,
+                    confinement=report,
+                    backend=ends.backend,
+                )
         finally:
             lock.release()
             if ends.lifeline is not None:

@@ -46,6 +46,12 @@ class RunLock:
         self._conn = conn
 
     @property
+    def session(self) -> Any:
+        """The PostgreSQL session holding the lock (``None`` for a file lock): it can be lent
+        to the attempt's settling reads (``record.store.lend_session``)."""
+        return self._conn
+
+    @property
     def pass_fds(self) -> tuple[int, ...]:
         return (self.fd,) if self.fd is not None else ()
 
@@ -146,13 +152,17 @@ def hold_child_lock(
         time.sleep(0.05)
 
     def watch() -> None:
+        import psycopg
+
         while True:
             time.sleep(1.0)
             try:
                 conn.execute("SELECT 1")
-            except Exception:
-                on_lost()
-                return
+            except Exception as exc:
+                # not a statement refused inside a reader's transaction (the session is lent)
+                if isinstance(exc, psycopg.OperationalError) or conn.broken or conn.closed:
+                    on_lost()
+                    return
 
     threading.Thread(target=watch, name="relay-run-lock", daemon=True).start()
     return conn

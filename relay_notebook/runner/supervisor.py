@@ -31,6 +31,7 @@ from relay_notebook.record.events import Event, EventFields, EventKind
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.record.run_record import RunRecord
+from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
 from relay_notebook.runner.confine import (
     TURNED_OFF,
@@ -157,7 +158,8 @@ def launch_attempt(
     life_r = life_w = report_r = report_w = None
     try:
         if preflight is not None:
-            preflight()
+            with lend_session(backend, lock.session):  # its reads share the lock's session
+                preflight()
         if attempt is None:  # numbered under the lock: two recoveries cannot both be attempt N
             attempt = RunRecord.load(folder).attempts_used + 1
         attempt_id = uuid.uuid4().hex[:12]

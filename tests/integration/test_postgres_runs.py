@@ -16,6 +16,7 @@ from test_runner import go, side_effects
 from relay_notebook.errors import DatabaseOwnedError, InvalidDatabaseUrlError, RunLockedError
 from relay_notebook.history import read_run_log
 from relay_notebook.record.folders import find_run
+from relay_notebook.record.store import lend_session, open_postgres_run
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.locks import take_run_lock
@@ -228,3 +229,94 @@ def test_dbos_tables_exist_before_the_first_child_starts(five: Any, database_url
             "SELECT to_regclass('dbos.operation_outputs'), to_regclass('dbos.workflow_status')"
         ).fetchone()
     assert tables == ("dbos.operation_outputs", "dbos.workflow_status")
+
+
+def _sessions_opened(postgres: Any, action: Any) -> Counter[tuple[str, str]]:
+    """The sessions the server authorized while ``action`` ran, by (database, application)."""
+    admin = postgres.database_url("postgres")
+    log = Path(postgres.folder) / "server.log"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET log_connections = on")
+        conn.execute("SELECT pg_reload_conf()")
+    time.sleep(0.2)  # the postmaster reads its configuration again
+    mark = log.stat().st_size
+    try:
+        action()
+        time.sleep(0.3)  # the last sessions' lines reach the log
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET log_connections")
+            conn.execute("SELECT pg_reload_conf()")
+    with log.open("rb") as stream:
+        stream.seek(mark)
+        text = stream.read().decode(errors="replace")
+    seen: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        if "connection authorized:" not in line:
+            continue
+        fields = dict(f.split("=", 1) for f in line.split("authorized:", 1)[1].split() if "=" in f)
+        seen[(fields.get("database", "?"), fields.get("application_name", ""))] += 1
+    return seen
+
+
+def test_an_attempt_opens_only_its_two_lock_sessions(five: Any, postgres: Any) -> None:
+    """The kit's sessions per attempt are its two run locks.
+
+    The supervisor's checks and its settling of the attempt read on its lock's session, the
+    child reads the run's status on its own lock's, and DBOS is given an engine, so nothing
+    connects to the server's ``postgres`` database to look for the run's (each new session
+    costs the server about 9 ms of CPU).
+    """
+    ws, draft, inp = five
+    url = postgres.database_url()
+    name = url.rsplit("/", 1)[1]
+    backend = resolve_backend(url)
+    go(start_run(ws, draft, run_input=inp, backend=backend))  # the database is made and migrated
+    outcomes: list[Any] = []
+    crash = parse_crash_spec("after:square#2")
+
+    def run() -> None:
+        outcomes.append(go(start_run(ws, draft, run_input=inp, crash=crash, backend=backend)))
+
+    def recover() -> None:
+        outcomes.append(go(start_recovery(ws, outcomes[0].run_id, backend=backend)))
+
+    for action in (run, recover):
+        seen = _sessions_opened(postgres, action)
+        assert seen[(name, "relay_notebook")] == 2, (action.__name__, seen)
+        assert seen[(name, "dbos_transact")] >= 1, seen  # the attempt's DBOS did connect
+        assert not [key for key in seen if key[0] != name and key[1]], (action.__name__, seen)
+    assert [o.status for o in outcomes] == ["interrupted", "succeeded"]
+    assert outcomes[1].reused == [1, 2, 3]
+
+
+def test_a_lent_lock_session_reads_read_only_and_keeps_its_lock(
+    five: Any, database_url: str
+) -> None:
+    """Readers on the lock's lent session run READ ONLY; an error in one is rolled back, and
+    the session still holds the run's lock afterwards (a second supervisor is refused)."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    first = go(
+        start_run(ws, draft, run_input=inp, crash=parse_crash_spec("after:load"), backend=backend)
+    )
+    folder = find_run(ws, first.run_id)
+    lock = take_run_lock(folder, backend)
+    try:
+        with lend_session(backend, lock.session):
+            with open_postgres_run(backend, first.run_id) as reader:
+                assert reader is not None and reader._conn is lock.session
+                rows = reader.execute("SELECT status FROM workflow_status").fetchall()
+                assert rows == [("PENDING",)]
+            with (
+                pytest.raises(psycopg.errors.ReadOnlySqlTransaction),
+                open_postgres_run(backend, first.run_id) as reader,
+            ):
+                assert reader is not None
+                reader._conn.execute("UPDATE dbos.workflow_status SET status = 'ERROR'")
+        assert lock.session.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pytest.raises(RunLockedError, match="single executor"):
+            start_recovery(ws, first.run_id, backend=backend)
+    finally:
+        lock.release()
+    assert go(start_recovery(ws, first.run_id, backend=backend)).status == "succeeded"
