@@ -2,14 +2,17 @@
 
 A terminal's `relay run` is its own warm parent (``runner.warm_launch``): the CLI process spawns
 the parent first, checks the relay while the parent imports DBOS, and forks the attempt from it.
-Each case SIGKILLs, at a moment drawn from its own seed, the forked attempt (the CLI, its
-supervisor, records it ``interrupted``), the CLI process alone (the supervisor is lost; the
-attempt finishes alone and the next recovery settles it with its own outcome), or the whole tree
-at once (nothing settles the attempt but the next recovery). Then `relay recover` runs, again
-from a fresh terminal process, until the run ends. The run must end as an uncrashed one does,
-with the checks of ``test_crash_fuzz``: every step checkpointed, and no step body run again once
-its checkpoint was saved (counted from the relay's own side-effect file).
-``RELAY_CLI_FUZZ_CASES=N`` runs N cases instead of 8.
+Each case SIGKILLs, at a moment drawn from its own seed, one of three (they take turns): the
+forked attempt (the CLI, its supervisor, records it ``interrupted``), the CLI process alone (the
+supervisor is lost; the attempt finishes alone and the next recovery settles it with its own
+outcome), or the whole tree at once (nothing settles the attempt but the next recovery).
+Then `relay recover` runs, again from a fresh terminal process, until the run ends.
+The run must end as an uncrashed one does, with the checks of ``test_crash_fuzz``: every step
+checkpointed, and no step body run again once its checkpoint was saved (counted from the
+relay's own side-effect file).
+The cases run on a run folder's SQLite file and, fewer, on a PostgreSQL database (the run's
+locks are then the server's advisory locks, which a killed process's session drops).
+``RELAY_CLI_FUZZ_CASES=N`` runs N SQLite cases instead of 8 (and half as many on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ pytestmark = pytest.mark.slow
 
 CASES = int(os.environ.get("RELAY_CLI_FUZZ_CASES", "8"))
 BASE_SEED = 7_320_000
+TARGETS = ("attempt", "cli", "tree")
+#: (seed, store, what is killed): the SQLite cases, then half as many on PostgreSQL (seeds of
+#: their own); the targets take turns, so each store sees all three from 3 cases on
+DRAWS = [(BASE_SEED + i, "sqlite", TARGETS[i % 3]) for i in range(CASES)] + [
+    (BASE_SEED + 500 + i, "postgres", TARGETS[i % 3]) for i in range(max(1, CASES // 2))
+]
 ROOT = Path(__file__).resolve().parents[2]
 #: what the fuzz relay returns when nothing crashes (its steps are pure functions of INPUT)
 EXPECTED = {
@@ -55,10 +64,13 @@ EXPECTED = {
 EXIT_INTERRUPTED = 3
 
 
-def relay(home: Path, *args: str) -> subprocess.Popen[str]:
-    """`relay --home HOME ARGS...` as a terminal starts it, warm start on."""
+def relay(home: Path, *args: str, database_url: str | None = None) -> subprocess.Popen[str]:
+    """`relay --home HOME ARGS...` as a terminal starts it, warm start on (on PostgreSQL with
+    ``database_url``, given as a terminal user gives it: ``RELAY_DATABASE_URL``)."""
     env = {k: v for k, v in os.environ.items() if k not in ("RELAY_DATABASE_URL", "RELAY_HOME")}
     env |= {"RELAY_WARM_START": "1", "PYTHONPATH": str(ROOT)}
+    if database_url is not None:
+        env["RELAY_DATABASE_URL"] = database_url
     return subprocess.Popen(
         [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -147,18 +159,24 @@ def only_run(workspace: Workspace) -> str:
     return runs[0].run_id
 
 
-@pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(CASES)], ids=lambda s: f"seed-{s}")
+@pytest.mark.parametrize(
+    ("seed", "store", "target"),
+    DRAWS,
+    ids=[f"{store}-{target}-{seed}" for seed, store, target in DRAWS],
+)
 def test_a_terminal_run_killed_at_a_random_moment_recovers_from_the_terminal(
-    seed: int, tmp_path: Path
+    seed: int, store: str, target: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     rng = random.Random(seed)
-    target = rng.choice(("attempt", "cli", "tree"))
     delay_s = rng.uniform(0.0, 0.4)
+    url = request.getfixturevalue("postgres").database_url() if store == "postgres" else None
     workspace = Workspace(tmp_path / "relays")
     workspace.save_draft("fuzz", SOURCE)
-    plan = f"seed {seed}: SIGKILL the {target} {delay_s * 1000:.0f} ms in"
+    plan = f"seed {seed} ({store}): SIGKILL the {target} {delay_s * 1000:.0f} ms in"
 
-    proc = relay(workspace.home, "run", "fuzz", "--input", json.dumps(INPUT), "--json")
+    proc = relay(
+        workspace.home, "run", "fuzz", "--input", json.dumps(INPUT), "--json", database_url=url
+    )
     at_ms, below = kill_at(proc, workspace, target, delay_s)
     out, err = proc.communicate(timeout=120)
     run_id = only_run(workspace)
@@ -178,13 +196,16 @@ def test_a_terminal_run_killed_at_a_random_moment_recovers_from_the_terminal(
         status = folder.read_meta()["status"]
         if status == "succeeded":
             break
-        recovered = relay(workspace.home, "recover", run_id, "--json")
+        recovered = relay(workspace.home, "recover", run_id, "--json", database_url=url)
         rout, rerr = recovered.communicate(timeout=120)
         context += f"\nrelay recover exited {recovered.returncode}: {rerr}\n{rout}"
     record = folder.read_meta()
     assert record["status"] == "succeeded", f"{context}\n{evidence(folder)}"
     result = json.loads(folder.result.read_text(encoding="utf-8"))
     assert result == EXPECTED, f"{context}\n{evidence(folder)}"
+    if url is not None:
+        assert record["database"]["kind"] == "postgresql", record["database"]
+        assert not folder.database.exists()  # the checkpoints were in PostgreSQL
     log = read_run_log(workspace, run_id)
     kills = []
     attempts = record["attempts"]
