@@ -8,9 +8,9 @@ with the descriptors the child needs (``socket.send_fds``: the attempt's status 
 stdout, stderr, the run lock, the events pipe, the lifeline, the confinement report); the
 child puts them at the numbers the spec names, closes everything else (the control socket
 first: relay code can never ask for a fork) and runs the same ``child.main`` as a spawned
-child. The forked child is the warm parent's own, so the warm parent reports its pid and then
-its exit status on the attempt's socket; the supervisor signals its process group, which the
-child leads (``setsid``), exactly as before.
+child. The forked child is the warm parent's own, so the warm parent reports its pid (once the
+child leads its own process group, ``setsid``, so a kill sent at once reaches it) and then its
+exit status on the attempt's socket; the supervisor signals that group, exactly as before.
 
 Confined (``request["confine"]``), the attempt is three processes, as under bwrap: the group
 leader, which enters new PID and mount namespaces and later exits with the relay's exact
