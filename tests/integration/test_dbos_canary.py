@@ -101,6 +101,12 @@ def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
     client = DBOSClient(system_database_url=url)
     try:
         assert callable(client._sys_db.run_migrations)  # runner/pool.py
+        # runner/pool.py's wait polls a run's status on the client's pooled connections
+        import sqlalchemy as sa
+
+        assert isinstance(client._sys_db.engine, sa.Engine)
+        with client._sys_db.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
     finally:
         client.destroy()
 
