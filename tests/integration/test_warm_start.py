@@ -166,17 +166,34 @@ def test_a_forked_attempt_killed_at_once_is_killed(workspace: Workspace) -> None
 
     The warm parent reports a child's pid only once the child leads its own process group, so a
     supervisor that signals the group at once never finds it missing (and so kills nothing).
+    To make the race a sure loss for a parent that reported the pid at fork, the warm parent
+    (and so each child it forks) shares one core with a busy process, while this test's process
+    runs on the other: a new child then waits for the core before its ``setsid``.
     """
-    ready_parent()
+    parent = ready_parent()
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two cores")
     draft = workspace.save_draft("one", ONE_STEP)
-    for _ in range(5):
-        handle = start_run(workspace, draft)
-        pid = handle.process.pid
-        assert os.getpgid(pid) == pid  # reported: so it leads its group
-        handle.kill()
-        out = go(handle)
-        assert out.status == "interrupted", out
-        assert mechanism(workspace, out) == "landlock"
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    ours, theirs = os.sched_getaffinity(0), os.sched_getaffinity(parent.pid)
+    try:
+        os.sched_setaffinity(hog.pid, {cpus[0]})
+        os.sched_setaffinity(parent.pid, {cpus[0]})
+        os.sched_setaffinity(0, {cpus[1]})
+        for _ in range(5):
+            handle = start_run(workspace, draft)
+            pid = handle.process.pid
+            assert os.getpgid(pid) == pid  # reported: so it leads its group
+            handle.kill()
+            out = go(handle)
+            assert out.status == "interrupted", out
+            assert mechanism(workspace, out) == "landlock"
+    finally:
+        os.sched_setaffinity(0, ours)
+        os.sched_setaffinity(parent.pid, theirs)
+        hog.kill()
+        hog.wait()
 
 
 def test_warm_start_off_spawns_every_attempt(workspace: Workspace) -> None:
