@@ -119,8 +119,18 @@ def wait_for_invocation(
     engine = client._sys_db.engine
     query = sa.text("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :id")
     while True:
-        with engine.connect() as conn:
-            row = conn.execute(query, {"id": workflow_id}).fetchone()
+        try:
+            with engine.connect() as conn:
+                row = conn.execute(query, {"id": workflow_id}).fetchone()
+        except sa.exc.OperationalError as exc:  # the server went away while we waited
+            detail = " ".join(backend.scrub(str(exc.orig or exc)).split())
+            end = " " if detail.endswith((".", "?")) else ". "
+            run_id = workflow_id.split(".invocation-")[0]
+            raise DatabaseUnavailableError(
+                f"Lost PostgreSQL at {backend.display} while waiting for run {run_id}: "
+                f"{detail}{end}The run is kept in the database; start the server, then wait "
+                f"again with: relay wait {run_id}"
+            ) from None
         if row is not None and row[0] in _FINAL:
             break
         if deadline is not None and time.monotonic() > deadline:

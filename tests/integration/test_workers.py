@@ -312,3 +312,26 @@ def test_a_fork_is_handed_to_the_pool(pool: Any, capsys: pytest.CaptureFixture[s
     assert "work 0" not in effects and {"work 1", "work 2"} <= set(effects)
     steps = read_run_log(ws, doc["run_id"]).steps
     assert [s["copied_from"] for s in steps][:1] == [parent.run_id]
+
+
+def test_a_wait_that_loses_the_server_says_so_and_how_to_wait_again(workspace: Workspace) -> None:
+    """A queued run's wait whose PostgreSQL server goes away ends with one coded line that
+    names the server (not its password) and the command to wait again; nothing is lost."""
+    from relay_notebook.errors import DatabaseUnavailableError
+    from relay_notebook.testing import postgres_server
+
+    with postgres_server() as server:
+        backend = resolve_backend(server.database_url())
+        workspace.save_draft("steady", STEADY)
+        queued = commands.enqueue(workspace, "steady", run_input={"n": 1}, backend=backend)
+        with pytest.raises(TimeoutError):  # no worker: it stays queued
+            queued.wait(timeout=0.3)
+        server.stop()
+        with pytest.raises(DatabaseUnavailableError) as caught:
+            queued.wait(timeout=30)
+    message = str(caught.value)
+    lost = f"Lost PostgreSQL at {backend.display} while waiting for run {queued.run_id}: "
+    assert message.startswith(lost), message
+    assert message.endswith(f"wait again with: relay wait {queued.run_id} [database-unavailable]")
+    assert "Connection refused" in message and "?. " not in message
+    assert find_run(workspace, queued.run_id).read_meta()["status"] == "queued"
