@@ -144,7 +144,7 @@ class QueuedRun:
         """Block until a worker has finished with the run; ``TimeoutError`` after ``timeout``."""
         from relay_notebook.runner.pool import wait_for_invocation
 
-        done = wait_for_invocation(self.backend, self.invocation_id, timeout)
+        done = wait_for_invocation(self.backend, self.invocation_id, timeout, run_id=self.run_id)
         if done is None:
             raise TimeoutError(f"run {self.run_id} is still queued or running")
         return RunOutcome(

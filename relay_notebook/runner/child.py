@@ -77,9 +77,10 @@ def _workflow_status(spec: AttemptSpec, database_url: str | None) -> tuple[str, 
     from relay_notebook.record.store import lend_session, open_store
 
     query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
-    store = open_store(Backend(database_url), spec.database, spec.run_id, live=False)
+    backend = Backend(database_url)
+    store = open_store(backend, spec.database, spec.run_id, live=False)
     # On PostgreSQL, the read runs on the child lock's session rather than a session of its own.
-    with lend_session(Backend(database_url), _CHILD_LOCK), store as conn:
+    with lend_session(backend, _CHILD_LOCK), store as conn:
         try:
             row = conn.execute(query, (spec.run_id,)).fetchone() if conn else None
         except sqlite3.OperationalError:
@@ -263,7 +264,7 @@ def main(spec_path: str) -> None:
     )
     outcome_path = spec.outcome_path
     code_dir = spec.code_dir
-    from dbos import DBOS
+    from dbos import DBOS, DBOSConfig
 
     from relay_notebook.runner.child_runtime import install_runtime, read_private, read_secrets
     from relay_notebook.runner.instrument import Instrumentation, user_traceback
@@ -318,7 +319,7 @@ def main(spec_path: str) -> None:
 
             name, url = spec.app_name, database_url
             version = app_version_for_run(spec.app_version, spec.run_id)
-        config: dict[str, Any] = {
+        config: DBOSConfig = {
             "name": name,
             "system_database_url": url,
             "application_version": version,
@@ -327,7 +328,7 @@ def main(spec_path: str) -> None:
         }
         if database_url is not None:
             config["system_database_engine"] = _postgres_engine(database_url)
-        DBOS(config=config)  # type: ignore[arg-type]  # a DBOSConfig, built key by key
+        DBOS(config=config)
         if database_url is not None:
             DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
         route_logs(events)
@@ -345,23 +346,21 @@ def _postgres_engine(database_url: str) -> Any:
     import sqlalchemy as sa
 
     url = sa.make_url(database_url).set(drivername="postgresql+psycopg")
-    options = f"-c idle_in_transaction_session_timeout={_IDLE_TRANSACTION_TIMEOUT_MS}"
-    return sa.create_engine(
-        url,
-        pool_size=20,
-        max_overflow=0,
-        pool_timeout=30,
-        pool_pre_ping=True,
-        connect_args={
-            "application_name": "dbos_transact",
-            "connect_timeout": 10,
-            "options": options,
-        },
-    )
+    options = f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_TIMEOUT_MS}"
+    connect_args = {**ENGINE_CONNECT_ARGS, "options": options}
+    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=connect_args)
 
 
-#: what DBOS sets on the sessions of an engine it makes itself (its default, 60 s)
-_IDLE_TRANSACTION_TIMEOUT_MS = 60_000
+#: DBOS's settings for an engine it makes itself (the canary test compares them with DBOS's)
+ENGINE_KWARGS: dict[str, Any] = {
+    "pool_timeout": 30,
+    "max_overflow": 0,
+    "pool_size": 20,
+    "pool_pre_ping": True,
+}
+ENGINE_CONNECT_ARGS: dict[str, Any] = {"application_name": "dbos_transact", "connect_timeout": 10}
+#: what DBOS sets on its engine's sessions (its default, 60 s)
+IDLE_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 def _report_confinement(check: dict[str, Any], fd: int) -> None:

@@ -107,9 +107,10 @@ def enqueue_run(
 
 
 def wait_for_invocation(
-    backend: Backend, workflow_id: str, timeout: float | None = None
+    backend: Backend, workflow_id: str, timeout: float | None = None, *, run_id: str
 ) -> dict[str, Any] | None:
-    """The outcome a worker returned for an invocation; ``None`` if ``timeout`` passed first."""
+    """The outcome a worker returned for run ``run_id``'s invocation ``workflow_id``; ``None``
+    if ``timeout`` passed first."""
     import sqlalchemy as sa
 
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -125,7 +126,6 @@ def wait_for_invocation(
         except sa.exc.OperationalError as exc:  # the server went away while we waited
             detail = " ".join(backend.scrub(str(exc.orig or exc)).split())
             end = " " if detail.endswith((".", "?")) else ". "
-            run_id = workflow_id.split(".invocation-")[0]
             raise DatabaseUnavailableError(
                 f"Lost PostgreSQL at {backend.display} while waiting for run {run_id}: "
                 f"{detail}{end}The run is kept in the database; start the server, then wait "

@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import dbos
 import pytest
@@ -109,6 +110,25 @@ def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
             assert conn.execute(sa.text("SELECT 1")).scalar() == 1
     finally:
         client.destroy()
+
+
+def test_the_childs_postgres_engine_is_made_as_dbos_makes_its_own() -> None:
+    """A PostgreSQL child gives DBOS an engine (runner/child.py) with DBOS's own settings: its
+    engine defaults (dbos._dbos_config) and its idle-in-transaction timeout (dbos._sys_db)."""
+    from dbos._dbos_config import configure_db_engine_parameters
+    from dbos._sys_db import DEFAULT_IDLE_TRANSACTION_TIMEOUT_SEC
+
+    from relay_notebook.runner import child
+
+    data: dict[str, Any] = {}
+    configure_db_engine_parameters(data)  # type: ignore[arg-type]
+    assert data["sys_db_engine_kwargs"] == {
+        **child.ENGINE_KWARGS,
+        "connect_args": child.ENGINE_CONNECT_ARGS,
+    }
+    assert DEFAULT_IDLE_TRANSACTION_TIMEOUT_SEC * 1000 == child.IDLE_TRANSACTION_TIMEOUT_MS
+    engine = child._postgres_engine("postgresql://relay@127.0.0.1:5432/runs")
+    assert engine.url.drivername == "postgresql+psycopg" and engine.pool.size() == 20
 
 
 @pytest.mark.parametrize("name", ["fork_workflow", "patch", "recv", "send", "set_event"])

@@ -23,6 +23,7 @@ from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.runs import create_run
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
 from tests.relays import relay_source
 
 FIVE_STEPS = relay_source("five_steps")
@@ -238,11 +239,15 @@ def _sessions_opened(postgres: Any, action: Any) -> Counter[tuple[str, str]]:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET log_connections = on")
         conn.execute("SELECT pg_reload_conf()")
-    time.sleep(0.2)  # the postmaster reads its configuration again
+
+    def logging_on() -> bool:  # a new session starts with what the postmaster read again
+        with psycopg.connect(admin) as conn:
+            return bool(conn.execute("SHOW log_connections").fetchone()[0] == "on")
+
+    wait_until(logging_on, timeout=10, what="log_connections to take effect")
     mark = log.stat().st_size
     try:
-        action()
-        time.sleep(0.3)  # the last sessions' lines reach the log
+        action()  # a session's line is written as it is authorized, before it does anything
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM RESET log_connections")
