@@ -205,7 +205,7 @@ def find_run(workspace: Workspace, run_id: str) -> RunFolder:
     folder = RunFolder(relay, n, path)
     if not folder.meta.is_file():
         known = [f.run_id for f in list_run_folders(workspace, relay)][-5:]
-        hint = f"Recent runs of {relay}: {', '.join(known)}." if known else "It has no runs."
+        hint = f"Recent runs of {relay}: {', '.join(known)}." if known else f"{relay} has no runs."
         raise RunNotFoundError(
             f"No run {run_id!r} in workspace {workspace.home}. {hint} List runs with: "
             f"relay runs {relay}"
