@@ -32,6 +32,7 @@ from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import read_events
 from relay_notebook.runner import MAX_ATTEMPTS, RunHandle, RunOutcome, start_recovery, start_run
 from relay_notebook.workspace import Draft, Workspace
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -550,19 +551,36 @@ def journal_mode(database: Path) -> str:
         conn.close()
 
 
-def test_a_kill_before_wal_is_set_still_recovers_on_a_wal_database(
-    draft: tuple[Workspace, Draft],
-) -> None:
+# The fuzz relay, held at import (before the child reaches its database) until the test says go.
+GATED_SOURCE = SOURCE.replace(
+    "from dbos import DBOS\n",
+    "from dbos import DBOS\n\n"
+    "open('at-gate', 'w').close()\n"
+    "while not os.path.exists('go'):\n"
+    "    time.sleep(0.005)\n",
+    1,
+)
+
+
+def test_a_kill_before_wal_is_set_still_recovers_on_a_wal_database(tmp_path: Path) -> None:
     """A run killed after its SQLite file was created but before WAL was set recovers on WAL."""
-    ws, relay = draft
+    ws = Workspace(tmp_path / "relays")
+    relay = ws.save_draft("fuzz", GATED_SOURCE)
     handle = start_run(ws, relay, run_input=INPUT)
-    handle.kill()  # at once: the child has not reached its database yet
-    outcome = wait_for(handle, "kill at start")
-    if outcome.status != "interrupted" or handle.folder.database.exists():
-        raise RuntimeError(f"the kill came too late to set up the case: {outcome}")
+    gate = handle.folder.execution
+    wait_until(
+        lambda: (gate / "at-gate").exists() or handle.done(),
+        timeout=WAIT_S,
+        what=lambda: f"the child at its gate\n{evidence(handle.folder)}",
+    )
+    assert not handle.done(), evidence(handle.folder)
+    handle.kill()  # the child is held at the relay's import: it has not reached its database
+    outcome = wait_for(handle, "kill at the gate")
+    assert outcome.status == "interrupted", outcome
+    assert not handle.folder.database.exists(), evidence(handle.folder)
     # What a SIGKILL between sqlite3.connect(path) and the WAL pragma leaves behind.
     handle.folder.database.touch()
+    (gate / "go").touch()
     recovered = wait_for(start_recovery(ws, outcome.run_id), "recovery")
-    if recovered.status != "succeeded":
-        raise RuntimeError(f"recovery did not succeed: {recovered}\n{evidence(handle.folder)}")
+    assert recovered.status == "succeeded", f"{recovered}\n{evidence(handle.folder)}"
     assert journal_mode(handle.folder.database) == "wal"
