@@ -48,8 +48,10 @@ check: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+## two workers (pytest-xdist), each running whole test files: a file's module fixtures are built
+## once and a notebook's cells run in order in one kernel (--dist loadgroup is broken on pytest 9)
 test: check system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
 
 fix: setup
 	$(BIN)/ruff check --fix .

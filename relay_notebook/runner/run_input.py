@@ -31,9 +31,13 @@ MAX_INPUT_DEPTH: Final = 100
 _EXCERPT: Final = 40
 
 
-def excerpt(text: str, limit: int = _EXCERPT) -> str:
-    """At most ``limit`` characters of ``text``, quoted safely for a one-line message."""
-    cut = text if len(text) <= limit else text[: limit - 1] + "…"
+def excerpt(text: str, limit: int = _EXCERPT, *, keep_end: bool = False) -> str:
+    """At most ``limit`` characters of ``text``, quoted safely for a one-line message;
+    ``keep_end`` cuts the start instead, marked ``...`` (a path's file name is at its end)."""
+    if len(text) <= limit:
+        cut = text
+    else:
+        cut = "..." + text[-(limit - 3) :] if keep_end else text[: limit - 1] + "…"
     return ascii(cut)
 
 
@@ -82,7 +86,7 @@ def parse_json_text(
 
 def read_input_file(path: str) -> Any:
     """The JSON value in the file ``path`` (``--input-file``), read no further than the limit."""
-    where = f"--input-file {excerpt(path, 80)}"
+    where = f"--input-file {excerpt(path, 80, keep_end=True)}"
     try:
         with Path(path).open("rb") as fh:
             data = fh.read(MAX_INPUT_BYTES + 1)

@@ -143,6 +143,18 @@ def test_run_input_is_bounded_strict_json(home: Path, tmp_path: Path) -> None:
     assert list_run_folders(Workspace(home), "five") == []
 
 
+def test_a_long_input_file_path_is_cut_at_its_start_so_the_file_name_shows(
+    home: Path, tmp_path: Path
+) -> None:
+    """A missing --input-file under a deep folder: the line keeps the path's end, stays short."""
+    deep = tmp_path.joinpath(*["a-rather-long-folder-name"] * 6) / "missing-input.json"
+    line = error_line(home, "run", "five", "--input-file", str(deep))
+    assert line.endswith("No such file or directory. [invalid-input]"), line
+    assert "--input-file '..." in line, line
+    assert "a-rather-long-folder-name/missing-input.json'" in line, line
+    assert len(line) < 200, line
+
+
 def test_create_run_enforces_the_same_rule_for_every_caller(home: Path) -> None:
     """A Python value (as the magics and REST pass it) is held to the CLI's rule in create_run."""
     ws = Workspace(home)
