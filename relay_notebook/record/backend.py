@@ -107,6 +107,11 @@ class Backend:
         secret = self.password
         return text.replace(secret, "***") if secret else text
 
+    def sentence(self, text: str) -> str:
+        """A driver error's ``text`` as one password-free sentence, ready for the next one."""
+        detail = " ".join(self.scrub(text).split())
+        return detail + (" " if detail.endswith((".", "?")) else ". ")
+
 
 def resolve_backend(database_url: str | None = None) -> Backend:
     """``database_url`` (PostgreSQL), else (``None`` or empty) per-run SQLite files.
@@ -192,9 +197,7 @@ def connect(
     try:
         return psycopg.connect(backend.libpq_url, application_name="relay_notebook", **kwargs)
     except psycopg.OperationalError as exc:
-        detail = " ".join(backend.scrub(str(exc)).split())
-        end = " " if detail.endswith((".", "?")) else ". "
         raise DatabaseUnavailableError(
-            f"Cannot connect to PostgreSQL at {backend.display}: {detail}{end}Start the server, "
-            f"or fix {ENV_VAR}."
+            f"Cannot connect to PostgreSQL at {backend.display}: {backend.sentence(str(exc))}"
+            f"Start the server, or fix {ENV_VAR}."
         ) from None

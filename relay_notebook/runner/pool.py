@@ -124,12 +124,10 @@ def wait_for_invocation(
             with engine.connect() as conn:
                 row = conn.execute(query, {"id": workflow_id}).fetchone()
         except sa.exc.OperationalError as exc:  # the server went away while we waited
-            detail = " ".join(backend.scrub(str(exc.orig or exc)).split())
-            end = " " if detail.endswith((".", "?")) else ". "
             raise DatabaseUnavailableError(
                 f"Lost PostgreSQL at {backend.display} while waiting for run {run_id}: "
-                f"{detail}{end}The run is kept in the database; start the server, then wait "
-                f"again with: relay wait {run_id}"
+                f"{backend.sentence(str(exc.orig or exc))}The run is kept in the database; start "
+                f"the server, then wait again with: relay wait {run_id}"
             ) from None
         if row is not None and row[0] in _FINAL:
             break
