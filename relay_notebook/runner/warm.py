@@ -50,6 +50,8 @@ __all__ = [
 #: how long an attempt waits for an awaited parent that is still importing (it returns at once
 #: if the parent dies); a spawned child would take as long to import the same modules
 AWAIT_READY_S = 60.0
+#: how long a parent that closed its control socket unready is given to exit and be reaped
+_EXIT_WAIT_S = 5.0
 
 
 class _Spawned:
@@ -192,6 +194,11 @@ class WarmParent:
                     self.info = json.loads(data)
                     self.ready_s = time.monotonic() - self._started
                     self._ready.set()
+            if not self._ready.is_set():
+                # it closed its control socket unready: it is exiting; let its exit status be
+                # known before anyone hears it is gone (the socket closes before it is reaped)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(_EXIT_WAIT_S)
         finally:
             self._answered.set()
 
@@ -205,8 +212,9 @@ class WarmParent:
         return self.process.pid
 
     def state(self) -> str:
-        if self.process.poll() is not None:
-            return "dead"
+        gone_unready = self._answered.is_set() and not self._ready.is_set()
+        if gone_unready or self.process.poll() is not None:
+            return "dead"  # exited, or closed its control socket unready: it cannot fork
         if not self._ready.is_set():
             return "starting"
         if stamp(self._files) != self._stamps:

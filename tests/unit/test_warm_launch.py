@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -39,3 +40,18 @@ def test_a_launched_parent_leads_its_session_without_the_database_url(
     finally:
         parent.kill()
     assert parent.process.poll() is not None
+
+
+def test_a_parent_that_gives_up_before_it_is_ready_is_dead_with_its_exit_status() -> None:
+    """A warm parent whose control socket closes a moment before it exits (as a failed start's
+    does): waiting for it ends with it dead and its exit status known, never still "starting"
+    (`relay doctor` said "still importing" of a parent that had already failed)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.set_inheritable(True)
+    code = f"import os, time; os.close({theirs.fileno()}); time.sleep(1.0); raise SystemExit(1)"
+    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code], dict(os.environ))
+    theirs.close()
+    parent = WarmParent(launched=warm_launch.Launched(pid, ours, (), warm_launch.stamp(())))
+    assert parent.wait_ready(30) is False
+    assert parent.state() == "dead"
+    assert parent.process.poll() == 1
