@@ -10,29 +10,34 @@ cause, context and sub-exceptions, an object's ``__dict__`` and slots, and its `
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
-__all__ = ["MIN_SECRET_LENGTH", "Redactor"]
+__all__ = ["MIN_SECRET_LENGTH", "Redactor", "secret_forms"]
 
 #: shorter values would match ordinary text everywhere; the vault refuses them
 MIN_SECRET_LENGTH = 4
+#: an encoded form shorter than this (a short secret's base64 tail) would match ordinary text
+MIN_ENCODED_LENGTH = 8
 _ATOMS = (bool, int, float, complex)
 
 
 class Redactor:
     """Knows the live secret values of a run and where they must not appear."""
 
-    def __init__(self, secrets: Mapping[str, str]) -> None:
+    def __init__(self, secrets: Mapping[str, str], *, encoded: bool = False) -> None:
         # each value as it is and as JSON and repr() escape it (a ledger line, a printed dict),
-        # longest first, so a secret that contains another is replaced whole
+        # and with ``encoded`` as encodings give it (for readers showing old records), longest
+        # first, so a secret that contains another is replaced whole
         self._items = sorted(
             (
                 (name, form)
                 for name, value in secrets.items()
                 if len(value) >= MIN_SECRET_LENGTH
-                for form in _forms(value)
+                for form in dict.fromkeys(secret_forms(value, encoded=encoded).values())
             ),
             key=lambda item: -len(item[1]),
         )
@@ -63,6 +68,21 @@ class Redactor:
             if value in data:
                 data = data.replace(value, f"[vault:{name}]".encode())
         return data
+
+    def scrub_json(self, value: Any) -> Any:
+        """A JSON value with every secret in its strings and keys replaced by ``[vault:NAME]``;
+        ``value`` itself, after one search of its JSON text, when it holds none."""
+        if not self._items or not self.find_text(
+            json.dumps(value, ensure_ascii=False, default=str)
+        ):
+            return value
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list | tuple):
+            return [self.scrub_json(v) for v in value]
+        if isinstance(value, dict):
+            return {self.scrub(str(k)): self.scrub_json(v) for k, v in value.items()}
+        return value
 
     def find_text(self, text: str) -> str | None:
         """The name of a secret whose value occurs in ``text``, else None."""
@@ -96,10 +116,31 @@ class Redactor:
         return None
 
 
-def _forms(value: str) -> list[str]:
-    """``value`` and the forms JSON and ``repr`` give it inside a quoted string."""
-    escaped = [json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
-    return list(dict.fromkeys([value, *escaped, repr(value)[1:-1]]))
+def secret_forms(value: str, *, encoded: bool = False) -> dict[str, str]:
+    """The forms of ``value`` to look for, by label: as it is and as JSON and ``repr`` escape it
+    inside a quoted string; with ``encoded`` also its hex, base64 and base64url (starting at each
+    of the three alignments a value can have inside a longer encoded text), URL-encoded and
+    reversed forms. Encoded forms shorter than ``MIN_ENCODED_LENGTH`` are left out."""
+    forms = {
+        "as it is": value,
+        "JSON-escaped": json.dumps(value)[1:-1],
+        "JSON-escaped (unicode)": json.dumps(value, ensure_ascii=False)[1:-1],
+        "repr-escaped": repr(value)[1:-1],
+    }
+    if not encoded:
+        return forms
+    raw = value.encode()
+    more = {"hex": raw.hex(), "HEX": raw.hex().upper(), "reversed": value[::-1]}
+    for shift in range(3):
+        padded = b"\0" * shift + raw
+        whole = len(padded) // 3 * 3  # the last group depends on the bytes that follow
+        cut = 4 if shift else 0  # the first group holds bytes before the value
+        more[f"base64+{shift}"] = base64.b64encode(padded[:whole])[cut:].decode()
+        more[f"base64url+{shift}"] = base64.urlsafe_b64encode(padded[:whole])[cut:].decode()
+    more |= {"URL-encoded": quote(value, safe=""), "URL-encoded (path)": quote(value)}
+    more["URL-encoded (form)"] = quote_plus(value)
+    forms |= {k: v for k, v in more.items() if len(v) >= MIN_ENCODED_LENGTH}
+    return forms
 
 
 def _parts(value: Any) -> Iterable[Any]:

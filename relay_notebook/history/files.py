@@ -310,4 +310,5 @@ def run_files(workspace: Workspace, run_id: str) -> RunFiles:
 def run_file(workspace: Workspace, run_id: str, path: str) -> FilePreview:
     """One file of the run's ``execution/``, previewed with the vault's secrets scrubbed."""
     secrets = Vault(workspace.home).values()
-    return read_run_file(find_run(workspace, run_id), path, Redactor(secrets) if secrets else None)
+    redactor = Redactor(secrets, encoded=True) if secrets else None  # encoded: old runs too
+    return read_run_file(find_run(workspace, run_id), path, redactor)

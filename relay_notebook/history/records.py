@@ -207,7 +207,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         workflows, rows = _read_dbos(conn)
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
-    redactor = Redactor(secrets) if secrets else None
+    redactor = Redactor(secrets, encoded=True) if secrets else None  # old runs too
     attempts = [_attempt_record(a) for a in record.attempts]
     table = assemble_steps(
         folder.run_id,

@@ -170,6 +170,6 @@ def read_run_events(workspace: Workspace, run_id: str) -> RunEvents:
     record = RunRecord.load(folder)
     live = _live_attempt(record) is not None
     secrets = Vault(workspace.home).values()
-    redactor = Redactor(secrets) if secrets else None
+    redactor = Redactor(secrets, encoded=True) if secrets else None  # old runs too
     with open_run_database(folder, record, live=live, backend=workspace_backend(workspace)) as conn:
         return _read(conn, folder.run_id, redactor)

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidRunIdError, RunNotFoundError, RunRecordDamagedError
 from relay_notebook.record.ledger import write_json_atomic
 from relay_notebook.workspace import Workspace, validate_relay_name
+from relay_notebook.workspace.vault import Vault
 
 __all__ = [
     "RunFolder",
@@ -122,9 +124,14 @@ class RunFolder:
         return meta
 
     def read_result(self) -> Any:
-        """A succeeded run's ``relay_result.json``; ``RunRecordDamagedError`` if unusable."""
+        """A succeeded run's ``relay_result.json``; ``RunRecordDamagedError`` if unusable.
+
+        Every form of a vault value in it is replaced by ``[vault:NAME]``: a run made before
+        the supervisor checked what attempts leave may hold one.
+        """
+        secrets = Vault(self.path.parents[2]).values()  # HOME/RELAY/runs/iteration-N-hook
         try:
-            return json.loads(self.result.read_bytes())
+            result = json.loads(self.result.read_bytes())
         except FileNotFoundError:
             raise self.damaged(self.result, "is missing although the run succeeded") from None
         except OSError as exc:
@@ -133,6 +140,7 @@ class RunFolder:
             raise self.damaged(
                 self.result, "is not valid JSON (truncated or overwritten?)"
             ) from None
+        return Redactor(secrets, encoded=True).scrub_json(result) if secrets else result
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_json_atomic(self.meta, meta)

@@ -25,9 +25,11 @@ from typing import Any
 from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import decode_event, now_ms
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
+from relay_notebook.runner.leak_check import attempt_secrets
 from relay_notebook.runner.locks import RunLock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome, settle_attempt
@@ -157,6 +159,7 @@ class RunHandle:
                     on_event=self._on_event,
                     confinement=report,
                     backend=ends.backend,
+                    secrets=self._secrets(ends.logs.secrets),
                 )
         finally:
             lock.release()
@@ -165,6 +168,11 @@ class RunHandle:
             self._ended.set()
             if not self._go_on():
                 self._complete(self._outcome)
+
+    def _secrets(self, vault: dict[str, str]) -> dict[str, str]:
+        """The values the attempt could read: the vault's, and those of the environment it
+        inherited (this process's, see ``launch_attempt``) that ``vault()`` falls back to."""
+        return attempt_secrets(Path(RunRecord.load(self.folder).code_dir), vault, os.environ)
 
     def _go_on(self) -> bool:
         """After a ``waiting`` end: follow the next attempt if the wait was answered meanwhile."""

@@ -88,6 +88,8 @@ class AttemptLogs:
     """Where a child's stdout and stderr go: the log files, or pipes to a scrubber process."""
 
     def __init__(self, attempt_dir: Path, secrets: dict[str, str] | None) -> None:
+        #: the values scrubbed, which the supervisor's secret check looks for too
+        self.secrets: dict[str, str] = dict(secrets or {})
         self.stdout_path = attempt_dir / "stdout.log"
         self.stderr_path = attempt_dir / "stderr.log"
         self._scrubber: subprocess.Popen[bytes] | None = None

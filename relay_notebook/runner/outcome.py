@@ -6,11 +6,12 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentworks.codes import SECRET_LEAK
 from relay_notebook import codes
 from relay_notebook.record.checkpoints import read_checkpoints
 from relay_notebook.record.events import Event
@@ -19,6 +20,8 @@ from relay_notebook.record.ledger import EventWriter, now_ms, read_events
 from relay_notebook.record.rules import waiting_message
 from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, WaitState
 from relay_notebook.runner.backend import Backend
+from relay_notebook.runner.confine import attempt_write_rules
+from relay_notebook.runner.leak_check import Leak, check_attempt
 
 __all__ = [
     "EXIT_CODES",
@@ -158,12 +161,16 @@ def settle_attempt(
     on_event: Callable[[Event], None] | None,
     confinement: dict[str, Any] | None = None,
     backend: Backend | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> RunOutcome:
     """Record the end of an attempt in the ledger and run.json; return its outcome.
 
     ``confinement`` is the child's own report of its confinement check, if it sent one;
-    ``backend`` is the live database setting (it carries a PostgreSQL run's password).
+    ``backend`` is the live database setting (it carries a PostgreSQL run's password);
+    ``secrets`` are the values the attempt could read: first, whatever the attempt left is
+    checked for them (``runner.leak_check``), and a hit fails it with ``secret-leak``.
     """
+    leak = _check_secrets(folder, attempt_dir, secrets, backend)
     events = read_events(folder.events)
     mine = [e for e in events if e.get("attempt") == attempt]
     start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
@@ -173,7 +180,10 @@ def settle_attempt(
     stderr_tail = _tail(attempt_dir / "stderr.log")
     result: Any = None
     waiting: dict[str, Any] | None = None
-    if outcome_file.is_file() and returncode == 0:
+    if leak is not None:  # nothing the attempt left is read as its outcome, nor shown
+        status = "failed"
+        error = SECRET_LEAK.record(leak.message(folder.run_id, folder.relay))
+    elif outcome_file.is_file() and returncode == 0:
         child = json.loads(_read_child_file(outcome_file))
         status, error = child["status"], child.get("error")
         if status == "succeeded":
@@ -245,6 +255,22 @@ def settle_attempt(
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
 
+def _check_secrets(
+    folder: RunFolder,
+    attempt_dir: Path,
+    secrets: Mapping[str, str] | None,
+    backend: Backend | None,
+) -> Leak | None:
+    """The supervisor's secret check of what the attempt could write (skipped without secrets)."""
+    if not secrets:
+        return None
+    writable = attempt_write_rules(folder, attempt_dir).writable
+    sqlite = backend is None or not backend.is_postgres
+    return check_attempt(
+        folder.path, attempt_dir, writable, folder.database, secrets, sqlite=sqlite
+    )
+
+
 def _waiting(data: Any) -> dict[str, Any] | None:
     """The child's account of what its run waits for, checked (``None`` if unusable)."""
     state = WaitState.from_json(data)
@@ -254,7 +280,11 @@ def _waiting(data: Any) -> dict[str, Any] | None:
     return {**state.to_json(), "function_id": function_id if type(function_id) is int else None}
 
 
-def settle_lost_attempts(folder: RunFolder, backend: Backend | None = None) -> list[int]:
+def settle_lost_attempts(
+    folder: RunFolder,
+    backend: Backend | None = None,
+    secrets: Mapping[str, str] | None = None,
+) -> list[int]:
     """Settle attempts whose supervisor went away before it could; returns their numbers.
 
     Call only while holding the run lock: then no process of those attempts is running. A
@@ -275,6 +305,7 @@ def settle_lost_attempts(folder: RunFolder, backend: Backend | None = None) -> l
                 deadline_hit=False,
                 on_event=None,
                 backend=backend,
+                secrets=secrets,
             )
         else:
             _settle_lost(folder, a, backend)

@@ -10,6 +10,9 @@ finished handle a caller gets back (the run as it was, or held with a status), s
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from agentworks.journal import Journal
 from relay_notebook import codes
 from relay_notebook.errors import (
@@ -30,10 +33,12 @@ from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.checkpoints import guard_checkpoints
+from relay_notebook.runner.leak_check import attempt_secrets
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
 from relay_notebook.runner.supervisor import RunHandle, record_event
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.vault import Vault
 
 __all__ = [
     "REFUSALS",
@@ -117,8 +122,13 @@ def check_under_lock(
 
     ``resume``: only a waiting run whose wait is answered goes (a message, a due timer).
     """
-    settle_lost_attempts(folder, backend)  # under the run lock: nobody else can be running them
     record = RunRecord.load(folder)
+    if any(not a.ended for a in record.attempts):  # under the run lock: none is running
+        # the environment the attempt inherited is this process's (see launch_attempt)
+        vault = Vault(workspace.home).values()
+        secrets = attempt_secrets(Path(record.code_dir), vault, os.environ)
+        settle_lost_attempts(folder, backend, secrets)
+        record = RunRecord.load(folder)
     if record.finished:
         raise Held(decide(rule_facts(workspace, folder, record)))
     if resume and record.waiting is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from relay_notebook.runner.backend import (
     workspace_backend,
 )
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.leak_check import attempt_secrets
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.preflight import (
     Held,
@@ -258,7 +260,8 @@ def _launch_attempt(
         on_event=on_event,
         preflight=checks if preflight else None,
         hidden=_hidden(workspace),
-        secrets=Vault(workspace.home).values(),
+        # the environment's too: vault() falls back to it (see runner.leak_check)
+        secrets=attempt_secrets(Path(record.code_dir), Vault(workspace.home).values(), os.environ),
         context=_context(workspace, record),
         backend=backend,
         executor_id=executor_id,

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentworks.redact import Redactor
 from relay_notebook import commands, inputs
 from relay_notebook.errors import InvalidRequestError, RelayError
 from relay_notebook.history import RunLog, overlay_run
@@ -25,6 +26,7 @@ from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, val
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Draft, list_releases
 from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.vault import Vault
 
 __all__ = ["RelayService"]
 
@@ -221,7 +223,9 @@ class RelayService:
             {"key": c.key, "call": c.call, "attempt": c.attempt}
             for c in commands.pending_calls(self.workspace, run_id)
         ]
-        return out
+        # a run made before the supervisor's secret check may hold an encoded vault value
+        secrets = Vault(self.workspace.home).values()
+        return Redactor(secrets, encoded=True).scrub_json(out) if secrets else out
 
     def recover(self, run_id: str) -> tuple[dict[str, Any], bool]:
         """``POST relay/api/runs/{run_id}/recover``: ``(run, started)``.
