@@ -62,6 +62,7 @@ from relay_notebook import (
 from relay_notebook.cli_commands import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook.record.backend import error_text
 from relay_notebook.runner import warm
 from relay_notebook.settings import Settings
 
@@ -144,7 +145,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if os.environ.get("RELAY_DEBUG"):
             traceback.print_exc()
         print(
-            f"relay: internal error: {type(exc).__name__}: {exc}. This is a bug in relay_notebook; "
+            f"relay: internal error: {type(exc).__name__}: {' '.join(error_text(exc).split())}. "
+            f"This is a bug in relay_notebook; "
             f"rerun with RELAY_DEBUG=1 for a traceback [{codes.INTERNAL_ERROR.code}]",
             file=sys.stderr,
         )

@@ -79,6 +79,14 @@ CHECKPOINTS_LOST = _refusal(
     "restore the run's database, or `relay recover RUN --accept-lost-checkpoints` "
     "(the lost steps run again)",
 )
+DATABASE_ERROR = _error(
+    "database-error",
+    "The run's DBOS database refused a statement (damaged, full or unwritable); the SQL is "
+    "never shown.",
+    "free space or restore the run's database from a copy, then " + _RECOVER + "; if the run "
+    "failed, " + _NEW_RUN,
+    recorded=True,
+)
 DATABASE_OWNED = _error(
     "database-owned-by-other-workspace",
     "The PostgreSQL database already holds the runs of another workspace.",

@@ -46,6 +46,7 @@ __all__ = [
     "ReleaseNotFoundError",
     "ReleaseTamperedError",
     "RequestTooLargeError",
+    "RunDatabaseError",
     "RunFileNotFoundError",
     "RunFileRefusedError",
     "RunLockedError",
@@ -322,3 +323,10 @@ class RunNotWaitingError(RelayError):
     """A message to a run that cannot receive it (finished, never started, not durable)."""
 
     entry = codes.RUN_NOT_WAITING
+
+
+class RunDatabaseError(RelayError):
+    """The run's DBOS database refused a statement (damaged, full or unwritable); the SQL is
+    never shown."""
+
+    entry = codes.DATABASE_ERROR

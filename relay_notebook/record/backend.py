@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -42,6 +43,8 @@ __all__ = [
     "app_version_for_run",
     "backend_for_run",
     "connect",
+    "database_error",
+    "error_text",
     "resolve_backend",
     "workspace_backend",
 ]
@@ -201,3 +204,22 @@ def connect(
             f"Cannot connect to PostgreSQL at {backend.display}: {backend.sentence(str(exc))}"
             f"Start the server, or fix {ENV_VAR}."
         ) from None
+
+
+def database_error(exc: BaseException) -> BaseException | None:
+    """The driver's own error (sqlite3, psycopg) under ``exc`` if ``exc`` is one SQLAlchemy
+    raised for a statement, else ``None``. SQLAlchemy's text for it adds the statement and
+    its parameters (``[SQL: ...]``), which may hold a run's data: users see the driver's."""
+    if "sqlalchemy" not in sys.modules:
+        return None  # nothing imported SQLAlchemy, so nothing raised its errors
+    from sqlalchemy.exc import StatementError
+
+    if isinstance(exc, StatementError) and exc.orig is not None:
+        return exc.orig
+    return None
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)``; for a database error, the driver's message alone (``no such table:
+    notifications``), never the SQL."""
+    return str(database_error(exc) or exc)

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 from relay_notebook import codes
 from relay_notebook.codes import Code
+from relay_notebook.record.backend import database_error
 from relay_notebook.record.events import Event
 from relay_notebook.record.ledger import EventWriter, write_json_atomic
 from relay_notebook.runner.child_logs import route_logs
@@ -69,6 +70,23 @@ def _set_wal(path: Path) -> None:
             conn.execute("PRAGMA journal_mode=WAL")
     finally:
         conn.close()
+
+
+def _sqlite_temp_files_in_tmpdir() -> None:
+    """Make SQLite put its temporary files in this attempt's ``TMPDIR`` (its private tmp).
+
+    SQLite reads ``TMPDIR`` once, when the sqlite3 module is imported: a child forked from the
+    warm parent inherits the parent's choice (``/var/tmp``), where Landlock forbids writes, so
+    a statement that spills (DBOS consuming a 125 KB message) failed with "unable to open
+    database file". The pragma sets SQLite's process-wide directory; no other thread runs yet.
+    """
+    tmp = os.environ.get("TMPDIR")
+    if tmp and os.path.isdir(tmp):
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.execute("PRAGMA temp_store_directory = '{}'".format(tmp.replace("'", "''")))
+        finally:
+            conn.close()
 
 
 def _workflow_status(spec: AttemptSpec, database_url: str | None) -> tuple[str, str] | None:
@@ -194,10 +212,16 @@ async def _run_attempt(
         from relay_notebook.runner.instrument import user_traceback
 
         tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, spec.code_dir)
+        if database_error(exc) is not None:
+            return {
+                "status": "failed",
+                "error": _error(codes.DATABASE_ERROR, _db_line(spec, exc), tb),
+            }
         message = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, OSError) and _denied_by_confinement(spec, exc):
             message += (
-                f". A relay writes only inside its run folder's execution area "
+                f". A relay sees only its sandbox and writes only inside its run folder's "
+                f"execution area "
                 f"({spec.run_dir / 'execution'}); use agentworks.run_dir or a "
                 f"relative path."
             )
@@ -209,12 +233,28 @@ async def _run_attempt(
     return _finish_result(spec, result)
 
 
+def _db_line(spec: AttemptSpec, exc: Exception) -> str:
+    """A database error of DBOS's as one line: what failed and SQLite's (or PostgreSQL's)
+    reason, never the statement SQLAlchemy's text carries."""
+    from relay_notebook.record.backend import error_text
+
+    reason = " ".join(error_text(exc).split())
+    return (
+        f"Run {spec.run_id} stopped: DBOS could not read or write the run's database "
+        f"({type(database_error(exc)).__name__}: {reason}). Free space or restore the "
+        f"database from a copy, then start a new run."
+    )
+
+
 def _denied_by_confinement(spec: AttemptSpec, exc: OSError) -> bool:
-    """Whether ``exc`` is a write the confinement refused (bwrap: read-only; Landlock: EACCES)."""
+    """Whether ``exc`` is a write the confinement refused (a read-only mount; Landlock: EACCES;
+    the sandbox: a path its root does not hold)."""
     if exc.errno == errno.EROFS:
         return True
-    landlocked = (spec.confinement or {}).get("mechanism") == "landlock"
-    return landlocked and exc.errno == errno.EACCES
+    sandboxed = (spec.confinement or {}).get("mechanism") in ("landlock", "sandbox")
+    if sandboxed and exc.errno == errno.ENOENT and isinstance(exc.filename, str):
+        return not Path(exc.filename).resolve().is_relative_to(spec.run_dir.resolve())
+    return sandboxed and exc.errno == errno.EACCES
 
 
 def _attempt_events(events: EventWriter) -> list[Event]:
@@ -253,6 +293,7 @@ def main(spec_path: str) -> None:
     # jsonschema imports rfc3987_syntax when installed, which compiles a grammar for 1.5 s on
     # every attempt; relays never validate IRI formats, so the child does without it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    _sqlite_temp_files_in_tmpdir()
     spec = AttemptSpec.read(spec_path)
     if spec.report_fd is not None:
         _report_confinement(dict(spec.confinement or {}), spec.report_fd)
@@ -273,6 +314,8 @@ def main(spec_path: str) -> None:
         _watch_lifeline(spec.lifeline_fd)
     private = read_private()
     database_url = private.get("database_url")
+    if spec.net_ready_fd is not None:  # the sandbox's way out, set up meanwhile (and to PG)
+        _await_network(spec.net_ready_fd)
     runtime = install_runtime(spec, events, read_secrets(private), outcome_path)
     if database_url is not None:
         # first, before the relay's imports: from here on this process is the run's executor
@@ -361,6 +404,16 @@ ENGINE_KWARGS: dict[str, Any] = {
 ENGINE_CONNECT_ARGS: dict[str, Any] = {"application_name": "dbos_transact", "connect_timeout": 10}
 #: what DBOS sets on its engine's sessions (its default, 60 s)
 IDLE_TRANSACTION_TIMEOUT_MS = 60_000
+
+
+def _await_network(fd: int) -> None:
+    """Wait for the sandbox's network helper (``runner.sandbox``); say on stderr if the relay
+    will find no way out."""
+    from relay_notebook.runner.sandbox import wait_for_network
+
+    word = wait_for_network(fd)
+    if word not in ("ok", "none"):
+        print(f"relay: this attempt cannot reach the network: {word}", file=sys.stderr)
 
 
 def _report_confinement(check: dict[str, Any], fd: int) -> None:

@@ -37,6 +37,7 @@ from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
+from relay_notebook.record.backend import database_error, error_text
 from relay_notebook.record.events import StepInfo, StepReused
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CrashSpec
@@ -89,7 +90,8 @@ def user_traceback(exc: BaseException, code_dir: Path) -> str:
         lines.append(f'  File "{rel}", line {f.lineno}, in {f.name}\n')
         if f.line:
             lines.append(f"    {f.line.strip()}\n")
-    lines.extend(traceback.format_exception_only(type(exc), exc))
+    shown = database_error(exc) or exc  # a database error's own line: never its SQL
+    lines.extend(traceback.format_exception_only(type(shown), shown))
     return "".join(lines)
 
 
@@ -174,7 +176,7 @@ class Instrumentation:
             **info,
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
             error_type=type(exc).__name__,
-            error=str(exc)[:2000],
+            error=error_text(exc)[:2000],
         )
 
     def _body_done(self, info: StepInfo, started: float) -> None:
@@ -340,7 +342,7 @@ class Instrumentation:
                         workflow=name,
                         workflow_id=DBOS.workflow_id,
                         error_type=type(exc).__name__,
-                        error=str(exc)[:2000],
+                        error=error_text(exc)[:2000],
                         traceback=user_traceback(exc, self.code_dir),
                     )
                     safe = self._scrubbed(exc)

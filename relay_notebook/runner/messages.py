@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworks.redact import Redactor
-from relay_notebook.errors import InvalidInputError, RunNotWaitingError
+from relay_notebook.errors import InvalidInputError, RunDatabaseError, RunNotWaitingError
+from relay_notebook.record.backend import database_error, error_text
 from relay_notebook.record.checkpoints import read_workflow_status
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.messages import delivered_message
@@ -108,6 +109,15 @@ def _deliver(folder: RunFolder, backend: Backend, topic: str, message: Any, key:
         client = DBOSClient(system_database_url=f"sqlite:///{folder.database.resolve()}")
     try:
         client.send(folder.run_id, message, topic, idempotency_key=key)
+    except Exception as exc:
+        if database_error(exc) is None:
+            raise
+        raise RunDatabaseError(
+            f"Cannot deliver the message to run {folder.run_id}: its database refused it "
+            f"({type(database_error(exc)).__name__}: {' '.join(error_text(exc).split())}). "
+            f"Nothing was delivered; the run still waits. Free space or restore its database "
+            f"from a copy, then send again."
+        ) from exc
     finally:
         client.destroy()
 
