@@ -19,12 +19,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## Debian packages the tests use: bubblewrap confines relay writes to their run folder,
+## Debian packages the tests use: passt (pasta) gives a relay's sandbox its way to the outside
+## (and to the loopback endpoints it declares), bubblewrap confines relays where the kit's own
+## sandbox cannot be made,
 ## chromium runs the JupyterLab browser tests, postgresql's server programs run the worker-pool
 ## tests (each test session starts its own private server with them; see relay_notebook.testing)
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v pasta >/dev/null || missing="$$missing passt"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
 	  missing="$$missing postgresql"; \

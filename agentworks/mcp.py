@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agentworks._runtime import Runtime, current
 from agentworks.errors import AgentError, MCPError
 from agentworks.platform import platform_call
 
+if TYPE_CHECKING:
+    from agentworks.mcp_servers import MCPServerConfig
+
 __all__ = ["attached_tools", "mcp"]
 
 _pools: dict[str, Any] = {}
+#: the environment variable naming an MCP server's own state folder in the run
+STATE_ENV = "RELAY_MCP_STATE"
 
 
 def _pool(rt: Runtime) -> Any:
@@ -22,17 +28,37 @@ def _pool(rt: Runtime) -> Any:
     pool = _pools.get(rt.run_id)
     if pool is None:
         servers = {
-            # a server without its own cwd works in execution/: under confinement the
-            # only place it may write, and shared by every attempt of the run
-            name: replace(cfg, cwd=rt.folder / "execution")
-            if cfg.cwd == rt.workspace.resolve()
-            else cfg
+            name: _in_run(cfg, rt.folder / "execution", rt.workspace.resolve())
             for name, cfg in load_mcp_servers(rt.workspace).items()
         }
         pool = _pools[rt.run_id] = MCPPool(
             servers, rt.relay, stderr_dir=rt.folder / ".relay_ipc" / "mcp"
         )
     return pool
+
+
+def _in_run(cfg: MCPServerConfig, execution: Path, workspace: Path) -> MCPServerConfig:
+    """``cfg`` set up to run inside the run's sandbox: a server without its own cwd works in
+    ``execution/`` (the only place a relay's processes may write, shared by every attempt of
+    the run), and each server has a state folder of its own, ``execution/.mcp/NAME``, as its
+    ``HOME`` and ``RELAY_MCP_STATE`` (``$RELAY_MCP_STATE`` in its env values and args names
+    it: ``env: {MEMORY_FILE_PATH: $RELAY_MCP_STATE/memory.json}``)."""
+    state = execution / ".mcp" / cfg.name
+    state.mkdir(parents=True, exist_ok=True)
+
+    def expand(text: str) -> str:
+        return text.replace("${RELAY_MCP_STATE}", str(state)).replace(
+            "$RELAY_MCP_STATE", str(state)
+        )
+
+    env = {"HOME": str(state), STATE_ENV: str(state)}
+    env |= {key: expand(value) for key, value in cfg.env.items()}
+    return replace(
+        cfg,
+        cwd=execution if cfg.cwd == workspace else cfg.cwd,
+        env=env,
+        args=tuple(expand(a) for a in cfg.args),
+    )
 
 
 async def close_pools() -> None:

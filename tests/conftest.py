@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from relay_notebook.runner.sandbox_plan import sandbox_probe
 from relay_notebook.runner.warm import restart_warm_parent
 from relay_notebook.settings import Settings
 from relay_notebook.testing import PostgresServer, postgres_server
@@ -41,13 +42,15 @@ def workspace(tmp_path: Path, warm_start: bool) -> Workspace:
     return Workspace(tmp_path / "relays", warm_start=warm_start)
 
 
-@pytest.fixture(params=["landlock", "bwrap"])
+@pytest.fixture(params=["landlock", "sandbox"])
 def confined(request: pytest.FixtureRequest, workspace: Workspace) -> tuple[str, Workspace]:
-    """The workspace, with its attempts confined by Landlock (forked) or bubblewrap (spawned)."""
-    if request.param == "bwrap":
-        if shutil.which("bwrap") is None:
-            pytest.skip("bubblewrap not installed")
-        return "bwrap", Workspace(workspace.home, warm_start=False)
+    """The workspace, with its attempts in the sandbox: forked from the warm parent
+    (``landlock``) or spawned (``sandbox``, through ``runner.sandbox_exec``)."""
+    if request.param == "sandbox":
+        probe = sandbox_probe()
+        if probe is None or not probe.get("namespaces"):
+            pytest.skip(f"no namespaces for a spawned sandbox here: {probe}")
+        return "sandbox", Workspace(workspace.home, warm_start=False)
     parent = restart_warm_parent()
     assert parent.wait_ready(120), "the warm parent did not start"
     if not parent.can_confine():

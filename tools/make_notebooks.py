@@ -238,7 +238,7 @@ NOTEBOOKS["03-agents-and-tools.ipynb"] = [
 NOTEBOOKS["03-agents-and-tools.ipynb"][1] = code(FRESH.source + f"\nMCP_SERVER = {MCP_SERVER!r}")
 
 SHOP = (
-    "%%relay shop\n"
+    "%%relay shop --allow={service.endpoint}\n"
     "import json, urllib.request\n"
     "from dbos import DBOS\n"
     "from agentworks import agent, tool, vault\n\n"
@@ -276,7 +276,7 @@ NOTEBOOKS["04-uncertain-calls.ipynb"] = [
     ),
     FRESH,
     md(
-        "A small order service on loopback: it counts every attempt and creates one order per idempotency key. Its token goes in the workspace **vault** (in your own notebook, `%relay vault set ORDER_TOKEN` asks for it without echoing or storing it in the notebook)."
+        "A small order service on loopback: it counts every attempt and creates one order per idempotency key. Its token goes in the workspace **vault** (in your own notebook, `%relay vault set ORDER_TOKEN` asks for it without echoing or storing it in the notebook). A relay reaches the outside but none of this machine's own servers, so the `%%relay` line below declares this one: `--allow={service.endpoint}`."
     ),
     code(
         "from relay_notebook import commands\n"

@@ -161,7 +161,10 @@ class Lab:
 
     def install(self) -> None:
         """Save the lab relay (and its scripted clerk), and the service token in the vault."""
-        self.workspace.save_draft(LAB_RELAY, LAB_SOURCE, Manifest(model="scripted:clerk.json"))
+        manifest = Manifest(
+            model="scripted:clerk.json", network={"allow": [self.service.endpoint]}
+        )  # the lab's service is on this machine's loopback: the relay declares it
+        self.workspace.save_draft(LAB_RELAY, LAB_SOURCE, manifest)
         commands.vault_set(self.workspace, TOKEN_NAME, self.service.book.token)
 
     def start(self, scenario: str, *, pause: float = 0) -> RunOutcome:

@@ -72,6 +72,8 @@ class OrderService:
         self.book = OrderBook(token)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.book))
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        #: what a relay that calls the service declares (``%%relay NAME --allow=ENDPOINT``)
+        self.endpoint = f"127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 

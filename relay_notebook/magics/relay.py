@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -27,10 +28,25 @@ from relay_notebook.settings import Settings
 from relay_notebook.settings_traits import RunSettingsTraits
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
+from relay_notebook.workspace.manifest import MANIFEST_FILE, Manifest, load_manifest
 
 __all__ = ["RelayMagics"]
 
 _CELL_OPTIONS = ("--publish", "--no-graph")
+
+
+def _network_option(flags: set[str]) -> str | dict[str, list[str]] | None:
+    """``--network=none`` or ``--allow=HOST:PORT`` (repeated) as the manifest's ``network``;
+    ``None`` when the line names neither (the manifest keeps what it has)."""
+    allow = sorted(f.split("=", 1)[1] for f in flags if f.startswith("--allow="))
+    said = [f.split("=", 1)[1] for f in flags if f.startswith("--network=")]
+    if said and said != ["none"]:
+        raise usage_error(f"%%relay: --network={said[0]}: expected --network=none")
+    if said and allow:
+        raise usage_error("%%relay: --network=none and --allow= contradict each other")
+    if said:
+        return "none"
+    return {"allow": allow} if allow else None
 
 
 def _admission(relay: str, lines: list[str], errors: int, then: str) -> UsageError:
@@ -121,8 +137,12 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
     def relay(self, line: str, cell: str) -> Any:
         """Save the cell as relay NAME's draft (not executed), check it, and draw its flow graph.
 
-        Usage: ``%%relay NAME [--publish] [--no-graph]``. Admission errors are reported with
-        the cell's line numbers; determinism warnings are shown but do not block.
+        Usage: ``%%relay NAME [--publish] [--no-graph] [--allow=HOST:PORT ...]
+        [--network=none]``. Admission errors are reported with the cell's line numbers;
+        determinism warnings are shown but do not block. A relay reaches the outside but not
+        this machine's own servers: ``--allow=127.0.0.1:8000`` lets it reach that one (a
+        local model server; ``{service.endpoint}`` expands a notebook variable), and
+        ``--network=none`` cuts it off; either is kept in the relay's manifest.
 
         Example::
 
@@ -150,13 +170,21 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
                 codes.INVALID_RELAY_NAME.code,
             )
         name = names[0]
+        network = _network_option(flags)
+        flags = {f for f in flags if not f.startswith(("--allow=", "--network="))}
         unknown = flags - set(_CELL_OPTIONS)
         if unknown:
             raise usage_error(
-                f"%%relay: unknown option {sorted(unknown)[0]}; use --publish and/or --no-graph"
+                f"%%relay: unknown option {sorted(unknown)[0]}; use --publish, --no-graph, "
+                f"--allow=127.0.0.1:PORT or --network=none"
             )
         try:
-            draft = self.workspace.save_draft(name, cell)
+            manifest = None
+            if network is not None:  # the cell says what the relay may reach: its manifest
+                old = self.workspace.relay_dir(name) / MANIFEST_FILE
+                base = load_manifest(old) if old.is_file() else Manifest()
+                manifest = replace(base, network=network)
+            draft = self.workspace.save_draft(name, cell, manifest)
             report = commands.check_draft(draft)
         except RelayError as exc:
             raise usage_error(exc) from None

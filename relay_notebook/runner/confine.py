@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relay_notebook.runner.sandbox import sandbox_uid
+
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
 
@@ -81,6 +83,8 @@ class WriteRules:
             "sealed": [str(p) for p in self.sealed],
             "host_pid_ns": _namespace("pid"),
             "host_user_ns": _namespace("user"),
+            "host_net_ns": _namespace("net"),
+            "expect_unprivileged": sandbox_uid() != 0,
         }
 
 
@@ -244,6 +248,16 @@ def _creatable_in(folder: str) -> bool:
     return True
 
 
+def _host_uid() -> int | None:
+    """The uid outside every user namespace that our uid maps to."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as fh:
+            inside, outside, _ = fh.readline().split()
+    except (OSError, ValueError):
+        return None
+    return int(outside) + os.getuid() - int(inside)
+
+
 def verify_confinement(check: dict[str, Any]) -> dict[str, Any]:
     """The child's own view of its confinement: ``confined`` and, if not, the ``reason``."""
     problems = []
@@ -260,7 +274,16 @@ def verify_confinement(check: dict[str, Any]) -> dict[str, Any]:
         problems.append("the child shares the supervisor's PID namespace")
     user_ns = _namespace("user")
     mechanism = check.get("mechanism", "bwrap")
-    extra = {"landlock_abi": check.get("abi")} if mechanism == "landlock" else {}
+    extra: dict[str, Any] = {"landlock_abi": check.get("abi")} if mechanism != "bwrap" else {}
+    if mechanism != "bwrap":  # the sandbox's own promises (runner.sandbox)
+        host_uid = _host_uid()
+        extra["host_uid"] = host_uid
+        if host_uid == 0 and check.get("expect_unprivileged"):
+            problems.append("the relay runs as root outside its user namespace")
+        net_ns = _namespace("net")
+        extra["network_namespace"] = net_ns is not None and net_ns != check.get("host_net_ns")
+        if not extra["network_namespace"]:
+            problems.append("the child shares the host's network namespace")
     return {
         **extra,
         "confined": not problems,

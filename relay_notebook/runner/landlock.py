@@ -6,8 +6,9 @@ across folders) and none of the read accesses, so it reads the file system as be
 writes only beneath ``WriteRules.writable`` and to a few device files. Reads of the vault are
 stopped the way bubblewrap stops them, by an empty tmpfs over it in the child's own mount
 namespace (Landlock cannot deny a folder beneath an allowed one). With ABI 6 the child may
-signal no process outside its domain either. No binding from the package index is used: the
-maintained ones are pre-releases, and three ``syscall``\\ s through ``ctypes`` do the job.
+signal no process outside its domain either, nor connect to an abstract unix socket made
+outside it. No binding from the package index is used: the maintained ones are
+pre-releases, and three ``syscall``\\ s through ``ctypes`` do the job.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK, _MAKE_SYM = (
     1 << 12,
 )
 _REFER, _TRUNCATE = 1 << 13, 1 << 14
-_SCOPE_SIGNAL = 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
@@ -94,7 +95,7 @@ def restrict_writes(writable: Iterable[Path], abi: int) -> None:
     Call it single-threaded, after ``drop_privileges``: ``restrict_self`` needs no-new-privs.
     """
     handled = _write_access(abi)
-    attr = _RulesetAttr(handled, 0, _SCOPE_SIGNAL if abi >= 6 else 0)
+    attr = _RulesetAttr(handled, 0, _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     libc = _libc()
     ruleset = _check(

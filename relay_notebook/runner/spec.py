@@ -64,11 +64,15 @@ class AttemptSpec:
     pipe_fd: int | None = None
     lifeline_fd: int | None = None
     report_fd: int | None = None
+    #: where the sandbox's network helper says the way out is ready (``runner.sandbox``)
+    net_ready_fd: int | None = None
     #: what the child checks about its own confinement before the relay is imported
     confinement: Mapping[str, Any] | None = None
 
-    def with_confinement(self, check: Mapping[str, Any] | None) -> AttemptSpec:
-        return dataclasses.replace(self, confinement=check)
+    def with_confinement(
+        self, check: Mapping[str, Any] | None, net_ready_fd: int | None = None
+    ) -> AttemptSpec:
+        return dataclasses.replace(self, confinement=check, net_ready_fd=net_ready_fd)
 
     def to_json(self) -> dict[str, Any]:
         ctx = self.context
@@ -93,6 +97,7 @@ class AttemptSpec:
             "pipe_fd": self.pipe_fd,
             "lifeline_fd": self.lifeline_fd,
             "report_fd": self.report_fd,
+            "net_ready_fd": self.net_ready_fd,
             "confinement": dict(self.confinement) if self.confinement is not None else None,
             "workspace": str(ctx.workspace),
             "variables": dict(ctx.variables),
@@ -129,6 +134,7 @@ class AttemptSpec:
             pipe_fd=fd("pipe_fd"),
             lifeline_fd=fd("lifeline_fd"),
             report_fd=fd("report_fd"),
+            net_ready_fd=fd("net_ready_fd"),
             confinement=data.get("confinement"),
             context=AttemptContext(
                 workspace=Path(data["workspace"]),

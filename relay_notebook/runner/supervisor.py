@@ -46,12 +46,14 @@ from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallb
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.runner.sandbox_plan import attempt_plan, hand_over, sandbox_probe
 from relay_notebook.runner.spec import AttemptContext, AttemptSpec
 from relay_notebook.runner.warm import ForkedProcess, WarmParent, restart_warm_parent, warm_parent
 
 __all__ = ["EventCallback", "RunHandle", "launch_attempt"]
 
 CHILD_MODULE = "relay_notebook.runner.child"
+SANDBOX_MODULE = "relay_notebook.runner.sandbox_exec"
 
 
 def _warm_next(_: RunOutcome) -> None:
@@ -86,6 +88,36 @@ def _spawn(
     return process
 
 
+def _spawned(
+    rules: WriteRules, attempt_dir: Path, confine: bool, plan_for: Callable[[], dict[str, Any]]
+) -> tuple[list[str], Confinement, dict[str, Any] | None]:
+    """How a spawned child starts: in the sandbox (``runner.sandbox_exec``) where this machine
+    can make one, else under bubblewrap, else unconfined (see ``runner.confine``); and the
+    sandbox's plan, if it is one."""
+    spec = str(attempt_dir / "spec.json")
+    probe = sandbox_probe() if confine else None
+    if probe is not None and probe.get("namespaces"):
+        plan = {**plan_for(), "abi": int(probe.get("landlock", 0))}
+        path = attempt_dir / "sandbox.json"
+        path.write_text(json.dumps(plan), encoding="utf-8")
+        check = {**rules.check(), "mechanism": "sandbox", "abi": plan["abi"]}
+        argv = [sys.executable, "-m", SANDBOX_MODULE, str(path), spec]
+        return argv, Confinement("sandbox", check=check), plan
+    if confine:
+        hand_over(rules, os.geteuid())  # a sandboxed attempt before may have owned them
+    argv, confinement = confine_command(
+        [sys.executable, "-m", CHILD_MODULE, spec], rules, enabled=confine
+    )
+    return argv, confinement, None
+
+
+def _net_ready_fd(plan: dict[str, Any] | None) -> int | None:
+    """The descriptor a sandboxed child waits on for its way out (none without pasta)."""
+    if plan is None or plan["network"]["mode"] != "outside":
+        return None
+    return int(plan["net_fd"])
+
+
 def _fileno(stream: Any) -> int:
     return stream if isinstance(stream, int) else int(stream.fileno())
 
@@ -100,6 +132,7 @@ def _fork(
     logs: AttemptLogs,
     fds: tuple[int, ...],
     private: dict[str, Any],
+    plan: dict[str, Any] | None,
 ) -> ForkedProcess:
     """The attempt forked by the warm parent, with the same descriptors a spawned one gets."""
     request: dict[str, Any] = {
@@ -112,6 +145,7 @@ def _fork(
             "writable": [str(p) for p in rules.writable],
             "hidden": [str(p) for p in rules.hidden],
             "abi": int(parent.info["landlock"]),
+            "plan": plan,
         }
     stdin_r, stdin_w = os.pipe()
     try:
@@ -169,7 +203,27 @@ def launch_attempt(
         parent = warm_parent() if warm_start else None
         if parent is not None and confine and not parent.can_confine():
             parent = None  # no Landlock or namespaces here: bubblewrap, spawned, as before
+        # live events go through a pipe only when someone listens (it costs per step)
+        pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
+        if lifeline:
+            life_r, life_w = os.pipe()
+        if confine:
+            report_r, report_w = os.pipe()
+        inherited = [fd for fd in (*lock.pass_fds, pipe_w, life_r, report_w) if fd is not None]
+        net_fd = max([2, *inherited]) + 1  # where the sandbox's network word comes (the spec)
+        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        env["PYTHONUNBUFFERED"] = "1"
+
+        def plan_for() -> dict[str, Any]:
+            return attempt_plan(
+                rules, staging=attempt_dir / "root", code_dir=code_dir, run_dir=folder.path,
+                workspace=context.workspace, database_url=backend.url, secrets=secrets or {},
+                environ=env, net_fd=net_fd,
+            )  # fmt: skip
+
+        plan: dict[str, Any] | None = None
         if parent is not None:
+            plan = plan_for() if confine else None
             argv: list[str] = []
             confinement = (
                 landlock_confinement(rules, int(parent.info["landlock"]))
@@ -177,17 +231,13 @@ def launch_attempt(
                 else Confinement(None, TURNED_OFF)
             )
         else:
-            argv, confinement = confine_command(
-                [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
-                rules,
-                enabled=confine,
-            )
-        # live events go through a pipe only when someone listens (it costs per step)
-        pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
-        if lifeline:
-            life_r, life_w = os.pipe()
-        if confinement.check is not None:
-            report_r, report_w = os.pipe()
+            argv, confinement, plan = _spawned(rules, attempt_dir, confine, plan_for)
+            if plan is not None:
+                env["TMPDIR"] = str(rules.tmp_dir)
+        if confinement.check is None and report_r is not None and report_w is not None:
+            os.close(report_r)
+            os.close(report_w)
+            report_r = report_w = None
         spec = AttemptSpec(
             run_id=folder.run_id,
             relay=folder.relay,
@@ -208,6 +258,7 @@ def launch_attempt(
             pipe_fd=pipe_w,
             lifeline_fd=life_r,
             report_fd=report_w,
+            net_ready_fd=_net_ready_fd(plan),
             confinement=confinement.check,
             context=context,
         )
@@ -225,8 +276,6 @@ def launch_attempt(
         record.save(folder)
         child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
         logs = AttemptLogs(attempt_dir, secrets)  # scrubbed of vault values: see log_scrubber
-        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
-        env["PYTHONUNBUFFERED"] = "1"
         private = {"vault": secrets or {}, "database_url": backend.url}
         try:
             process: AttemptProcess | None = None
@@ -235,16 +284,14 @@ def launch_attempt(
                     process = _fork(
                         parent, spec_path=attempt_dir / "spec.json", rules=rules, env=env,
                         confined=confinement.mechanism is not None, logs=logs,
-                        fds=lock.pass_fds + child_fds, private=private,
+                        fds=lock.pass_fds + child_fds, private=private, plan=plan,
                     )  # fmt: skip
                 if process is None:
                     parent = None
-                    argv, confinement = confine_command(
-                        [sys.executable, "-m", CHILD_MODULE, str(attempt_dir / "spec.json")],
-                        rules,
-                        enabled=confine,
-                    )
-                    spec = spec.with_confinement(confinement.check)
+                    argv, confinement, plan = _spawned(rules, attempt_dir, confine, plan_for)
+                    if plan is not None:
+                        env["TMPDIR"] = str(rules.tmp_dir)
+                    spec = spec.with_confinement(confinement.check, _net_ready_fd(plan))
                     spec.write(attempt_dir / "spec.json")
                     entry.update(**confinement.record())
                     record.save(folder)

@@ -12,18 +12,17 @@ child. The forked child is the warm parent's own, so the warm parent reports its
 child leads its own process group, ``setsid``, so a kill sent at once reaches it) and then its
 exit status on the attempt's socket; the supervisor signals that group, exactly as before.
 
-Confined (``request["confine"]``), the attempt is three processes, as under bwrap: the group
-leader, which enters new PID and mount namespaces and later exits with the relay's exact
-status; the namespace's init, which mounts a fresh ``/proc`` and an empty tmpfs over the
-vault and reaps; and the relay's process, which drops every capability, sets no-new-privs and
-restricts its writes with Landlock (``runner.landlock``) before ``child.main`` reads the spec.
+Confined (``request["confine"]``), the attempt enters the sandbox its plan describes
+(``runner.sandbox``): the group leader, which later exits with the relay's exact status; the
+namespace's init, which reaps; and the relay's process, which drops every capability, sets
+no-new-privs and restricts its writes with Landlock (``runner.landlock``) before
+``child.main`` reads the spec.
 Run as ``python -m relay_notebook.runner.warm_parent FD [--one-attempt]``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import gc
 import io
@@ -38,6 +37,9 @@ import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
+
+from relay_notebook.runner.sandbox import FAILED, enter_sandbox
+from relay_notebook.runner.sandbox import close_from as _close_from
 
 __all__ = ["main"]
 
@@ -63,15 +65,14 @@ _PRELOAD = (
     "relay_notebook.runner.backend",
     "relay_notebook.runner.locks",
     "relay_notebook.runner.landlock",
+    "relay_notebook.runner.sandbox",
     "relay_notebook.runner.dbos_template",
 )
 #: what only some attempts need (a release run's calls verify its files; it brings pydantic):
 #: preloaded by a parent that forks many attempts, left to the child by a one-attempt parent,
 #: whose imports are on the ``relay run``'s critical path
 _PRELOAD_MANY = ("relay_notebook.workspace.releases",)
-_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
-_FAILED = 70  # the forked child could not set itself up (its stderr says why)
+_FAILED = FAILED  # the forked child could not set itself up (its stderr says why)
 _REQUEST_LIMIT = 1 << 20
 
 
@@ -114,39 +115,6 @@ def _make_template_aside() -> None:
     os.waitpid(helper, 0)
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _call(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _enter_namespaces() -> None:
-    """New PID and mount namespaces for what this process forks next (a user one if needed)."""
-    libc = _libc()
-    if libc.unshare(_CLONE_NEWPID | _CLONE_NEWNS) == 0:
-        return
-    uid, gid = os.getuid(), os.getgid()
-    _call(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS), "unshare")
-    Path("/proc/self/setgroups").write_text("deny")
-    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-
-
-def _mount_private_views(hidden: list[str]) -> None:
-    """In the new mount namespace: our own /proc, and an empty folder over each hidden one."""
-    libc = _libc()
-    _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    _call(libc.mount(b"proc", b"/proc", b"proc", flags, None), "mount proc")
-    for path in hidden:
-        if os.path.isdir(path):
-            _call(libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, b"mode=700"), "mount tmpfs")
-
-
 def probe() -> dict[str, Any]:
     """What confinement forked children get here: the Landlock ABI, and whether namespaces work."""
     return _probe_result(_start_probe())
@@ -162,13 +130,10 @@ def _start_probe() -> tuple[int, int, int]:
     if pid == 0:
         try:
             os.close(r)
-            _enter_namespaces()
-            inner = os.fork()
-            if inner == 0:
-                _mount_private_views([])
-                os._exit(0 if os.getpid() == 1 else 1)
-            _, status = os.waitpid(inner, 0)
-            os.write(w, b"ok" if status == 0 else b"mount or PID namespace failed")
+            from relay_notebook.runner.sandbox import probe_namespaces
+
+            probe_namespaces()
+            os.write(w, b"ok")
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.write(w, str(exc).encode()[:500])
@@ -268,60 +233,12 @@ def _attempt(request: dict[str, Any], fds: list[int], led: int) -> NoReturn:
             _run(request, fds)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
-        _enter_namespaces()
-        status_r, status_w = os.pipe()
-        init = os.fork()
-        if init == 0:
-            os.close(status_r)
-            _init(request, fds, status_w)
-        os.close(status_w)
-        _close_from(3, keep={status_r})
-        with os.fdopen(status_r, "rb") as stream:
-            said = stream.read()
-        _, own = os.waitpid(init, 0)
-        _leave_as(int(said) if said else own)
+        status_w, net_ready = enter_sandbox(confine["plan"])
+        os.close(status_w)  # in the relay's process from here on
+        _run(request, fds, net_ready)
     except BaseException:
         traceback.print_exc()
         os._exit(_FAILED)
-
-
-def _init(request: dict[str, Any], fds: list[int], status_w: int) -> NoReturn:
-    """PID 1 of the attempt's namespace: mounts its views, starts the relay's process, reaps."""
-    try:
-        _mount_private_views(list(request["confine"]["hidden"]))
-        relay = os.fork()
-        if relay == 0:
-            os.close(status_w)
-            _run(request, fds)
-        _close_from(3, keep={status_w})
-        while True:
-            pid, status = os.wait()
-            if pid == relay:
-                break
-        os.write(status_w, str(status).encode())
-        os._exit(0)
-    except BaseException:
-        traceback.print_exc()
-        os._exit(_FAILED)
-
-
-def _leave_as(status: int) -> NoReturn:
-    """Exit with the relay process's wait ``status``: the same code, or the same signal."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else _FAILED)
-
-
-def _close_from(low: int, keep: set[int]) -> None:
-    """Close every descriptor from ``low`` up but ``keep`` (not by /proc/self/fd: once the
-    namespace's init has mounted its /proc, the group leader is not in it)."""
-    for fd in sorted(k for k in keep if k >= low):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _arrange(fds: list[int], targets: list[int]) -> None:
@@ -346,11 +263,15 @@ def _std_streams() -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, out, err  # type: ignore[misc]
 
 
-def _run(request: dict[str, Any], fds: list[int]) -> NoReturn:
+def _run(request: dict[str, Any], fds: list[int], net_ready: int | None = None) -> NoReturn:
     """The relay's process: descriptors, environment and signals as a spawned child's, then
-    confinement, then the child program."""
+    confinement, then the child program. ``net_ready``: the sandbox's network word (see
+    ``runner.sandbox``), kept for the child at a number of its own."""
     try:
-        _arrange(fds, [0, 1, 2, *request["targets"]])
+        targets = [0, 1, 2, *request["targets"]]
+        if net_ready is not None:  # at the number the spec names (see launch_attempt)
+            fds, targets = [*fds, net_ready], [*targets, int(request["confine"]["plan"]["net_fd"])]
+        _arrange(fds, targets)
         _std_streams()
         os.chdir(request["cwd"])
         env: dict[str, str] = request["env"]
@@ -366,7 +287,8 @@ def _run(request: dict[str, Any], fds: list[int]) -> NoReturn:
             from relay_notebook.runner.landlock import drop_privileges, restrict_writes
 
             drop_privileges()
-            restrict_writes([Path(p) for p in confine["writable"]], int(confine["abi"]))
+            writable = [Path(p) for p in (*confine["writable"], "/dev/shm", "/tmp")]
+            restrict_writes(writable, int(confine["abi"]))
         from relay_notebook.runner import child
 
         sys.argv = [str(child.__file__), request["spec"]]

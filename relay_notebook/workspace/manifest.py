@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, Literal, cast
@@ -18,6 +19,7 @@ __all__ = [
     "Manifest",
     "dump_manifest",
     "load_manifest",
+    "network_endpoints",
     "parse_manifest",
 ]
 
@@ -34,6 +36,9 @@ _CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "relay_runtime": ("python",),
     "relay_durability": ("dbos", "none"),
 }
+
+
+_ENDPOINT = re.compile(r"(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost):\d{1,5}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +58,10 @@ class Manifest:
     #: 'scripted:fixtures.json' or 'openai:gpt-4o-mini'
     model: str | None = None
     variables: dict[str, str] = field(default_factory=dict)
+    #: what the relay may reach: unset (the outside, never this machine's own servers),
+    #: ``'none'`` (nothing), or ``{'allow': ['127.0.0.1:8000']}`` (the outside and those
+    #: endpoints on this machine's loopback)
+    network: str | dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
         problems = _problems(self.to_dict())
@@ -101,6 +110,8 @@ def _problems(data: dict[Any, Any]) -> list[str]:
             if value not in allowed:
                 choices = " or ".join(repr(a) for a in allowed)
                 problems.append(f"{key}: expected {choices}{_got(value)}")
+        elif key == "network":
+            problems += _network_problems(value)
         elif key in ("description", "model"):
             if value is not None and not isinstance(value, str):
                 problems.append(_string_problem(key, value))
@@ -114,6 +125,30 @@ def _problems(data: dict[Any, Any]) -> list[str]:
                 elif not isinstance(text, str):
                     problems.append(_string_problem(where, text))
     return problems
+
+
+def _network_problems(value: Any) -> list[str]:
+    """What is wrong with a manifest's ``network`` (an endpoint is ``HOST:PORT`` on loopback)."""
+    if value is None or value == "none":
+        return []
+    allow = value.get("allow") if isinstance(value, dict) and set(value) == {"allow"} else None
+    if not isinstance(allow, list):
+        return [f"network: expected 'none' or {{allow: ['127.0.0.1:PORT']}}{_got(value)}"]
+    return [
+        f"network.allow: expected HOST:PORT on this machine's loopback such as "
+        f"'127.0.0.1:8000'{_got(item)}"
+        for item in allow
+        if not isinstance(item, str) or not _ENDPOINT.fullmatch(item)
+    ]
+
+
+def network_endpoints(manifest: Manifest) -> tuple[str, list[str]]:
+    """The manifest's network policy: ``('none', [])`` or ``('outside', allowed endpoints)``."""
+    if manifest.network == "none":
+        return "none", []
+    if isinstance(manifest.network, dict):
+        return "outside", list(manifest.network.get("allow", []))
+    return "outside", []
 
 
 def _joined(problems: list[str]) -> str:

@@ -400,16 +400,17 @@ ESCAPE = textwrap.dedent(
 def test_writes_outside_the_run_folder_fail_clearly(
     confined: tuple[str, Workspace], tmp_path: Path
 ) -> None:
-    """Under Landlock or bubblewrap a relay writes in its run folder, and a write elsewhere
+    """Forked or spawned, a sandboxed relay writes in its run folder, and a write elsewhere
     fails with the same clear error."""
-    mechanism, workspace = confined
+    _, workspace = confined
     outside = tmp_path / "outside.txt"
     out = go(
         start_run(workspace, workspace.save_draft("esc", ESCAPE), run_input={"path": str(outside)})
     )
     assert out.status == "failed"
-    denied = "Read-only file system" if mechanism == "bwrap" else "Permission denied"
-    assert denied in out.error["message"]
+    # the sandbox's root has no such folder (the test's tmp_path is under the host's /tmp)
+    denied = ("Read-only file system", "Permission denied", "No such file or directory")
+    assert any(d in out.error["message"] for d in denied)
     assert "writes only inside its run folder" in out.error["message"]
     assert not outside.exists()
     folder = workspace.relay_dir("esc") / "runs" / "iteration-1-hook"
@@ -419,20 +420,20 @@ def test_writes_outside_the_run_folder_fail_clearly(
 
 
 def test_the_vault_folder_is_hidden_from_the_relay(confined: tuple[str, Workspace]) -> None:
-    """A relay confined by Landlock or bubblewrap cannot read the workspace's vault folder."""
+    """A sandboxed relay, forked or spawned, cannot read the workspace's vault folder."""
     _, workspace = confined
     vault = workspace.home / ".relay_vault"
     vault.mkdir(parents=True)
     (vault / "secrets.json").write_text('{"API_KEY": "s3cr3t"}')
     source = (
         "import os\nfrom dbos import DBOS\n\n@DBOS.step()\nasync def peek(p):\n"
-        "    return sorted(os.listdir(p))\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
+        "    return os.path.exists(p)\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
         "    return {'seen': await peek(INPUT['vault'])}\n"
     )
     out = go(
         start_run(workspace, workspace.save_draft("peek", source), run_input={"vault": str(vault)})
     )
-    assert out.status == "succeeded" and out.result == {"seen": []}
+    assert out.status == "succeeded" and out.result == {"seen": False}  # not in its root
 
 
 def test_without_confinement_the_run_goes_on(workspace: Workspace) -> None:

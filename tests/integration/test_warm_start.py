@@ -122,7 +122,7 @@ def test_a_stale_parent_is_replaced_after_a_kit_file_changes(workspace: Workspac
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
         assert warm_parent() is None and old.state() == "stale"
         spawned = go(start_run(workspace, draft))
-        assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "bwrap"
+        assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "sandbox"
         new = wait_until(warm_parent)
         assert new.pid != old.pid
         forked = go(start_run(workspace, draft))
@@ -140,7 +140,7 @@ def test_a_killed_parent_is_replaced_and_its_attempt_is_spawned(workspace: Works
     wait_until(lambda: parent.process.poll() is not None)
     draft = workspace.save_draft("one", ONE_STEP)
     spawned = go(start_run(workspace, draft))
-    assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "bwrap"
+    assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "sandbox"
     assert wait_until(warm_parent).pid != parent.pid
     forked = go(start_run(workspace, draft))
     assert forked.status == "succeeded" and mechanism(workspace, forked) == "landlock"
@@ -197,23 +197,23 @@ def test_a_forked_attempt_killed_at_once_is_killed(workspace: Workspace) -> None
 
 
 def test_warm_start_off_spawns_every_attempt(workspace: Workspace) -> None:
-    """A workspace opened with warm start off spawns its children under bubblewrap."""
+    """A workspace opened with warm start off spawns its children into the sandbox."""
     ready_parent()
     workspace = Workspace(workspace.home, warm_start=False)
     out = go(start_run(workspace, workspace.save_draft("one", ONE_STEP)))
-    assert out.status == "succeeded" and mechanism(workspace, out) == "bwrap"
+    assert out.status == "succeeded" and mechanism(workspace, out) == "sandbox"
 
 
 def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> None:
     """`relay doctor` says warm under Landlock, in-process and for the CLI's runs; spawned
-    under bubblewrap with warm start off."""
+    in the sandbox with warm start off."""
     parent = ready_parent()
     report = start_report(confine=True, warm_start=True)
     assert report.start == "warm" and str(parent.pid) in report.start_reason
     assert report.confinement.startswith("Landlock ABI ")
     off = start_report(confine=True, warm_start=False)
     assert off.start == "spawned" and "RELAY_WARM_START=0" in off.start_reason
-    assert off.confinement == "bubblewrap"
+    assert off.confinement == "sandbox"
     assert start_report(confine=False, warm_start=True).confinement == "none"
     doc = json.loads(relay(workspace.home, "doctor", "--json").stdout)
     assert doc["start"] == "warm" and "before their own imports" in doc["start_reason"]
@@ -222,7 +222,7 @@ def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> Non
         relay(workspace.home, "doctor", "--json", env={"RELAY_WARM_START": "0"}).stdout
     )
     assert cli_off["start"] == "spawned" and "RELAY_WARM_START=0" in cli_off["start_reason"]
-    assert cli_off["confinement"] == "bubblewrap"
+    assert cli_off["confinement"] == "sandbox"
 
 
 # `relay` whose warm parent cannot start: its module is missing (the CLI itself is untouched)
@@ -271,23 +271,22 @@ def test_relay_run_from_a_terminal_forks_its_attempts_confined(
     assert all(a["confined"] for a in attempts)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-def test_relay_run_spawns_under_bubblewrap_when_its_warm_parent_cannot_start(
+def test_relay_run_spawns_into_the_sandbox_when_its_warm_parent_cannot_start(
     workspace: Workspace,
 ) -> None:
-    """A warm parent that dies at start: `relay run` spawns its attempt as before, under
-    bubblewrap, and `relay doctor` says so."""
+    """A warm parent that dies at start: `relay run` spawns its attempt into the same sandbox,
+    and `relay doctor` says so."""
     workspace.save_draft("one", ONE_STEP)
     done = relay(workspace.home, "run", "one", "--json", broken_parent=True)
     out = json.loads(done.stdout)
     assert done.returncode == 0 and out["status"] == "succeeded", done.stderr
     assert (
         find_run(workspace, out["run_id"]).read_meta()["attempts"][0]["confinement"]["mechanism"]
-        == "bwrap"
+        == "sandbox"
     )
     doc = json.loads(relay(workspace.home, "doctor", "--json", broken_parent=True).stdout)
     assert doc["start"] == "spawned" and "exited with status 1" in doc["start_reason"]
-    assert doc["confinement"] == "bubblewrap"
+    assert doc["confinement"] == "sandbox"
 
 
 def test_a_one_attempt_parent_is_waited_for_and_ended_when_done(workspace: Workspace) -> None:
@@ -348,7 +347,9 @@ def test_without_cap_sys_admin_the_child_is_confined_in_a_user_namespace(
     )  # fmt: skip
     out = json.loads(done.stdout)
     assert done.returncode == 0 and out["status"] == "succeeded", done.stderr
-    assert out["result"]["outside"] in ("EACCES", "EPERM") and not outside.exists()
+    # refused, or written into the sandbox's own /tmp (the test's tmp_path is under the host's)
+    assert out["result"]["outside"] in ("EACCES", "EPERM", "ENOENT", "written")
+    assert not outside.exists()
     (attempt,) = find_run(workspace, out["run_id"]).read_meta()["attempts"]
     assert attempt["confined"] and attempt["confinement"]["mechanism"] == "landlock", attempt
 

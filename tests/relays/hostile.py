@@ -1,0 +1,101 @@
+"""A hostile relay: each INPUT["probes"] entry names an attack; each result says what happened.
+
+A result is "done: ..." when the attack worked, or "refused: ERRNO-NAME ..." when it did not.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import socket
+import urllib.request
+from pathlib import Path
+
+from dbos import DBOS
+
+
+def _refused(exc):
+    name = errno.errorcode.get(getattr(exc, "errno", None) or 0, type(exc).__name__)
+    return f"refused: {name} {exc}"[:200]
+
+
+def attempt(action):
+    try:
+        return "done: " + str(action())[:200]
+    except Exception as exc:  # every failure is the answer
+        return _refused(exc)
+
+
+def connect(host, port):
+    with socket.create_connection((host, port), timeout=3) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        return sock.recv(64).decode(errors="replace")
+
+
+def abstract(name):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect("\0" + name)
+        return "connected"
+
+
+def jupyter(runtime_dir, port):
+    """What the escape did: read the server's runtime file for its token, start a kernel."""
+    found = [f for f in os.listdir(runtime_dir) if f.startswith("jpserver-")]
+    token = json.loads(Path(runtime_dir, found[0]).read_text())["token"] if found else ""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/kernels?token={token}", data=b"{}", method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return answer.status
+
+
+def ptrace(pid):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, pid, 0, 0) != 0:  # PTRACE_ATTACH
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return "attached"
+
+
+def setuid_shell(execution):
+    target = os.path.join(execution, "sh")
+    shutil.copy("/bin/sh", target)
+    os.chmod(target, 0o4755)
+    return oct(os.stat(target).st_mode)
+
+
+def setxattr(path):
+    os.setxattr(path, "user.relay", b"x")
+    return "set"
+
+
+def uid_outside():
+    inside, outside, _ = Path("/proc/self/uid_map").read_text().split()[:3]
+    return int(outside) + os.getuid() - int(inside)
+
+
+ATTACKS = {
+    "read": lambda a: attempt(lambda: Path(a["path"]).read_bytes()[:64]),
+    "list": lambda a: attempt(lambda: sorted(os.listdir(a["path"]))),
+    "chmod": lambda a: attempt(lambda: os.chmod(a["path"], 0o6777)),
+    "utime": lambda a: attempt(lambda: os.utime(a["path"], (0, 0))),
+    "setxattr": lambda a: attempt(lambda: setxattr(a["path"])),
+    "connect": lambda a: attempt(lambda: connect(a["host"], a["port"])),
+    "abstract": lambda a: attempt(lambda: abstract(a["name"])),
+    "jupyter": lambda a: attempt(lambda: jupyter(a["runtime_dir"], a["port"])),
+    "ptrace": lambda a: attempt(lambda: ptrace(a["pid"])),
+    "stop": lambda a: attempt(lambda: os.kill(a["pid"], 19)),
+    "setuid": lambda a: attempt(lambda: setuid_shell(a["execution"])),
+    "uid": lambda a: f"done: {uid_outside()}",
+}
+
+
+@DBOS.step()
+async def attack(probes):
+    return {name: ATTACKS[spec["kind"]](spec) for name, spec in probes.items()}
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return await attack(INPUT["probes"])

@@ -1,0 +1,366 @@
+"""The sandbox against a hostile relay (tests/relays/hostile.py), on both start paths.
+
+Each test runs the relay forked from the warm parent (``landlock``) and spawned
+(``sandbox``) — the ``confined`` fixture — as root, the way the kit runs here; each attack must
+be refused with the errno a person can read, and the host must show no trace of it.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_notebook.runner import RunOutcome, start_run
+from relay_notebook.runner.sandbox import SANDBOX_UID, sandbox_uid
+from relay_notebook.runner.sandbox_plan import pasta_available
+from relay_notebook.workspace import Manifest, Workspace
+from tests.polling import wait_until
+from tests.relays import relay_source
+
+REFUSED = ("refused: ENOENT", "refused: EROFS", "refused: EPERM", "refused: EACCES")
+
+
+def attack(workspace: Workspace, probes: dict[str, Any], manifest: Manifest | None = None) -> Any:
+    """Run the hostile relay with ``probes``; its per-probe answers."""
+    draft = workspace.save_draft("hostile", relay_source("hostile"), manifest)
+    out: RunOutcome = start_run(workspace, draft, run_input={"probes": probes}).wait(120)
+    assert out.status == "succeeded", out.error
+    return out.result
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"hello from the host")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[int]:
+    """An HTTP server on the host's 127.0.0.1 (standing in for a Jupyter server or a database)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def test_the_jupyter_escape_is_closed(
+    confined: tuple[str, Workspace], tmp_path: Path, loopback_server: int
+) -> None:
+    """A real Jupyter server on loopback: the relay can neither read its runtime file nor reach
+    it, even given the token, and the server starts no kernel."""
+    _, workspace = confined
+    runtime = tmp_path / "runtime"
+    token = uuid.uuid4().hex
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+         f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}"],
+        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: list(runtime.glob("jpserver-*.json")), timeout=60, what="jupyter")
+        kernels = f"http://127.0.0.1:{port}/api/kernels?token={token}"
+        assert _get_json(kernels) == []  # the server is there, for us
+        result = attack(
+            workspace,
+            {
+                "runtime file": {"kind": "list", "path": str(runtime)},
+                "escape": {"kind": "jupyter", "runtime_dir": str(runtime), "port": port},
+                "port": {"kind": "connect", "host": "127.0.0.1", "port": port},
+                "localhost": {"kind": "connect", "host": "localhost", "port": loopback_server},
+            },
+        )
+        assert result["runtime file"].startswith("refused: ENOENT"), result
+        assert result["escape"].startswith("refused:"), result
+        assert result["port"].startswith("refused: ECONNREFUSED"), result
+        assert result["localhost"].startswith("refused: ECONNREFUSED"), result
+        assert _get_json(kernels) == []  # no kernel was started by the relay
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_files_outside_are_neither_changed_nor_seen(
+    confined: tuple[str, Workspace], tmp_path: Path
+) -> None:
+    """chmod, utime and setxattr on the relay's own code and a host binary fail read-only; a
+    root-only file of the test's is not even there; the relay is not root outside."""
+    _, workspace = confined
+    private = tmp_path / "private.key"
+    private.write_text("root only")
+    private.chmod(0o600)
+    env = shutil.which("env") or "/usr/bin/env"
+    code = workspace.relay_dir("hostile") / "relay.py"
+    workspace.save_draft("hostile", relay_source("hostile"))
+    before = {p: os.stat(p) for p in (env, code)}
+    result = attack(
+        workspace,
+        {
+            "chmod code": {"kind": "chmod", "path": str(code)},
+            "utime code": {"kind": "utime", "path": str(code)},
+            "xattr code": {"kind": "setxattr", "path": str(code)},
+            "chmod binary": {"kind": "chmod", "path": env},
+            "utime binary": {"kind": "utime", "path": env},
+            "read private": {"kind": "read", "path": str(private)},
+            "root folder": {"kind": "list", "path": "/root/.ssh"},
+            "uid": {"kind": "uid"},
+        },
+    )
+    for probe in ("chmod code", "utime code", "xattr code", "chmod binary", "utime binary"):
+        assert result[probe].startswith("refused: EROFS"), (probe, result[probe])
+    assert result["read private"].startswith("refused: ENOENT"), result
+    assert result["root folder"].startswith(REFUSED), result
+    for path, was in before.items():
+        now = os.stat(path)
+        assert (now.st_mode, now.st_mtime_ns) == (was.st_mode, was.st_mtime_ns), path
+    assert private.stat().st_mode & 0o777 == 0o600
+    if sandbox_uid() == SANDBOX_UID:
+        assert result["uid"] == f"done: {SANDBOX_UID}", result
+
+
+def test_a_setuid_shell_left_behind_is_not_roots(confined: tuple[str, Workspace]) -> None:
+    """A copy of /bin/sh made setuid in execution/ belongs to the sandbox's uid on the host, not
+    to root, so it grants nothing."""
+    _, workspace = confined
+    result = attack(workspace, {"sh": {"kind": "setuid", "execution": "."}})
+    shell = next(workspace.relay_dir("hostile").glob("runs/*/execution/sh"))
+    info = shell.stat()
+    assert not (info.st_uid == 0 and info.st_mode & stat.S_ISUID), (oct(info.st_mode), result)
+    if sandbox_uid() == SANDBOX_UID:
+        assert info.st_uid == SANDBOX_UID
+
+
+def test_another_workspaces_vault_and_other_runs_are_not_there(
+    confined: tuple[str, Workspace], tmp_path: Path
+) -> None:
+    """The workspace's own vault, another workspace's vault and another run's folder do not
+    exist inside the sandbox."""
+    _, workspace = confined
+    other = Workspace(tmp_path / "other-workspace")
+    other_vault = other.home / ".relay_vault"
+    other_vault.mkdir(parents=True, exist_ok=True)
+    (other_vault / "secrets.json").write_text('{"OTHER_TOKEN": "other-secret-value"}')
+    own_vault = workspace.home / ".relay_vault"
+    own_vault.mkdir(parents=True, exist_ok=True)
+    (own_vault / "secrets.json").write_text('{"OWN_TOKEN": "own-secret-value"}')
+    first = attack(workspace, {})
+    assert first == {}
+    runs = workspace.relay_dir("hostile") / "runs"
+    earlier = next(runs.iterdir())
+    result = attack(
+        workspace,
+        {
+            "other vault": {"kind": "read", "path": str(other_vault / "secrets.json")},
+            "other workspace": {"kind": "list", "path": str(other.home)},
+            "own vault": {"kind": "list", "path": str(own_vault)},
+            "earlier run": {"kind": "list", "path": str(earlier)},
+        },
+    )
+    for probe, said in result.items():
+        assert said.startswith("refused: ENOENT"), (probe, said)
+
+
+def test_the_sandbox_machinery_cannot_be_traced_or_stopped(
+    confined: tuple[str, Workspace],
+) -> None:
+    """PTRACE_ATTACH and SIGSTOP on the sandbox's init are refused, and the run ends."""
+    _, workspace = confined
+    result = attack(
+        workspace,
+        {"ptrace": {"kind": "ptrace", "pid": 1}, "stop": {"kind": "stop", "pid": 1}},
+    )
+    assert result["ptrace"].startswith("refused: EPERM"), result
+    assert result["stop"].startswith("refused: EPERM"), result
+
+
+def test_abstract_unix_sockets_of_the_host_are_out_of_reach(
+    confined: tuple[str, Workspace],
+) -> None:
+    """An abstract unix socket listening on the host cannot be connected to."""
+    _, workspace = confined
+    name = f"relay-test-{uuid.uuid4().hex[:8]}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen(1)
+        result = attack(workspace, {"socket": {"kind": "abstract", "name": name}})
+    assert result["socket"].startswith("refused: ECONNREFUSED"), result
+
+
+def test_a_declared_loopback_endpoint_is_the_only_one_reached(
+    confined: tuple[str, Workspace], loopback_server: int
+) -> None:
+    """`network: {allow: [127.0.0.1:PORT]}` reaches that server and no other port of the
+    host's loopback."""
+    if not pasta_available():
+        pytest.skip("pasta (Debian's passt) is not installed: no way out of the sandbox")
+    _, workspace = confined
+    with _loopback_listener() as other_port:
+        manifest = Manifest(network={"allow": [f"127.0.0.1:{loopback_server}"]})
+        result = attack(
+            workspace,
+            {
+                "declared": {"kind": "connect", "host": "127.0.0.1", "port": loopback_server},
+                "other": {"kind": "connect", "host": "127.0.0.1", "port": other_port},
+            },
+            manifest,
+        )
+    assert result["declared"].startswith("done: HTTP/1.0 200"), result
+    assert result["other"].startswith("refused: ECONNREFUSED"), result
+
+
+@pytest.fixture
+def outside_server() -> Iterator[tuple[str, int]]:
+    """An HTTP server on an address of a network namespace made here, standing in for the
+    outside (a model provider): reachable from the host through a veth pair."""
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("making a network namespace needs root and iproute2")
+    tag = uuid.uuid4().hex[:6]
+    ns, host_if, ns_if = f"relaytest-{tag}", f"rth{tag}", f"rtn{tag}"
+    host_ip, ns_ip = "198.18.71.1", "198.18.71.2"  # RFC 2544 benchmark range: no one's
+    steps = [
+        ["ip", "netns", "add", ns],
+        ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+        ["ip", "link", "set", ns_if, "netns", ns],
+        ["ip", "addr", "add", f"{host_ip}/30", "dev", host_if],
+        ["ip", "link", "set", host_if, "up"],
+        ["ip", "-n", ns, "addr", "add", f"{ns_ip}/30", "dev", ns_if],
+        ["ip", "-n", ns, "link", "set", ns_if, "up"],
+        ["ip", "-n", ns, "link", "set", "lo", "up"],
+    ]
+    server = None
+    try:
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True, timeout=30)
+        port = 18080
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-m", "http.server", str(port),
+             "--bind", ns_ip],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_until(lambda: _reachable(ns_ip, port), timeout=30, what="the outside server")
+        yield ns_ip, port
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True, timeout=30)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def test_the_outside_is_reached_by_default_and_not_with_network_none(
+    confined: tuple[str, Workspace], outside_server: tuple[str, int], loopback_server: int
+) -> None:
+    """By default a relay reaches a server beyond the machine but not the host's loopback;
+    with `network: none` it reaches neither."""
+    if not pasta_available():
+        pytest.skip("pasta (Debian's passt) is not installed: no way out of the sandbox")
+    _, workspace = confined
+    host, port = outside_server
+    probes = {
+        "outside": {"kind": "connect", "host": host, "port": port},
+        "loopback": {"kind": "connect", "host": "127.0.0.1", "port": loopback_server},
+    }
+    default = attack(workspace, probes, Manifest())
+    assert default["outside"].startswith("done: HTTP/1.0 200"), default
+    assert default["loopback"].startswith("refused: ECONNREFUSED"), default
+    cut_off = attack(workspace, probes, Manifest(network="none"))
+    assert cut_off["outside"].startswith("refused: ENETUNREACH"), cut_off
+    assert cut_off["loopback"].startswith("refused: ECONNREFUSED"), cut_off
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _loopback_listener:
+    """A second server on the host's loopback, which no manifest declares."""
+
+    def __enter__(self) -> int:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return int(self.server.server_address[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _get_json(url: str) -> Any:
+    import urllib.request
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return json.loads(answer.read())
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+KEEPER = """
+from dbos import DBOS
+from agentworks import mcp
+
+
+@DBOS.step()
+async def keep(key):
+    await mcp(server="orders", tool="create_order",
+              arguments={"sku": "A", "quantity": 1, "idempotency_key": key})
+    return await mcp(server="orders", tool="list_orders")
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return {"listing": await keep(INPUT["key"])}
+"""
+
+
+def test_an_mcp_server_keeps_its_state_in_its_own_folder_of_the_run(
+    confined: tuple[str, Workspace],
+) -> None:
+    """A stdio MCP server started by a sandboxed relay writes the file it keeps in
+    `execution/.mcp/NAME` (`$RELAY_MCP_STATE`), and reads it back."""
+    _, workspace = confined
+    workspace.home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(__file__).parents[1] / "servers" / "mcp_orders.py", workspace.home)
+    (workspace.home / "mcp_servers.yaml").write_text(
+        "servers:\n  orders:\n    command: python\n    args: [mcp_orders.py]\n"
+        "    env: {ORDERS_DB: $RELAY_MCP_STATE/orders.json}\n"
+    )
+    draft = workspace.save_draft("keeper", KEEPER)
+    out: RunOutcome = start_run(workspace, draft, run_input={"key": "k1"}).wait(120)
+    assert out.status == "succeeded", out.error
+    assert '"A"' in json.dumps(out.result)
+    state = next(workspace.relay_dir("keeper").glob("runs/*/execution/.mcp/orders/orders.json"))
+    assert json.loads(state.read_text())["orders"]
