@@ -66,11 +66,14 @@ def python_reads() -> list[str]:
     checkouts = {str(Path(p).parent) for p in packages}
     found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     found += [str(Path(sys.executable).resolve().parent.parent)]
+    # sys.path[0] is the script's folder or the working folder (a home, a project): not the
+    # interpreter's, so not a relay's
+    private = {str(Path(sys.path[0] or ".").resolve()), str(Path.cwd())} if sys.path else set()
     for entry in sys.path:
         if not entry or not os.path.exists(entry):
             continue
         resolved = str(Path(entry).resolve())
-        if resolved in checkouts:
+        if resolved in checkouts or resolved in private:
             continue  # a checkout holds tests, notebooks, maybe workspaces: its packages only
         found.append(resolved)
     found += sorted(packages)

@@ -364,3 +364,109 @@ def test_an_mcp_server_keeps_its_state_in_its_own_folder_of_the_run(
     assert '"A"' in json.dumps(out.result)
     state = next(workspace.relay_dir("keeper").glob("runs/*/execution/.mcp/orders/orders.json"))
     assert json.loads(state.read_text())["orders"]
+
+
+TEST_USER = 23456  # an ordinary user for these tests: no account needed
+
+
+@pytest.fixture(scope="module")
+def as_user() -> Iterator[tuple[Path, list[str]]]:
+    """A folder an ordinary user owns and a command line that runs `relay` as that user: Debian's
+    python3 in a venv that sees the kit's packages (this machine's own interpreter lies under
+    /root, which an ordinary user cannot enter)."""
+    debian = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not debian.is_file():
+        pytest.skip("needs root, setpriv and Debian's /usr/bin/python3 to act as another user")
+    import site
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="relay-user-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        subprocess.run(
+            [str(debian), "-m", "venv", "--without-pip", str(base / "py")],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        packages = next(Path(p) for p in site.getsitepackages() if p.endswith("site-packages"))
+        pth = next((base / "py" / "lib").glob("python3*/site-packages")) / "kit.pth"
+        pth.write_text(f"import site; site.addsitedir({str(packages)!r})\n")
+        for folder in ("home", "ws"):
+            (base / folder).mkdir()
+            os.chown(base / folder, TEST_USER, TEST_USER)
+        command = [
+            "setpriv", f"--reuid={TEST_USER}", f"--regid={TEST_USER}", "--clear-groups",
+            "env", f"HOME={base / 'home'}", str(base / "py" / "bin" / "python"),
+            "-m", "relay_notebook.cli", "--home", str(base / "ws"),
+        ]  # fmt: skip
+        probe = subprocess.run([*command, "doctor"], capture_output=True, text=True, timeout=120)
+        if probe.returncode != 0:
+            pytest.skip(f"the kit does not start as an ordinary user here: {probe.stderr[-300:]}")
+        yield base, command
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_as_an_ordinary_user_the_sandbox_holds_too(
+    as_user: tuple[Path, list[str]], warm: str, loopback_server: int, tmp_path: Path
+) -> None:
+    """Run by an ordinary user, forked or spawned: root's workspace and the host's loopback are
+    out of reach, the user's own files outside cannot be changed, and the relay's files are the
+    user's."""
+    base, command = as_user
+    own = base / "home" / "notes.txt"
+    own.write_text("mine")
+    os.chown(own, TEST_USER, TEST_USER)
+    vault = tmp_path / "root-ws" / ".relay_vault"
+    vault.mkdir(parents=True)
+    (vault / "secrets.json").write_text("{}")
+    relay = base / "hostile.py"
+    shutil.copy(Path(__file__).parents[1] / "relays" / "hostile.py", relay)
+    probes = {
+        "root's vault": {"kind": "list", "path": str(vault)},
+        "loopback": {"kind": "connect", "host": "127.0.0.1", "port": loopback_server},
+        "own file": {"kind": "chmod", "path": str(own)},
+        "setuid": {"kind": "setuid", "execution": "."},
+    }
+    done = subprocess.run(
+        [*command, "run", str(relay), "--input", json.dumps({"probes": probes}), "--json"],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "RELAY_WARM_START": warm},
+    )  # fmt: skip
+    out = json.loads(done.stdout)
+    assert out["status"] == "succeeded", (out, done.stderr)
+    result = out["result"]
+    assert result["root's vault"].startswith("refused: ENOENT"), result
+    assert result["loopback"].startswith("refused: ECONNREFUSED"), result
+    assert result["own file"].startswith(REFUSED), result
+    assert own.stat().st_mode & 0o777 == 0o644
+    shell = next((base / "ws" / "hostile").glob("runs/*/execution/sh"))
+    assert shell.stat().st_uid == TEST_USER
+
+
+SELF_KILL = """
+import os, signal
+from dbos import DBOS
+
+
+@DBOS.step()
+async def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    await die()
+    return {}
+"""
+
+
+def test_a_relay_killed_by_a_signal_is_reported_so_without_a_traceback_of_the_kits(
+    confined: tuple[str, Workspace],
+) -> None:
+    """A relay's process SIGKILLed ends its attempt 'killed by SIGKILL', and the sandbox's own
+    processes print nothing (they once re-raised the signal through signal.signal: EINVAL)."""
+    _, workspace = confined
+    out: RunOutcome = start_run(workspace, workspace.save_draft("die", SELF_KILL)).wait(120)
+    assert out.status == "interrupted"
+    assert "killed by SIGKILL" in out.error["message"], out.error
+    assert "Traceback" not in out.error.get("stderr", ""), out.error
