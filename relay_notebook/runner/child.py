@@ -314,8 +314,12 @@ def main(spec_path: str) -> None:
         _watch_lifeline(spec.lifeline_fd)
     private = read_private()
     database_url = private.get("database_url")
-    if spec.net_ready_fd is not None:  # the sandbox's way out, set up meanwhile (and to PG)
-        _await_network(spec.net_ready_fd)
+    # the sandbox's way out is set up while we start: a PostgreSQL run needs it at once, the
+    # others only once the relay's code runs (its import has no effects: see SPEC §2)
+    net_fd = spec.net_ready_fd
+    if net_fd is not None and database_url is not None:
+        _await_network(net_fd)
+        net_fd = None
     runtime = install_runtime(spec, events, read_secrets(private), outcome_path)
     if database_url is not None:
         # first, before the relay's imports: from here on this process is the run's executor
@@ -350,6 +354,8 @@ def main(spec_path: str) -> None:
         if legacy:
             entry = legacy_entry(entry, durable=spec.context.durable)
         if not spec.context.durable:
+            if net_fd is not None:
+                _await_network(net_fd)
             outcome = asyncio.run(_run_without_dbos(spec, entry))
             _finish(events, outcome_path, runtime, outcome)
         from_template = False
@@ -375,6 +381,8 @@ def main(spec_path: str) -> None:
         if database_url is not None:
             DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
         route_logs(events)
+        if net_fd is not None:
+            _await_network(net_fd)
         outcome = asyncio.run(_run_attempt(spec, events, entry, database_url, from_template))
     _finish(events, outcome_path, runtime, outcome)
 

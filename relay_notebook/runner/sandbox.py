@@ -35,6 +35,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import select
 import shutil
 import signal
 import socket
@@ -49,9 +50,11 @@ from typing import Any, NoReturn
 __all__ = [
     "FAILED",
     "SANDBOX_UID",
+    "Spare",
     "close_from",
     "die_with_parent",
     "enter_sandbox",
+    "make_spare",
     "pasta_command",
     "probe_namespaces",
     "sandbox_uid",
@@ -233,9 +236,11 @@ def die_with_parent() -> None:
     _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _network_helper(go_r: int, ready_w: int, network: dict[str, Any], uid: int) -> None:
+def _network_helper(
+    go_r: int, ready_w: int, network: dict[str, Any], uid: int, hold_r: int | None = None
+) -> NoReturn:
     """Outside the namespaces: once the leader has entered them, run pasta (which dies with us)
-    until the leader is gone, and say when it is ready."""
+    until the leader is gone (``hold_r``'s end, if given), and say when it is ready."""
     said = os.read(go_r, 64).decode()  # the leader's pid; then, at its end, end of file
     word, pasta = b"none", None
     # pasta writes its pid file as ``uid``, who may not reach the run folder (a 0700 parent)
@@ -257,7 +262,7 @@ def _network_helper(go_r: int, ready_w: int, network: dict[str, Any], uid: int) 
         os.write(ready_w, word)
         os.close(ready_w)
     with contextlib.suppress(OSError):
-        while os.read(go_r, 64):
+        while os.read(go_r if hold_r is None else hold_r, 64):
             pass
     if pasta is not None:
         pasta.kill()
@@ -280,6 +285,111 @@ def _await_pasta(pasta: subprocess.Popen[bytes], pidfile: str) -> bytes:
     return b"pasta: not ready after %d s" % _PASTA_WAIT_S
 
 
+class Spare:
+    """A network namespace made ahead of an attempt, pasta attached and ready (see
+    ``make_spare``): the warm parent hands it to its next attempt whose relay declares no
+    endpoint, so that attempt does not wait for pasta. ``hold_w`` is held by whoever uses it:
+    when the last holder ends, the namespace's keeper stops pasta and leaves."""
+
+    def __init__(self, keeper: int, ready_r: int, hold_w: int) -> None:
+        self.keeper, self._ready_r, self.hold_w = keeper, ready_r, hold_w
+        self.netns_fd: int | None = None
+
+    def ready(self) -> bool:
+        """Whether the keeper has said its word (ready, or failed), without waiting."""
+        return bool(select.select([self._ready_r], [], [], 0)[0])
+
+    def claim(self) -> bool:
+        """Whether the namespace is ready (then ``netns_fd`` is open on it); waits for the word."""
+        word = wait_for_network(self._ready_r)
+        if word != "ok":
+            self.close()
+            return False
+        try:
+            self.netns_fd = os.open(f"/proc/{self.keeper}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.close()
+            return False
+        return True
+
+    def close(self) -> None:
+        """Let go of it here (the attempt that took it holds its own copies)."""
+        for fd in (self.hold_w, self.netns_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.netns_fd = None
+
+
+def make_spare() -> Spare | None:
+    """Start a spare network namespace (root only): a keeper process, on its own, that enters
+    a new network namespace, attaches pasta for the outside with no loopback endpoint, says
+    ``ok`` and keeps both until its hold pipe is closed by every holder."""
+    if sandbox_uid() != SANDBOX_UID:
+        return None
+    ready_r, ready_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    first = os.fork()
+    if first == 0:
+        try:
+            os.close(ready_r)
+            os.close(hold_w)
+            os.setsid()
+            if os.fork() == 0:  # the keeper, reparented away from the warm parent
+                close_from(3, keep={ready_w, hold_r})
+                _keep_spare(ready_w, hold_r)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(hold_r)
+    os.waitpid(first, 0)
+    return Spare(_keeper_pid(ready_r), ready_r, hold_w)
+
+
+def _keeper_pid(ready_r: int) -> int:
+    """The keeper's pid, its first word on the ready pipe."""
+    said = b""
+    while not said.endswith(b"\n"):
+        chunk = os.read(ready_r, 1)
+        if not chunk:
+            return -1
+        said += chunk
+    return int(said)
+
+
+def _keep_spare(ready_w: int, hold_r: int) -> NoReturn:
+    """The keeper: a holder child of its own enters the new network namespace (pasta must run
+    outside it, in the host's), the keeper attaches pasta to it; both end with the hold pipe."""
+    up_r, up_w = os.pipe()
+    holder = os.fork()
+    if holder == 0:
+        os.close(up_r)
+        os.close(ready_w)
+        try:
+            die_with_parent()
+            # owned by a user namespace of the sandbox's uid, as an attempt's own would be:
+            # pasta (which runs as that uid) may join it, the relay (in a sibling) cannot
+            # change it, and root, who sets the attempt in it, may
+            _become(SANDBOX_UID)
+            _unshare_user(_CLONE_NEWNET, "unshare a network namespace")
+            _loopback_up()
+            os.write(up_w, b"up")
+            os.close(up_w)
+            while os.read(hold_r, 64):
+                pass
+        finally:
+            os._exit(0)
+    os.close(up_w)
+    os.write(ready_w, f"{holder}\n".encode())
+    if os.read(up_r, 2) != b"up":
+        os.write(ready_w, b"spare: the network namespace could not be made")
+        os._exit(0)
+    go_r, go_w = os.pipe()
+    os.write(go_w, str(holder).encode())
+    os.close(go_w)  # the helper reads the holder's pid, then waits on hold_r for its end
+    _network_helper(go_r, ready_w, {"mode": "outside", "allow": []}, SANDBOX_UID, hold_r)
+
+
 def wait_for_network(fd: int) -> str:
     """Block until the network helper has spoken on ``fd``; what it said (``ok``, ``none`` or
     why pasta failed)."""
@@ -293,7 +403,7 @@ def wait_for_network(fd: int) -> str:
     return b"".join(chunks).decode(errors="replace") or "no word from the network helper"
 
 
-def enter_sandbox(plan: dict[str, Any]) -> tuple[int, int | None]:
+def enter_sandbox(plan: dict[str, Any], spare: Spare | None = None) -> tuple[int, int | None]:
     """Steps 1 and 2 in this process (the attempt's group leader); step 3 in its child.
 
     Returns, in the relay's process only, ``(status_w, net_ready_r)``: the end of the init's
@@ -303,7 +413,15 @@ def enter_sandbox(plan: dict[str, Any]) -> tuple[int, int | None]:
     outside_uid = sandbox_uid()
     network = plan["network"]
     net_ready_r = go_w = None
-    if network["mode"] == "outside":  # the helper stays outside every namespace (step 0)
+    new_net = _CLONE_NEWNET
+    if spare is not None and spare.netns_fd is not None:  # made ahead, pasta ready in it
+        _call(_libc().setns(spare.netns_fd, _CLONE_NEWNET), "setns to the spare network")
+        os.close(spare.netns_fd)
+        go_w, new_net = spare.hold_w, 0  # held till the leader ends, as the helper's go pipe
+        net_ready_r, ready_w = os.pipe()  # the child waits for the word all the same: "ok"
+        os.write(ready_w, b"ok")
+        os.close(ready_w)
+    elif network["mode"] == "outside":  # the helper stays outside every namespace (step 0)
         go_r, go_w = os.pipe()
         net_ready_r, ready_w = os.pipe()
         if os.fork() == 0:
@@ -318,9 +436,9 @@ def enter_sandbox(plan: dict[str, Any]) -> tuple[int, int | None]:
     _pivot(plan["staging"])
     if privileged:
         _become(SANDBOX_UID)
-    _unshare_user(_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWNET, "unshare the namespaces")
-    if go_w is not None:  # held open until the leader ends: the helper's sign to stop pasta
-        os.write(go_w, str(os.getpid()).encode())
+    _unshare_user(_CLONE_NEWPID | _CLONE_NEWNS | new_net, "unshare the namespaces")
+    if go_w is not None and new_net:  # held open until the leader ends: the helper's sign to
+        os.write(go_w, str(os.getpid()).encode())  # stop pasta
     status_r, status_w = os.pipe()
     init = os.fork()
     if init == 0:
@@ -381,7 +499,8 @@ def _init(plan: dict[str, Any], status_w: int, net_ready_r: int | None) -> None:
     returns) and reaps until the relay's process ends."""
     die_with_parent()  # the leader gone (killed with its group), the whole namespace goes
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _loopback_up()
+    with contextlib.suppress(PermissionError):  # a spare's is up already (and not ours to set)
+        _loopback_up()
     _call(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     os.chdir(plan["cwd"])
     relay = os.fork()

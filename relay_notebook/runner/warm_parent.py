@@ -38,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from relay_notebook.runner.sandbox import FAILED, enter_sandbox
+from relay_notebook.runner.sandbox import FAILED, Spare, enter_sandbox, make_spare
 from relay_notebook.runner.sandbox import close_from as _close_from
 
 __all__ = ["main"]
@@ -169,6 +169,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     gc.enable()
     control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
     _make_template_aside()
+    spare = make_spare()  # the next attempt's network, made ahead (see runner.sandbox)
     poller = select.poll()
     poller.register(control, select.POLLIN)
     waiting: dict[int, tuple[int, socket.socket]] = {}
@@ -184,12 +185,20 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     poller.unregister(control)
                     listening = False  # the supervisor is gone: finish what runs, then leave
                     continue
+                request = json.loads(msg)
+                given = spare if spare is not None and _takes_spare(request) else None
+                if given is not None and not given.ready():
+                    given = None  # still starting: this attempt attaches its own pasta
+                if given is not None and not given.claim():
+                    given = spare = None  # it failed: the attempt attaches its own pasta
                 led_r, led_w = os.pipe()  # closed by the child once it leads its own group
                 pid = os.fork()
                 if pid == 0:
                     os.close(led_r)
-                    _attempt(json.loads(msg), fds, led_w)
+                    _attempt(request, fds, led_w, given)
                 os.close(led_w)
+                if given is not None:
+                    given.close()  # the attempt holds it now
                 # Report the pid only once its process group exists: a supervisor that kills the
                 # group at once must not find it missing and so kill nothing.
                 os.read(led_r, 1)
@@ -202,6 +211,8 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     status.send(json.dumps({"pid": pid}).encode())
                 waiting[pidfd] = (pid, status)
                 poller.register(pidfd, select.POLLIN)
+                if given is not None:
+                    spare = None  # the next one is made once an attempt ends (fewer at once)
             elif fd in waiting:
                 pid, status = waiting.pop(fd)
                 poller.unregister(fd)
@@ -214,13 +225,25 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 with contextlib.suppress(OSError):
                     status.send(json.dumps(end).encode())
                 status.close()
+                if spare is None and listening:
+                    spare = make_spare()
     control.close()
 
 
 # -- in the forked child ----------------------------------------------------------------------
 
 
-def _attempt(request: dict[str, Any], fds: list[int], led: int) -> NoReturn:
+def _takes_spare(request: dict[str, Any]) -> bool:
+    """Whether the attempt's sandbox is one a spare network serves: the outside, and no
+    endpoint of this machine's loopback (those need pasta told their ports)."""
+    confine = request.get("confine")
+    network = confine["plan"]["network"] if confine else None
+    return network is not None and network["mode"] == "outside" and not network["allow"]
+
+
+def _attempt(
+    request: dict[str, Any], fds: list[int], led: int, spare: Spare | None = None
+) -> NoReturn:
     """The attempt's group leader: the relay's process itself, or its confined ancestor."""
     try:
         os.setsid()
@@ -233,7 +256,7 @@ def _attempt(request: dict[str, Any], fds: list[int], led: int) -> NoReturn:
             _run(request, fds)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
-        status_w, net_ready = enter_sandbox(confine["plan"])
+        status_w, net_ready = enter_sandbox(confine["plan"], spare)
         os.close(status_w)  # in the relay's process from here on
         _run(request, fds, net_ready)
     except BaseException:
