@@ -417,7 +417,7 @@ IDLE_TRANSACTION_TIMEOUT_MS = 60_000
 def _await_network(fd: int) -> None:
     """Wait for the sandbox's network helper (``runner.sandbox``); say on stderr if the relay
     will find no way out."""
-    from relay_notebook.runner.sandbox import wait_for_network
+    from relay_notebook.runner.sandbox_net import wait_for_network
 
     word = wait_for_network(fd)
     if word not in ("ok", "none"):

@@ -29,7 +29,14 @@ from typing import Any
 
 from agentworks.codes import SECRET_LEAK
 from agentworks.redact import MIN_SECRET_LENGTH, secret_forms
-from relay_notebook.runner.leak_database import check_database, marker, read_file, strings
+from relay_notebook.record.backend import Backend
+from relay_notebook.runner.leak_database import (
+    check_database,
+    check_postgres,
+    marker,
+    read_file,
+    strings,
+)
 
 __all__ = ["Leak", "Needles", "attempt_secrets", "check_attempt", "environment_secrets"]
 
@@ -237,11 +244,13 @@ def check_attempt(
     secrets: Mapping[str, str],
     *,
     sqlite: bool = True,
+    postgres: tuple[Backend, str] | None = None,
 ) -> Leak | None:
     """Find and scrub every secret's forms the attempt left; ``None`` if it left none.
 
     ``writable`` are the paths the attempt could write (its write rules); its logs in
-    ``attempt_dir`` are checked too, and with ``sqlite`` every cell of ``database``.
+    ``attempt_dir`` are checked too, with ``sqlite`` every cell of ``database``, and with
+    ``postgres`` (the backend and the run's id) the run's rows in PostgreSQL.
     """
     needles = Needles(secrets)
     if not needles:
@@ -249,6 +258,8 @@ def check_attempt(
     leak = Leak()
     if sqlite and database.is_file() and not database.is_symlink():
         check_database(database, needles, leak)  # first: it names the step or workflow
+    if postgres is not None:  # the run's rows in the shared system database
+        check_postgres(*postgres, needles, leak)
     is_database = {database.name + s for s in ("", "-wal", "-shm", "-journal")}
     roots = [*writable, attempt_dir / "stdout.log", attempt_dir / "stderr.log"]
     seen: set[Path] = set()

@@ -21,12 +21,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relay_notebook.record.backend import Backend, app_name_for_run, connect
 from relay_notebook.record.store import open_database
 
 if TYPE_CHECKING:
     from relay_notebook.runner.leak_check import Leak, Needles
 
-__all__ = ["check_database", "marker", "read_file", "strings"]
+__all__ = ["check_database", "check_postgres", "marker", "read_file", "strings"]
 
 #: the columns in which DBOS saves values (pickles or portable JSON)
 _VALUES = frozenset({"output", "error", "inputs", "value", "message"})
@@ -125,7 +126,7 @@ def _cell_label(table: str, column: str, row: dict[str, Any]) -> str:
 
 def check_database(path: Path, needles: Needles, leak: Leak) -> None:
     """Every text and blob cell of every table; hits are rewritten, then the file vacuumed."""
-    updates: list[tuple[str, str, int, Any]] = []
+    updates: list[tuple[str, str, Any, Any]] = []
     with open_database(path, live=False) as conn:
         if conn is None:
             return
@@ -146,6 +147,48 @@ def check_database(path: Path, needles: Needles, leak: Leak) -> None:
         _rewrite_database(path, updates)
 
 
+#: the columns by which a row of DBOS's PostgreSQL tables names its workflow
+_PG_KEYS = ("workflow_uuid", "destination_uuid")
+
+
+def check_postgres(backend: Backend, run_id: str, needles: Needles, leak: Leak) -> None:
+    """The run's rows in DBOS's PostgreSQL tables (those of its application's workflows),
+    checked as the SQLite file's cells are; hits are rewritten in place and the tables
+    vacuumed, so no dead row version keeps the value."""
+    conn = connect(backend)
+    try:
+        app = app_name_for_run(run_id)
+        found = conn.execute(
+            "SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = %s", (app,)
+        )
+        ids = [r[0] for r in found.fetchall()]
+        if not ids:
+            return
+        keyed = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'dbos' AND column_name = ANY(%s) ORDER BY table_name",
+            (list(_PG_KEYS),),
+        ).fetchall()  # every table of DBOS's schema with a row per workflow, whatever its version
+        updates: list[tuple[str, str, Any, Any]] = []
+        for table, key in keyed:
+            cursor = conn.execute(
+                f'SELECT ctid::text, * FROM dbos."{table}" WHERE "{key}" = ANY(%s)', (ids,)
+            )
+            columns = [d.name for d in cursor.description or ()][1:]
+            rows = {r[0]: dict(zip(columns, r[1:], strict=True)) for r in cursor.fetchall()}
+            if needles.find(b"\n".join(_stored(c) for row in rows.values() for c in row.values())):
+                updates += _cell_hits(table, rows, needles, leak)
+            updates += _split_hits(table, rows, needles, leak)
+        for table, column, ctid, value in updates:
+            conn.execute(
+                f'UPDATE dbos."{table}" SET "{column}" = %s WHERE ctid = %s::tid', (value, ctid)
+            )
+        for table in sorted({u[0] for u in updates}):
+            conn.execute(f'VACUUM dbos."{table}"')
+    finally:
+        conn.close()
+
+
 def _stored(cell: Any) -> bytes:
     """A cell as stored and, when it is base64, decoded."""
     if not isinstance(cell, str | bytes) or not cell:
@@ -156,8 +199,8 @@ def _stored(cell: Any) -> bytes:
 
 
 def _cell_hits(
-    table: str, rows: dict[int, dict[str, Any]], needles: Needles, leak: Leak
-) -> list[tuple[str, str, int, Any]]:
+    table: str, rows: dict[Any, dict[str, Any]], needles: Needles, leak: Leak
+) -> list[tuple[str, str, Any, Any]]:
     updates = []
     for rowid, row in rows.items():
         for column, cell in row.items():
@@ -169,10 +212,10 @@ def _cell_hits(
 
 
 def _split_hits(
-    table: str, rows: dict[int, dict[str, Any]], needles: Needles, leak: Leak
-) -> list[tuple[str, str, int, Any]]:
+    table: str, rows: dict[Any, dict[str, Any]], needles: Needles, leak: Leak
+) -> list[tuple[str, str, Any, Any]]:
     """A secret cut across the strings of the table's saved values, in row order."""
-    spans: list[tuple[int, str, int, int]] = []  # (rowid, column, start, end)
+    spans: list[tuple[Any, str, int, int]] = []  # (rowid, column, start, end)
     text: list[str] = []
     at = 0
     for rowid, row in rows.items():
@@ -194,7 +237,7 @@ def _split_hits(
     return updates
 
 
-def _rewrite_database(path: Path, updates: list[tuple[str, str, int, Any]]) -> None:
+def _rewrite_database(path: Path, updates: list[tuple[str, str, Any, Any]]) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA trusted_schema=OFF")

@@ -266,8 +266,15 @@ def _check_secrets(
         return None
     writable = attempt_write_rules(folder, attempt_dir).writable
     sqlite = backend is None or not backend.is_postgres
+    postgres = (backend, folder.run_id) if backend is not None and backend.is_postgres else None
     return check_attempt(
-        folder.path, attempt_dir, writable, folder.database, secrets, sqlite=sqlite
+        folder.path,
+        attempt_dir,
+        writable,
+        folder.database,
+        secrets,
+        sqlite=sqlite,
+        postgres=postgres,
     )
 
 

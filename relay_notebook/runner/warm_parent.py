@@ -38,8 +38,9 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from relay_notebook.runner.sandbox import FAILED, Spare, enter_sandbox, make_spare
+from relay_notebook.runner.sandbox import FAILED, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
+from relay_notebook.runner.sandbox_net import Spare, make_spare
 
 __all__ = ["main"]
 
@@ -66,6 +67,8 @@ _PRELOAD = (
     "relay_notebook.runner.locks",
     "relay_notebook.runner.landlock",
     "relay_notebook.runner.sandbox",
+    "relay_notebook.runner.sandbox_net",
+    "relay_notebook.runner.namespaces",
     "relay_notebook.runner.dbos_template",
 )
 #: what only some attempts need (a release run's calls verify its files; it brings pydantic):

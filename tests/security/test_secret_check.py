@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from relay_notebook import cli, commands
+from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
@@ -175,3 +176,37 @@ def test_a_clean_relay_still_succeeds_with_its_result(
     run = run_hostile(capsys, home, "clean")
     assert run["status"] == "succeeded", run
     assert run["result"] == {"greeting": "hello world", "secret_name": NAME}
+
+
+def scan_postgres_rows(url: str) -> list[str]:
+    """Every cell of DBOS's tables in the PostgreSQL database at ``url``, stored and decoded."""
+    import psycopg
+
+    found: list[str] = []
+    with psycopg.connect(url) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'dbos'"
+        ).fetchall()
+        assert tables, "no DBOS tables: the run did not use this database"
+        for (table,) in tables:
+            for row in conn.execute(f'SELECT * FROM dbos."{table}"'):
+                for cell in row:
+                    if isinstance(cell, str | bytes) and cell:
+                        stored = cell.encode() if isinstance(cell, str) else cell
+                        found += hits_in(stored, f"postgres dbos.{table}")
+                        for data in _decoded(cell):
+                            found += hits_in(data, f"postgres dbos.{table} (decoded)")
+    return found
+
+
+def test_a_postgresql_run_keeps_no_copy_of_the_value(
+    capsys: pytest.CaptureFixture[str],
+    home: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With runs in PostgreSQL, the disarmed relay's raw value fails the run with secret-leak,
+    and no row of DBOS's tables holds any form of it."""
+    monkeypatch.setenv(ENV_VAR, database_url)
+    refused(run_hostile(capsys, home, "raw"), NAME, "the result of step")
+    assert scan_postgres_rows(database_url) == []
