@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from relay_notebook.runner.namespaces import (
     ATTR_NODEV,
@@ -63,7 +63,9 @@ from relay_notebook.runner.namespaces import (
     unshare,
     unshare_user,
 )
-from relay_notebook.runner.sandbox_net import Spare, network_helper
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.sandbox_net import Spare
 
 __all__ = [
     "FAILED",
@@ -162,8 +164,18 @@ def enter_sandbox(plan: dict[str, Any], spare: Spare | None = None) -> tuple[int
         go_r, go_w = os.pipe()
         net_ready_r, ready_w = os.pipe()
         if os.fork() == 0:
-            os.close(go_w)
-            os.close(net_ready_r)
+            # nothing of the attempt's: the run lock, its logs' pipes would outlive the attempt;
+            # nor its process group, which the supervisor waits to see empty (the helper ends
+            # with the leader: its go pipe's end, or the leader's death)
+            os.setsid()
+            die_with_parent()
+            close_from(3, keep={go_r, ready_w})
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+            from relay_notebook.runner.sandbox_net import network_helper  # (here only)
+
             network_helper(go_r, ready_w, network, outside_uid)
         os.close(go_r)
         os.close(ready_w)

@@ -56,6 +56,7 @@ _MODEL_URL = "OPENAI_BASE_URL"
 SYSTEM_READS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 
 
+@functools.cache
 def python_reads() -> list[str]:
     """The interpreter, its libraries and this environment's packages (of a source checkout on
     ``sys.path``, only the kit's own packages)."""
@@ -217,7 +218,7 @@ def _workspace_reads(workspace: Path) -> list[Path]:
     with contextlib.suppress(Exception):  # a broken file is the relay's error to report
         for server in load_mcp_servers(workspace).values():
             found += [Path(p) for p in (server.command, *server.args) if os.path.isabs(p)]
-    template = template_path()
+    template = _template()
     if template is not None:
         found.append(template)
     return [p for p in found if p.exists()]
@@ -244,6 +245,12 @@ def _tree(top: Path, uid: int) -> Iterable[str]:
         for folder, dirs, files in os.walk(top):
             for name in dirs + files:
                 yield os.path.join(folder, name)
+
+
+@functools.cache
+def _template() -> Path | None:
+    """The DBOS template's path, hashed once per process (as the warm parent does)."""
+    return template_path()
 
 
 @functools.cache

@@ -27,6 +27,7 @@ from relay_notebook.runner.warm import (
     restart_warm_parent,
     start_awaited_warm_parent,
     warm_parent,
+    warm_status,
 )
 from relay_notebook.workspace import Workspace
 from tests.relays import relay_source
@@ -85,7 +86,11 @@ def wait_until(condition: Callable[[], Any], timeout: float = 120) -> Any:
 def ready_parent() -> WarmParent:
     parent = restart_warm_parent()
     assert parent.wait_ready(120)
-    return wait_until(warm_parent)
+    deadline = time.monotonic() + 120
+    while (ready := warm_parent()) is None:
+        assert time.monotonic() < deadline, f"no usable warm parent: {warm_status(True)}"
+        time.sleep(0.05)
+    return ready
 
 
 def mechanism(workspace: Workspace, out: RunOutcome, attempt: int = 0) -> str:
@@ -188,7 +193,7 @@ def test_a_forked_attempt_killed_at_once_is_killed(workspace: Workspace) -> None
             handle.kill()
             out = go(handle)
             assert out.status == "interrupted", out
-            assert mechanism(workspace, out) == "landlock"
+            assert mechanism(workspace, out) == "landlock", warm_status(True)
     finally:
         os.sched_setaffinity(0, ours)
         os.sched_setaffinity(parent.pid, theirs)
@@ -216,7 +221,7 @@ def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> Non
     assert off.confinement == "sandbox"
     assert start_report(confine=False, warm_start=True).confinement == "none"
     doc = json.loads(relay(workspace.home, "doctor", "--json").stdout)
-    assert doc["start"] == "warm" and "before their own imports" in doc["start_reason"]
+    assert doc["start"] == "warm" and "before their own imports" in doc["start_reason"], doc
     assert doc["confinement"].startswith("Landlock ABI ")
     cli_off = json.loads(
         relay(workspace.home, "doctor", "--json", env={"RELAY_WARM_START": "0"}).stdout
