@@ -274,10 +274,10 @@ def verify_confinement(check: dict[str, Any]) -> dict[str, Any]:
         problems.append("the child shares the supervisor's PID namespace")
     user_ns = _namespace("user")
     mechanism = check.get("mechanism", "bwrap")
-    extra: dict[str, Any] = {"landlock_abi": check.get("abi")} if mechanism != "bwrap" else {}
+    extra: dict[str, Any] = {}
     if mechanism != "bwrap":  # the sandbox's own promises (runner.sandbox)
         host_uid = _host_uid()
-        extra["host_uid"] = host_uid
+        extra = {"landlock_abi": check.get("abi"), "host_uid": host_uid}
         if host_uid == 0 and check.get("expect_unprivileged"):
             problems.append("the relay runs as root outside its user namespace")
         net_ns = _namespace("net")

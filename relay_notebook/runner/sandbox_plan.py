@@ -130,15 +130,15 @@ def make_plan(
     staging: Path,
     code_dir: Path,
     run_dir: Path,
-    workspace: Path,
     writable: Sequence[Path],
-    tmp_dir: Path,
     cwd: Path,
     extra_reads: Sequence[Path] = (),
     network: str = "outside",
     allow: Sequence[str] = (),
+    net_fd: int,
 ) -> dict[str, Any]:
-    """The plan ``runner.sandbox.enter_sandbox`` builds (JSON)."""
+    """The plan ``runner.sandbox.enter_sandbox`` builds (JSON); ``net_fd`` is the descriptor
+    number the child is given its network word at."""
     staging.mkdir(mode=0o700, exist_ok=True)
     system, links = _with_links(SYSTEM_READS)
     etc_links = [p for p in ("/etc/resolv.conf", "/etc/localtime") if os.path.islink(p)]
@@ -159,11 +159,10 @@ def make_plan(
         "staging": str(staging),
         "links": links,
         "mounts": mounts,
-        "tmp": str(tmp_dir),
         "writable": [str(p) for p in writable],
         "cwd": str(cwd),
-        "workspace": str(workspace),
         "network": {"mode": network, "allow": list(allow)},
+        "net_fd": net_fd,
     }
 
 
@@ -194,19 +193,17 @@ def attempt_plan(
     if mode == "outside" and not pasta_available():
         mode = "isolated"  # no way out: nothing reachable but the sandbox's own loopback
     hand_over(rules, sandbox_uid())
-    plan = make_plan(
+    return make_plan(
         staging=staging,
         code_dir=code_dir,
         run_dir=run_dir,
-        workspace=workspace,
         writable=rules.writable,
-        tmp_dir=rules.tmp_dir,
         cwd=rules.cwd,
         extra_reads=_workspace_reads(workspace),
         network=mode,
         allow=allow,
+        net_fd=net_fd,
     )
-    return {**plan, "net_fd": net_fd}
 
 
 def _workspace_reads(workspace: Path) -> list[Path]:

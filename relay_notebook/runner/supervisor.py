@@ -139,11 +139,9 @@ def _fork(
         "spec": str(spec_path), "cwd": str(rules.cwd), "env": env, "targets": list(fds),
         "confine": None,
     }  # fmt: skip
-    if confined:
-        request["env"] = {**env, "TMPDIR": str(rules.tmp_dir)}
+    if confined:  # (env carries its TMPDIR: see launch_attempt)
         request["confine"] = {
             "writable": [str(p) for p in rules.writable],
-            "hidden": [str(p) for p in rules.hidden],
             "abi": int(parent.info["landlock"]),
             "plan": plan,
         }
@@ -213,6 +211,8 @@ def launch_attempt(
         net_fd = max([2, *inherited]) + 1  # where the sandbox's network word comes (the spec)
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         env["PYTHONUNBUFFERED"] = "1"
+        if confine:  # a confined child's own tmp (a sandbox's /tmp is a tmpfs of its own)
+            env["TMPDIR"] = str(rules.tmp_dir)
 
         def plan_for() -> dict[str, Any]:
             return attempt_plan(
@@ -232,8 +232,6 @@ def launch_attempt(
             )
         else:
             argv, confinement, plan = _spawned(rules, attempt_dir, confine, plan_for)
-            if plan is not None:
-                env["TMPDIR"] = str(rules.tmp_dir)
         if confinement.check is None and report_r is not None and report_w is not None:
             os.close(report_r)
             os.close(report_w)
@@ -289,8 +287,6 @@ def launch_attempt(
                 if process is None:
                     parent = None
                     argv, confinement, plan = _spawned(rules, attempt_dir, confine, plan_for)
-                    if plan is not None:
-                        env["TMPDIR"] = str(rules.tmp_dir)
                     spec = spec.with_confinement(confinement.check, _net_ready_fd(plan))
                     spec.write(attempt_dir / "spec.json")
                     entry.update(**confinement.record())

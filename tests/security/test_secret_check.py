@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from relay_notebook import cli, commands
+from relay_notebook import commands
 from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
 from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
-from tests.integration.test_secret_leaks import _decoded, needles
+from tests.integration.test_secret_leaks import _decoded, needles, relay
 from tests.relays import relay_source
 
 NAME, SECRET = "HOSTILE_TOKEN", "hs7Qz9-vault-VALUE-27182818"
@@ -52,6 +52,16 @@ def hits_in(data: bytes, where: str) -> list[str]:
     return [f"{where}: {label}" for label, needle in NEEDLES.items() if needle in data]
 
 
+def cell_hits(cell: object, where: str) -> list[str]:
+    """The needles in a database cell, as stored and base64-decoded."""
+    if not isinstance(cell, str | bytes) or not cell:
+        return []
+    found = hits_in(cell.encode() if isinstance(cell, str) else cell, where)
+    for data in _decoded(cell):
+        found += hits_in(data, f"{where} (decoded)")
+    return found
+
+
 def scan_workspace(home: Path) -> list[str]:
     """Every file under the workspace (the vault's aside) and every cell of every SQLite
     database, as stored and base64-decoded."""
@@ -70,21 +80,10 @@ def scan_workspace(home: Path) -> list[str]:
                 for table in tables:
                     for row in conn.execute(f'SELECT * FROM "{table}"'):
                         for cell in row:
-                            if isinstance(cell, str | bytes):
-                                stored = cell.encode() if isinstance(cell, str) else cell
-                                found += hits_in(stored, f"{path.name}:{table}")
-                                for data in _decoded(cell):
-                                    found += hits_in(data, f"{path.name}:{table} (decoded)")
+                            found += cell_hits(cell, f"{path.name}:{table}")
             finally:
                 conn.close()
     return found
-
-
-def relay(capsys: pytest.CaptureFixture[str], home: Path, *args: str) -> tuple[int, str]:
-    capsys.readouterr()
-    status = cli.main(["--home", str(home), *args])
-    out = capsys.readouterr()
-    return status, out.out + out.err
 
 
 @pytest.fixture
@@ -191,11 +190,7 @@ def scan_postgres_rows(url: str) -> list[str]:
         for (table,) in tables:
             for row in conn.execute(f'SELECT * FROM dbos."{table}"'):
                 for cell in row:
-                    if isinstance(cell, str | bytes) and cell:
-                        stored = cell.encode() if isinstance(cell, str) else cell
-                        found += hits_in(stored, f"postgres dbos.{table}")
-                        for data in _decoded(cell):
-                            found += hits_in(data, f"postgres dbos.{table} (decoded)")
+                    found += cell_hits(cell, f"postgres dbos.{table}")
     return found
 
 
