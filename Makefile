@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup system-deps lab test check fix bench notebooks clean
+.PHONY: setup system-deps lab test test-quick check fix bench notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ check: setup
 ## once and a notebook's cells run in order in one kernel (--dist loadgroup is broken on pytest 9)
 test: check system-deps
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
+
+## the inner loop: everything but the browsers, the notebooks, PostgreSQL and the fuzzers
+## (a few minutes); `make test` still runs them all
+QUICK := not browser and not notebook and not postgres and not fuzz
+test-quick: setup
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "$(QUICK)" -q
 
 fix: setup
 	$(BIN)/ruff check --fix .

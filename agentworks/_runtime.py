@@ -5,7 +5,7 @@ the runner's child installs a ``Runtime``, so platform calls made anywhere else 
 with ``NotInRunError`` instead of doing something half-real. The runtime carries plain data
 and callbacks (emit an event, authorize, stop the attempt, wrap a step's body), so
 agentworks never imports the runner. The events it emits are kinds of the kit's ledger
-vocabulary (``relay_notebook.record.events``), which types them and refuses a field it does
+vocabulary (``relay_notebook.record.ledger_events``), which types them and refuses a field it does
 not know; a test checks every ``emit`` call here against that vocabulary.
 """
 

@@ -1,7 +1,7 @@
 """The registry's entry type, and the codes agentworks raises or records.
 
 agentworks never imports relay_notebook, so the codes it emits are defined here and
-``relay_notebook.codes`` adds them to the one registry that ``docs/errors.md`` is generated
+``relay_notebook.errors.codes`` adds them to the one registry that ``docs/errors.md`` is generated
 from (``python tools/make_error_docs.py``).
 """
 

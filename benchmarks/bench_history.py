@@ -39,9 +39,9 @@ import pandas as pd  # noqa: E402
 
 from relay_notebook import commands  # noqa: E402
 from relay_notebook.history import list_runs, read_run_log  # noqa: E402
-from relay_notebook.record.folders import write_json_atomic  # noqa: E402
 from relay_notebook.views.tables import runs_dataframe, steps_dataframe  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
+from relay_notebook.workspace.file_io import write_json_atomic  # noqa: E402
 
 DETAIL_TARGET = 1.5  # detail DataFrame <= 1.5x the raw SQL query of the same rows
 LISTING_TARGET_S = 1.0  # listing M runs <= 1 s

@@ -8,14 +8,37 @@ from pathlib import Path
 
 import pytest
 
+from relay_notebook.commands.settings import Settings
 from relay_notebook.runner.sandbox_plan import sandbox_probe
 from relay_notebook.runner.warm import restart_warm_parent
-from relay_notebook.settings import Settings
 from relay_notebook.testing import PostgresServer, postgres_server
 from relay_notebook.workspace import Workspace
 from tests.relays import relay_source
 
 SERVERS = Path(__file__).parent / "servers"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# the tiers `make test-quick` leaves out, by where a test is and what it uses
+def _tiers(item: pytest.Item) -> set[str]:
+    path = Path(str(item.path)).resolve()
+    found = set()
+    if path.is_relative_to(ROOT / "tests" / "browser"):
+        found.add("browser")
+    if path.suffix == ".ipynb":
+        found.add("notebook")
+    if {"postgres", "database_url"} & set(getattr(item, "fixturenames", ())):
+        found.add("postgres")
+    if "fuzz" in path.name:
+        found.add("fuzz")
+    return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the slow tiers it belongs to (markers in pyproject.toml)."""
+    for item in items:
+        for tier in _tiers(item):
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Regenerate docs/errors.md from the code registry (``relay_notebook.codes.REGISTRY``).
+"""Regenerate docs/errors.md from the code registry (``relay_notebook.errors.codes.REGISTRY``).
 
 Run ``python tools/make_error_docs.py`` after adding or changing a code; a test fails while the
 committed page differs from what this prints.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from relay_notebook.codes import REGISTRY, Code, Section
+from relay_notebook.errors.codes import REGISTRY, Code, Section
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "errors.md"
@@ -17,9 +17,10 @@ HEAD = """\
 # Error and diagnostic codes
 
 Every error the kit reports ends with a stable code in brackets, e.g. `[relay-not-found]`.
-Codes never change meaning; each is defined once in `relay_notebook/codes.py` (the adapter's in
-`agentworks/codes.py`) with what it means and what to type next. This page is generated from
-there: regenerate it with `python tools/make_error_docs.py` (a test keeps the two in step).
+Codes never change meaning; each is defined once in `relay_notebook/errors/codes.py` (the
+adapter's in `agentworks/codes.py`) with what it means and what to type next. This page is
+generated from there: regenerate it with `python tools/make_error_docs.py` (a test keeps the two
+in step).
 *Raised* codes end an exception (`RelayError.code`, `AgentworksError.code`); *recorded* codes are
 kept as `{"code", "message"}` in run.json, the ledger, the recovery preview or a REST body."""
 

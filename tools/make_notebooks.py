@@ -280,7 +280,7 @@ NOTEBOOKS["04-uncertain-calls.ipynb"] = [
     ),
     code(
         "from relay_notebook import commands\n"
-        "from relay_notebook.lab import OrderService\n"
+        "from relay_notebook.commands.lab import OrderService\n"
         "from relay_notebook.workspace import Workspace\n"
         "service = OrderService(token='tutorial-token')\n"
         "commands.vault_set(Workspace(os.environ['RELAY_HOME']), 'ORDER_TOKEN', 'tutorial-token')"
@@ -409,7 +409,7 @@ NOTEBOOKS["08-recovery-lab.ipynb"] = [
     code("%relay lab"),
     md("The same scenarios without buttons — what the lab does when you click:"),
     code(
-        "from relay_notebook.lab import Lab\n"
+        "from relay_notebook.commands.lab import Lab\n"
         "from relay_notebook.workspace import Workspace\n"
         "lab = Lab(Workspace(os.environ['RELAY_HOME']))\n"
         "first = lab.start('after-checkpoint')\n"

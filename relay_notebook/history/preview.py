@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentworks.journal import Journal
-from relay_notebook import codes
-from relay_notebook.errors import RelayError
+from relay_notebook.errors import RelayError, codes
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
 from relay_notebook.record.backend import workspace_backend

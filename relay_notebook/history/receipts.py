@@ -15,7 +15,7 @@ from agentworks.journal import Journal
 from agentworks.redact import Redactor
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.outputs import json_preview
-from relay_notebook.record.events import Event
+from relay_notebook.record.ledger_events import Event
 
 __all__ = ["read_receipts", "split_key"]
 

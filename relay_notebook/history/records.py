@@ -29,8 +29,8 @@ from relay_notebook.history.steps import (
     assemble_steps,
 )
 from relay_notebook.record.backend import Backend, workspace_backend
-from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder, find_run
+from relay_notebook.record.ledger_events import Event
 from relay_notebook.record.run_record import AttemptRecord, RunRecord
 from relay_notebook.record.store import open_run_database
 from relay_notebook.workspace import Workspace

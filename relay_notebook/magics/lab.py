@@ -9,8 +9,8 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.display import display
 
-from relay_notebook.lab import SCENARIOS, Lab
-from relay_notebook.surfaces import reword
+from relay_notebook.commands.lab import SCENARIOS, Lab
+from relay_notebook.views.wording import reword
 from relay_notebook.workspace import Workspace
 
 __all__ = ["RecoveryLab"]

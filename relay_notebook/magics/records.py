@@ -15,10 +15,9 @@ __all__ = ["show_record"]
 def show_record(workspace: Workspace, args: argparse.Namespace, user_ns: dict[str, Any]) -> Any:
     """The value ``%relay preview|steps|attempts|timeline RUN`` returns (and binds)."""
     if args.command == "preview":
-        from relay_notebook.history.preview import preview_recovery
         from relay_notebook.views.records import RecoveryPreviewView
 
-        preview = preview_recovery(workspace, args.run_id)
+        preview = commands.preview(workspace, args.run_id)
         return preview.to_dict() if args.json else RecoveryPreviewView(preview)
     log = commands.logs(workspace, args.run_id)
     if args.command == "timeline":

@@ -17,15 +17,17 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 from traitlets import Undefined, Unicode, default, observe
 
-from relay_notebook import codes, commands, inputs, surfaces
-from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
-from relay_notebook.errors import AdmissionError, RelayError
+from relay_notebook import commands
+from relay_notebook.cli.parser import RECORD_COMMANDS, CommandLineError, build_parser
+from relay_notebook.commands import inputs
+from relay_notebook.commands.settings import Settings
+from relay_notebook.commands.settings_traits import RunSettingsTraits
+from relay_notebook.commands.waiting import Waker
+from relay_notebook.errors import AdmissionError, RelayError, codes
 from relay_notebook.magics.relay_commands import RelayCommands
 from relay_notebook.magics.run_commands import RunCommands, usage_error
 from relay_notebook.magics.runs import RunView, register_view_channel
-from relay_notebook.runner.wake import Waker
-from relay_notebook.settings import Settings
-from relay_notebook.settings_traits import RunSettingsTraits
+from relay_notebook.views import wording as surfaces
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.manifest import MANIFEST_FILE, Manifest, load_manifest
@@ -342,7 +344,7 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
 
     def _do_files(self, args: Any) -> Any:
         """``%relay files RUN [CALL]``: the run's execution/ tree, each call folder labelled."""
-        from relay_notebook.run_files import files_view, logs_files
+        from relay_notebook.commands.run_files import files_view, logs_files
 
         if args.json:
             return logs_files(self.workspace, args.run_id)

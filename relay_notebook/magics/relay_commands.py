@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay_notebook import commands, inputs, surfaces
+from relay_notebook import commands
+from relay_notebook.commands import inputs
 from relay_notebook.magics.run_commands import MagicCommands
+from relay_notebook.views import wording as surfaces
 from relay_notebook.views.mime import CheckView, GraphView
 
 __all__ = ["RelayCommands"]
@@ -52,7 +54,7 @@ class RelayCommands(MagicCommands):
         return CheckView(report.relay, report.diagnostics, line_offset=0)
 
     def _do_test(self, args: Any) -> Any:
-        from relay_notebook import crash_each
+        from relay_notebook.commands import crash_each
 
         run_input = inputs.run_input(text=args.input, file=args.input_file, variables=self._user_ns)
         report = crash_each.crash_each(self.workspace, args.name, run_input)
@@ -91,7 +93,7 @@ class RelayCommands(MagicCommands):
         print("\n".join(surfaces.verify_lines(reports, "notebook")))
 
     def _do_doctor(self, args: Any) -> Any:
-        from relay_notebook.runner.doctor import start_report
+        from relay_notebook.commands.settings import start_report
 
         report = start_report(confine=self.confine, warm_start=self.warm_start)
         if args.json:

@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from relay_notebook import codes, commands, inputs, surfaces
-from relay_notebook.cli_parser import CommandLineError
+from relay_notebook import commands
+from relay_notebook.cli.parser import CommandLineError
+from relay_notebook.commands import inputs
+from relay_notebook.errors import codes
 from relay_notebook.magics.runs import RunView
+from relay_notebook.views import wording as surfaces
 
 if TYPE_CHECKING:
     from relay_notebook.workspace import Workspace
@@ -49,7 +52,7 @@ class RunCommands(MagicCommands):
 
     def _do_fork(self, args: Any) -> Any:
         """``%relay fork RUN --from STEP#N``: a live view of the fork (copied calls badged)."""
-        from relay_notebook.time_travel import fork_arguments
+        from relay_notebook.cli.parser import fork_arguments
 
         options = fork_arguments(args, self._user_ns)
         view = RunView.fork(
@@ -59,7 +62,7 @@ class RunCommands(MagicCommands):
 
     def _do_send(self, args: Any) -> Any:
         """``%relay send RUN TOPIC JSON``: deliver a message; a live view of the resumed run."""
-        from relay_notebook.waiting import delivery_line
+        from relay_notebook.commands.waiting import delivery_line
 
         message = inputs.value_from_text(args.message, "the message", self._user_ns)
         view, delivery = RunView.send(
@@ -75,7 +78,7 @@ class RunCommands(MagicCommands):
 
     def _do_wake(self, args: Any) -> Any:
         """``%relay wake``: resume the workspace's due waiting runs; their outcomes."""
-        from relay_notebook.waiting import wake
+        from relay_notebook.commands.waiting import wake
 
         outcomes = [h.wait() for h in wake(self.workspace)]
         if args.json:
@@ -88,7 +91,7 @@ class RunCommands(MagicCommands):
 
     def _do_wait(self, args: Any) -> Any:
         """``%relay wait RUN``: block until the run finishes, through its waits."""
-        from relay_notebook.waiting import wait_for_run
+        from relay_notebook.commands.waiting import wait_for_run
 
         try:
             outcome = wait_for_run(self.workspace, args.run_id, timeout=args.timeout)
@@ -105,7 +108,7 @@ class RunCommands(MagicCommands):
 
     def _do_lineage(self, args: Any) -> Any:
         """``%relay lineage RUN``: the run's forks as a tree."""
-        from relay_notebook.history.lineage import lineage
+        from relay_notebook.commands.time_travel import lineage
         from relay_notebook.views.lineage import LineageView
 
         tree = lineage(self.workspace, args.run_id)
@@ -114,8 +117,8 @@ class RunCommands(MagicCommands):
     def _do_events(self, args: Any) -> Any:
         """``%relay events RUN [-o VAR]``: the run's events, stream values and messages as a
         table; ``-o VAR`` binds ``{"events": {KEY: value}, "streams": {KEY: [values]}}``."""
-        from relay_notebook.events import read_run_events
-        from relay_notebook.views.events import events_frame
+        from relay_notebook.commands.run_events import read_run_events
+        from relay_notebook.views.run_events import events_frame
 
         found = read_run_events(self.workspace, args.run_id)
         if args.output:
@@ -124,7 +127,7 @@ class RunCommands(MagicCommands):
 
     def _do_diff(self, args: Any) -> Any:
         """``%relay diff RUN_A RUN_B``: a DataFrame, one row per call, what differs."""
-        from relay_notebook.time_travel import diff
+        from relay_notebook.commands.time_travel import diff
         from relay_notebook.views.lineage import diff_frame
 
         rows = diff(self.workspace, args.run_a, args.run_b)

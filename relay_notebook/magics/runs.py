@@ -19,13 +19,13 @@ from typing import Any
 
 from IPython.display import DisplayHandle, display
 
-from relay_notebook import commands, waiting
-from relay_notebook.history.run_events import read_run_events
-from relay_notebook.record.events import Event
-from relay_notebook.runner import RunHandle, RunOutcome
-from relay_notebook.source.graph import FlowGraph
+from relay_notebook import commands
+from relay_notebook.commands import waiting
+from relay_notebook.commands.authoring import FlowGraph
+from relay_notebook.commands.run_events import read_run_events
+from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
+from relay_notebook.commands.waiting import Delivery
 from relay_notebook.views.live import RunMonitor, Throttle
-from relay_notebook.waiting import Delivery
 from relay_notebook.workspace import Workspace
 
 __all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
@@ -141,7 +141,7 @@ class RunView:
     ) -> RunView:
         """A fork of ``run_id`` from ``from_call`` (``STEP#N``), live; ``options`` go to
         ``runner.fork.start_fork`` (edits, release, draft, crash)."""
-        from relay_notebook.time_travel import fork
+        from relay_notebook.commands.time_travel import fork
 
         log = commands.logs(workspace, run_id)
         relay = str(log.run["relay"])

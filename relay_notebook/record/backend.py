@@ -119,7 +119,7 @@ class Backend:
 def resolve_backend(database_url: str | None = None) -> Backend:
     """``database_url`` (PostgreSQL), else (``None`` or empty) per-run SQLite files.
 
-    The environment is read only by the boundaries (see ``relay_notebook.settings``).
+    The environment is read only by the boundaries (see ``relay_notebook.commands.settings``).
     """
     url = database_url
     if url is None or not url.strip():

@@ -10,8 +10,8 @@ from typing import Any
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidRunIdError, RunNotFoundError, RunRecordDamagedError
-from relay_notebook.record.ledger import write_json_atomic
 from relay_notebook.workspace import Workspace, validate_relay_name
+from relay_notebook.workspace.file_io import write_json_atomic
 from relay_notebook.workspace.vault import Vault
 
 __all__ = [
@@ -20,7 +20,6 @@ __all__ = [
     "find_run",
     "list_run_folders",
     "parse_run_id",
-    "write_json_atomic",
 ]
 
 RUNS_DIR = "runs"

@@ -27,10 +27,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, Unpack, cast
+from typing import Final, Unpack, cast
 
-from relay_notebook.record.events import Event, EventFields, EventHeader, EventKind, unknown_fields
-from relay_notebook.workspace.files import write_bytes_atomic
+from relay_notebook.record.ledger_events import (
+    Event,
+    EventFields,
+    EventHeader,
+    EventKind,
+    unknown_fields,
+)
 
 __all__ = [
     "HEADER",
@@ -46,7 +51,6 @@ __all__ = [
     "now_ms",
     "read_events",
     "run_tag",
-    "write_json_atomic",
 ]
 
 
@@ -102,12 +106,6 @@ def kind_tag(kind: str, attempt: int | None = None) -> bytes:
 def now_ms() -> float:
     """Wall-clock milliseconds since the epoch, to 0.1 ms (DBOS stores whole ms)."""
     return round(time.time() * 1000, 1)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a crash leaves either the old file or the new one, never half."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    write_bytes_atomic(path, text.encode())
 
 
 def read_events(path: Path) -> list[Event]:

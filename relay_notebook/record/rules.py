@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from relay_notebook import codes
+from relay_notebook.errors import codes
 from relay_notebook.record.checkpoints import LostCheckpoints
 from relay_notebook.record.run_record import RunRecord, WaitState
 

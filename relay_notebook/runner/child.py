@@ -26,15 +26,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
-from relay_notebook import codes
-from relay_notebook.codes import Code
+from relay_notebook.errors import codes
+from relay_notebook.errors.codes import Code
 from relay_notebook.record.backend import database_error
-from relay_notebook.record.events import Event
-from relay_notebook.record.ledger import EventWriter, write_json_atomic
+from relay_notebook.record.ledger import EventWriter
+from relay_notebook.record.ledger_events import Event
 from relay_notebook.runner.child_logs import route_logs
 from relay_notebook.runner.leave import leave, lost
 from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
 from relay_notebook.runner.spec import AttemptSpec
+from relay_notebook.workspace.file_io import write_json_atomic
 
 RESULT_LIMIT = 128 * 1024
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}

@@ -18,9 +18,9 @@ from typing import Any, NoReturn, TextIO, cast
 
 from agentworks import _runtime
 from agentworks.redact import Redactor
-from relay_notebook import codes
-from relay_notebook.record.events import Event, EventFields, EventKind
+from relay_notebook.errors import codes
 from relay_notebook.record.ledger import EventWriter
+from relay_notebook.record.ledger_events import Event, EventFields, EventKind
 from relay_notebook.runner.leave import crash_point, leave
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.access import AccessPolicy

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from agentworks.redact import Redactor
-from relay_notebook import codes
-from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError
+from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError, codes
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import open_database

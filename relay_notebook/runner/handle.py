@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.record.events import Event
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import decode_event, now_ms
+from relay_notebook.record.ledger_events import Event
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import Backend

@@ -38,8 +38,8 @@ from agentworks.errors import SecretLeakError
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.backend import database_error, error_text
-from relay_notebook.record.events import StepInfo, StepReused
 from relay_notebook.record.ledger import EventWriter
+from relay_notebook.record.ledger_events import StepInfo, StepReused
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.guards import withheld
 from relay_notebook.runner.leave import crash_point

@@ -19,22 +19,16 @@ import pickletools
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from relay_notebook.record.backend import Backend, app_name_for_run, connect
 from relay_notebook.record.store import open_database
-
-if TYPE_CHECKING:
-    from relay_notebook.runner.leak_check import Leak, Needles
+from relay_notebook.runner.leak_needles import Leak, Needles, marker
 
 __all__ = ["check_database", "check_postgres", "marker", "read_file", "strings"]
 
 #: the columns in which DBOS saves values (pickles or portable JSON)
 _VALUES = frozenset({"output", "error", "inputs", "value", "message"})
-
-
-def marker(name: str) -> str:
-    return f"[vault:{name}]"
 
 
 def read_file(path: Path) -> bytes:

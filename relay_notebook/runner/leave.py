@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from relay_notebook.record.ledger import EventWriter, write_json_atomic
+from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
+from relay_notebook.workspace.file_io import write_json_atomic
 
 __all__ = ["CRASH_EXIT_CODE_LOST", "crash_point", "leave", "lost"]
 

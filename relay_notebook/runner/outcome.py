@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from agentworks.codes import SECRET_LEAK
-from relay_notebook import codes
+from relay_notebook.errors import codes
 from relay_notebook.record.checkpoints import read_checkpoints
-from relay_notebook.record.events import Event
-from relay_notebook.record.folders import RunFolder, write_json_atomic
+from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms, read_events
+from relay_notebook.record.ledger_events import Event
 from relay_notebook.record.rules import waiting_message
 from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, WaitState
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.confine import attempt_write_rules
 from relay_notebook.runner.leak_check import Leak, check_attempt
+from relay_notebook.workspace.file_io import write_json_atomic
 
 __all__ = [
     "EXIT_CODES",

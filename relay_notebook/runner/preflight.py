@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 from agentworks.journal import Journal
-from relay_notebook import codes
 from relay_notebook.errors import (
     AttemptBudgetError,
     BindingChangedError,
@@ -23,6 +22,7 @@ from relay_notebook.errors import (
     NotDurableError,
     RelayError,
     RunLockedError,
+    codes,
 )
 from relay_notebook.record.bindings import bindings_changed
 from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints

@@ -37,9 +37,9 @@ from typing import Any, Final
 from relay_notebook.errors import RunNotFoundError
 from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.record.run_record import RunRecord
+from relay_notebook.runner.backend import ENV_VAR as ENV_DATABASE_URL
 from relay_notebook.runner.confine import WriteRules, confine_command
 from relay_notebook.runner.fork import copy_database
-from relay_notebook.settings import ENV_DATABASE_URL
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import call_key
 from relay_notebook.workspace import Workspace

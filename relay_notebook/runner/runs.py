@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from agentworks.redact import Redactor
-from relay_notebook import codes
 from relay_notebook.errors import (
     AccessRevokedError,
     InvalidInputError,
     NotDurableError,
     RunLockedError,
     RunRejectedError,
+    codes,
 )
 from relay_notebook.record.bindings import (
     compute_bindings,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.record.ledger import write_json_atomic
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.workspace.file_io import write_json_atomic
 
 __all__ = ["AttemptContext", "AttemptSpec"]
 

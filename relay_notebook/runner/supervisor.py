@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Unpack
 
-from relay_notebook.record.events import Event, EventFields, EventKind
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
+from relay_notebook.record.ledger_events import Event, EventFields, EventKind
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run

@@ -16,10 +16,10 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Unicode
 
+from relay_notebook.commands.settings import Settings
+from relay_notebook.commands.settings_traits import RunSettingsTraits
 from relay_notebook.server.handlers import API_PREFIX, ROUTES
 from relay_notebook.server.workspaces import WorkspaceServices
-from relay_notebook.settings import Settings
-from relay_notebook.settings_traits import RunSettingsTraits
 
 __all__ = ["RelayExtension"]
 

@@ -20,7 +20,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from relay_notebook import codes
+from relay_notebook.commands.inputs import parse_json_text
+from relay_notebook.commands.run_files import run_file, run_files
 from relay_notebook.errors import (
     AdmissionError,
     IdempotencyKeyReusedError,
@@ -31,12 +32,11 @@ from relay_notebook.errors import (
     RequestTooLargeError,
     RunFileNotFoundError,
     RunNotFoundError,
+    codes,
 )
-from relay_notebook.history.files import run_file, run_files
-from relay_notebook.runner.run_input import parse_json_text
 from relay_notebook.server.service import RelayService
 from relay_notebook.server.workspaces import WorkspaceServices
-from relay_notebook.surfaces import reword
+from relay_notebook.views.wording import reword
 
 __all__ = ["API_PREFIX", "MAX_BODY_BYTES", "ROUTES", "error_status"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from relay_notebook.errors import IdempotencyKeyReusedError, InvalidRequestError
-from relay_notebook.record.folders import write_json_atomic
+from relay_notebook.workspace.file_io import write_json_atomic
 
 __all__ = ["API_DIR", "IdempotencyStore", "fingerprint", "validate_key"]
 

@@ -14,19 +14,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentworks.redact import Redactor
-from relay_notebook import commands, inputs
-from relay_notebook.errors import InvalidRequestError, RelayError
-from relay_notebook.history import RunLog, overlay_run
-from relay_notebook.history.run_events import read_run_events
-from relay_notebook.history.run_graph import overlay_events
-from relay_notebook.record.run_record import RunRecord
-from relay_notebook.runner import RunHandle, find_run
+from relay_notebook import commands
+from relay_notebook.commands import inputs, run_events, time_travel
+from relay_notebook.commands.runs import RunHandle
+from relay_notebook.commands.settings import Settings
+from relay_notebook.errors import InvalidRequestError
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
-from relay_notebook.settings import Settings
 from relay_notebook.workspace import Draft, list_releases
 from relay_notebook.workspace.access import AccessPolicy
-from relay_notebook.workspace.vault import Vault
 
 __all__ = ["RelayService"]
 
@@ -52,15 +47,6 @@ def _optional_str(body: dict[str, Any], key: str, what: str) -> str | None:
             f"{type(value).__name__} {json.dumps(value)[:60]}."
         )
     return value
-
-
-def _read_trace(path: Path) -> Any:
-    """The run's trace, or ``None`` while there is none (or it is unreadable: it is derived
-    from the ledger, which ``steps`` and ``attempts`` already report)."""
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return None
 
 
 class RelayService:
@@ -93,14 +79,14 @@ class RelayService:
         """``DELETE relay/api/relays/{name}[?force=true]``: refused while it has runs unless
         ``force`` (then none may be live)."""
         self._draft(name)
-        from relay_notebook.deletion import delete_relay
+        from relay_notebook.commands.relays import delete_relay
 
         return delete_relay(self.workspace, name, force=force).to_dict()
 
     def delete_run(self, run_id: str) -> dict[str, Any]:
         """``DELETE relay/api/runs/{run_id}``: refused while an attempt executes it; its
         release is kept."""
-        from relay_notebook.deletion import delete_run
+        from relay_notebook.commands.relays import delete_run
 
         return delete_run(self.workspace, run_id).to_dict()
 
@@ -143,21 +129,10 @@ class RelayService:
                 self._handles[handle.run_id] = handle
 
     def _brief(self, run_id: str) -> dict[str, Any]:
-        folder = find_run(self.workspace, run_id)
-        record = RunRecord.load(folder)
-        return {
-            "run_id": run_id,
-            "relay": folder.relay,
-            "status": record.status,
-            "attempt": record.attempts_used,
-        }
+        return commands.run_brief(self.workspace, run_id)
 
     def _run_exists(self, run_id: str) -> bool:
-        try:
-            find_run(self.workspace, run_id)
-        except RelayError:
-            return False
-        return True
+        return commands.run_exists(self.workspace, run_id)
 
     def start_run(
         self, name: str, body: dict[str, Any], idempotency_key: str | None = None
@@ -195,37 +170,7 @@ class RelayService:
 
     def run(self, run_id: str) -> dict[str, Any]:
         """``GET relay/api/runs/{run_id}``: status, result or error, attempts, steps, trace."""
-        log: RunLog = commands.logs(self.workspace, run_id)
-        folder = find_run(self.workspace, run_id)
-        status = log.run.get("status") or "pending"
-        out: dict[str, Any] = {
-            "run_id": log.run["run_id"],
-            "relay": log.run["relay"],
-            "status": status,
-            "attempt": len(log.attempts),
-            "release": log.run.get("release"),
-            "created_at": log.run.get("created_at"),
-            "input": log.run.get("input"),
-        }
-        if status == "succeeded":
-            out["result"] = folder.read_result()
-        else:
-            out["error"] = log.run.get("error")
-        out["attempts"] = log.attempts
-        out["steps"] = log.steps
-        # the relay's flow graph painted with this run, by the same overlay as the notebook's
-        graph = overlay_run(commands.graph(self.workspace, log.run["relay"]), log)
-        out["graph"] = overlay_events(
-            graph, read_run_events(self.workspace, run_id).latest()
-        ).to_dict()
-        out["trace"] = _read_trace(folder.trace)
-        out["pending_calls"] = [
-            {"key": c.key, "call": c.call, "attempt": c.attempt}
-            for c in commands.pending_calls(self.workspace, run_id)
-        ]
-        # a run made before the supervisor's secret check may hold an encoded vault value
-        secrets = Vault(self.workspace.home).values()
-        return Redactor(secrets, encoded=True).scrub_json(out) if secrets else out
+        return commands.run_detail(self.workspace, run_id)
 
     def recover(self, run_id: str) -> tuple[dict[str, Any], bool]:
         """``POST relay/api/runs/{run_id}/recover``: ``(run, started)``.
@@ -247,7 +192,7 @@ class RelayService:
         The body is ``{"topic": T, "message": JSON}``. A known ``Idempotency-Key`` delivers
         nothing again (``duplicate`` true); a finished run is refused (``run-not-waiting``).
         """
-        from relay_notebook import waiting
+        from relay_notebook.commands import waiting
 
         _check_fields(body, {"topic", "message"}, "message request")
         topic = body.get("topic")
@@ -270,20 +215,17 @@ class RelayService:
     def lineage(self, run_id: str) -> dict[str, Any]:
         """``GET relay/api/runs/{run_id}/lineage``: the fork tree the run belongs to, from the
         run it was first forked from (each node: run id, status, fork origin, its forks)."""
-        from relay_notebook.history.lineage import lineage
-
-        tree: dict[str, Any] = lineage(self.workspace, run_id).to_dict()
+        tree: dict[str, Any] = time_travel.lineage(self.workspace, run_id).to_dict()
         return tree
 
     def events(self, run_id: str) -> dict[str, Any]:
         """``GET relay/api/runs/{run_id}/events``: what the run published, as it is now: each
         event's latest value, every set_event call, stream values, messages sent to it."""
-        return read_run_events(self.workspace, run_id).to_dict()
+        return run_events.read_run_events(self.workspace, run_id).to_dict()
 
     def fork(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST relay/api/runs/{run_id}/fork``: a new run from one of RUN's calls (earlier
         calls copied, the rest run fresh); its first attempt starts at once."""
-        from relay_notebook.time_travel import fork
 
         _check_fields(body, _FORK_FIELDS, "fork request")
         call = _optional_str(body, "from", "fork request")
@@ -304,7 +246,7 @@ class RelayService:
             inputs.checked_value(body["input"], "Field 'input' of the fork request")
         for key, value in sets.items():
             inputs.checked_value(value, f"The output given for {key} in the fork request")
-        handle = fork(
+        handle = time_travel.fork(
             self.workspace, run_id, from_call=call, run_input=body.get("input"),
             input_given=given, sets=sets, release=_optional_str(body, "release", "fork request"),
             draft=draft,

@@ -14,9 +14,9 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from relay_notebook.commands.settings import Settings
 from relay_notebook.errors import WorkspaceNotFoundError, WorkspaceRefusedError
 from relay_notebook.server.service import RelayService
-from relay_notebook.settings import Settings
 
 __all__ = ["WorkspaceServices"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from typing import Final, Literal
 
-from relay_notebook import codes
-from relay_notebook.source.diagnostics import Diagnostic
+from relay_notebook.errors import codes
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source.lint import (
     DBOS_FORBIDDEN,
     STEP_DECORATORS,
@@ -29,7 +29,7 @@ __all__ = [
 
 EntrypointKind = Literal["workflow", "legacy"]
 
-#: the admission errors: their meanings live in the registry (relay_notebook.codes)
+#: the admission errors: their meanings live in the registry (relay_notebook.errors.codes)
 CODES: Final[dict[str, str]] = codes.meanings("admission")
 
 _ENTRYPOINT: Final = "`@DBOS.workflow() async def run(INPUT)`"

@@ -16,7 +16,8 @@ import tokenize
 from dataclasses import dataclass
 from typing import Any, Final
 
-from relay_notebook import codes
+from relay_notebook.errors import codes
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source.annotation_checks import (
     ANNOTATION_NODE_TYPES,
     OPTIONAL_FIELDS,
@@ -27,7 +28,6 @@ from relay_notebook.source.annotation_checks import (
     node_problems,
     short,
 )
-from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.graph import Edge, FlowGraph, Node
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 MAX_NODES: Final = 200
 MAX_EDGES: Final = 400
 
-#: the annotation warnings: their meanings live in the registry (relay_notebook.codes)
+#: the annotation warnings: their meanings live in the registry (relay_notebook.errors.codes)
 CODES: Final[dict[str, str]] = codes.meanings("annotations")
 
 _KEYWORDS: Final = ("node", "edge")

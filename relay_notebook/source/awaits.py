@@ -18,8 +18,8 @@ import ast
 from collections.abc import Iterator
 from typing import Final
 
-from relay_notebook import codes
-from relay_notebook.source.diagnostics import Diagnostic
+from relay_notebook.errors import codes
+from relay_notebook.errors.diagnostics import Diagnostic
 
 __all__ = ["CODE", "DESCRIPTION", "missing_awaits"]
 

@@ -16,13 +16,13 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from relay_notebook import codes
+from relay_notebook.errors import codes
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source import awaits
-from relay_notebook.source.diagnostics import Diagnostic
 
 __all__ = ["CODES", "lint_source"]
 
-#: the determinism warnings: their meanings live in the registry (relay_notebook.codes)
+#: the determinism warnings: their meanings live in the registry (relay_notebook.errors.codes)
 CODES: Final[dict[str, str]] = codes.meanings("lint")
 
 _DBOS: Final = "dbos.DBOS"

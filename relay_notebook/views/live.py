@@ -23,9 +23,9 @@ from relay_notebook.history import RunLog, overlay_run
 from relay_notebook.history.run_graph import overlay_events
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
-from relay_notebook.views.events import latest_lines
 from relay_notebook.views.header import Surface, header_line, with_next
 from relay_notebook.views.mime import GRAPH_MIME
+from relay_notebook.views.run_events import latest_lines
 from relay_notebook.views.svg import render_svg
 from relay_notebook.views.text import graph_text
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_notebook.source.diagnostics import Diagnostic
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
-from relay_notebook.surfaces import duration_text
 from relay_notebook.views.svg import render_svg
 from relay_notebook.views.text import graph_text
+from relay_notebook.views.wording import duration_text
 
 __all__ = ["GRAPH_MIME", "RUNS_MIME", "CheckView", "GraphView", "RunsView"]
 

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from relay_notebook.history.preview import RecoveryPreview
 from relay_notebook.history.records import RunLog, RunSummary
-from relay_notebook.surfaces import duration_text, reword
+from relay_notebook.views.wording import duration_text, reword
 
 __all__ = [
     "RecoveryPreviewView",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay_notebook.errors import InvalidTargetError, RelayNotFoundError, WorkspaceError
-from relay_notebook.workspace.files import decode_source, read_source, write_bytes_atomic
+from relay_notebook.workspace.file_io import decode_source, read_source, write_bytes_atomic
 from relay_notebook.workspace.manifest import MANIFEST_FILE, Manifest, dump_manifest, load_manifest
 from relay_notebook.workspace.names import validate_relay_name
 
@@ -23,7 +23,7 @@ RESERVED_DIRS = frozenset({"releases", "runs"})
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The workspace folder: ``home`` if given, else ``./relays`` (``RELAY_HOME`` is read by
-    the boundaries: see ``relay_notebook.settings``)."""
+    the boundaries: see ``relay_notebook.commands.settings``)."""
     chosen = home if home is not None else DEFAULT_HOME
     try:
         path = Path(chosen).expanduser().absolute()
@@ -81,7 +81,7 @@ class Workspace:
 
     ``database_url`` (PostgreSQL; ``None``: one SQLite file per run), ``confine``,
     ``warm_start`` and ``wait_grace_s`` are the settings its runs are started, recovered and
-    read with (see ``relay_notebook.settings``).
+    read with (see ``relay_notebook.commands.settings``).
     """
 
     def __init__(

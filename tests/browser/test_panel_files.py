@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from relay_notebook import commands
-from relay_notebook.history.files import PREVIEW_LIMIT
+from relay_notebook.history.run_files import PREVIEW_LIMIT
 from relay_notebook.workspace import Workspace
 from tests.integration.test_agentworks_run import setup_relay
 from tests.integration.test_run_files import RELAY, SCRIPT

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from relay_notebook.cli import main as cli_main
-from relay_notebook.harness import RelayHarness
+from relay_notebook.testing.harness import RelayHarness
 from relay_notebook.workspace import Workspace
 
 FIVE = Path(__file__).parents[1] / "relays" / "five.py"

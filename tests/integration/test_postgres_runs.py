@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from test_runner import go, side_effects
 
+from relay_notebook.commands.settings import Settings
 from relay_notebook.errors import DatabaseOwnedError, InvalidDatabaseUrlError, RunLockedError
 from relay_notebook.history import read_run_log
 from relay_notebook.record.folders import find_run
@@ -21,7 +22,6 @@ from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.runs import create_run
-from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
 from tests.relays import relay_source

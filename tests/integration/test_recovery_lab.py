@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 from relay_notebook import commands
+from relay_notebook.commands.lab import LAB_RELAY, Lab, OrderService
 from relay_notebook.history import read_run_log
-from relay_notebook.lab import LAB_RELAY, Lab, OrderService
 from relay_notebook.record.ledger import read_events
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until

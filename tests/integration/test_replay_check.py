@@ -181,7 +181,7 @@ def test_the_cli_exits_1_on_an_incompatible_run(
 def test_publishing_warns_when_an_in_flight_run_would_not_replay(workspace: Workspace) -> None:
     """v1 has an interrupted run; publishing v2 with pack renamed warns, naming the run and
     the command that shows why; a compatible v3 (a body change) publishes without a warning."""
-    from relay_notebook import surfaces
+    from relay_notebook.views import wording as surfaces
 
     workspace.save_draft("shop", SHOP)
     assert commands.publish(workspace, "shop").release.ref == "v1"

@@ -12,7 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from relay_notebook import commands
 from relay_notebook.errors import RunFileNotFoundError, RunFileRefusedError
-from relay_notebook.history.files import PREVIEW_LIMIT, run_file, run_files
+from relay_notebook.history.run_files import PREVIEW_LIMIT, run_file, run_files
 from relay_notebook.magics import RelayMagics
 from relay_notebook.workspace import Workspace
 from tests.integration.test_agentworks_run import setup_relay

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from relay_notebook import cli, commands
+from relay_notebook.commands.settings import Settings
 from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
-from relay_notebook.settings import Settings
 from relay_notebook.workspace import Manifest, Workspace
 from tests.relays import relay_source
 
@@ -374,7 +374,7 @@ def test_a_run_input_carrying_the_secret_is_refused_before_anything_is_saved(
     assert status == 2 and printed.strip().endswith("[invalid-input]"), printed
     assert f"vault secret {NAME}" in printed
     assert scan_workspace(home) + hits_in(printed.encode(), "relay run") == []
-    assert commands.list_runs(Workspace(home)) == []
+    assert commands.runs(Workspace(home)) == []
 
 
 def test_the_rest_api_shows_no_form_of_the_secret(

@@ -149,7 +149,7 @@ def test_static_subcommands(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_check_view_lines() -> None:
     """CheckView numbers relay.py lines as cell lines (the magic line comes first)."""
-    from relay_notebook.source.diagnostics import Diagnostic
+    from relay_notebook.errors.diagnostics import Diagnostic
 
     view = CheckView("r", [Diagnostic(3, 0, "x-y", "Do this.", "warning")], line_offset=1)
     assert view.lines() == ["cell line 4: warning: Do this. [x-y]"]

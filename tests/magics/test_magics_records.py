@@ -12,8 +12,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from relay_notebook.surfaces import duration_text
 from relay_notebook.views.records import RecoveryPreviewView
+from relay_notebook.views.wording import duration_text
 from tests.relays import relay_source
 
 BAD_CELL = relay_source("bad")

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 from IPython.utils.capture import capture_output
 
-from relay_notebook.crash_each import CrashEachReport
+from relay_notebook.commands.crash_each import CrashEachReport
 from tests.relays import relay_source
 
 

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from relay_notebook import codes
 from relay_notebook.cli import main as cli_main
-from relay_notebook.errors import InvalidInputError, RunDatabaseError
+from relay_notebook.errors import InvalidInputError, RunDatabaseError, codes
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
 from relay_notebook.record.run_record import RunRecord

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from relay_notebook import commands
+from relay_notebook.commands.settings import Settings
 from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
-from relay_notebook.settings import Settings
 from relay_notebook.workspace import Workspace
 from tests.integration.test_secret_leaks import _decoded, needles, relay
 from tests.relays import relay_source

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source import admission, lint
 from relay_notebook.source.admission import admit_source, check_source, entrypoint_kind
-from relay_notebook.source.diagnostics import Diagnostic
 from tests.relays import relay_source
 
 INVOICE = relay_source("spec_invoice")

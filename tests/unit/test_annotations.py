@@ -10,6 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source.annotations import (
     CODES,
     MAX_EDGES,
@@ -17,7 +18,6 @@ from relay_notebook.source.annotations import (
     AnnotationResult,
     parse_annotations,
 )
-from relay_notebook.source.diagnostics import Diagnostic
 
 INVOICE = textwrap.dedent(
     """\

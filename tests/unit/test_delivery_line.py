@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from relay_notebook.commands.waiting import delivery_line
 from relay_notebook.runner.messages import Delivery
-from relay_notebook.waiting import delivery_line
 
 
 def _line(status: str, *, duplicate: bool = False) -> str:

@@ -15,14 +15,15 @@ import agentworks.codes
 import agentworks.errors
 import agentworks.tools
 import relay_notebook.runner.fork  # noqa: F401  (ForkError lives there)
-from relay_notebook import codes, errors
-from relay_notebook.codes import REGISTRY
+from relay_notebook import errors
+from relay_notebook.errors import codes
+from relay_notebook.errors.codes import REGISTRY
 from relay_notebook.source import annotations
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY_FILES = {
-    ROOT / "relay_notebook" / "codes.py",
-    ROOT / "relay_notebook" / "check_codes.py",
+    ROOT / "relay_notebook" / "errors" / "codes.py",
+    ROOT / "relay_notebook" / "errors" / "check_codes.py",
     ROOT / "agentworks" / "codes.py",
 }
 SOURCE_LAYER = ROOT / "relay_notebook" / "source"
@@ -119,7 +120,7 @@ def test_no_module_spells_a_code_itself() -> None:
     message: each names its registry entry (diagnostic codes in the source layer excepted,
     where every code spelled must be a registered diagnostic)."""
     found = [hit for path, tree in _modules() for hit in _literal_codes(path, tree)]
-    assert not found, "spell these with relay_notebook.codes:\n" + "\n".join(found)
+    assert not found, "spell these with relay_notebook.errors.codes:\n" + "\n".join(found)
 
 
 def _error_classes() -> list[type[Exception]]:

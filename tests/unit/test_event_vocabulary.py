@@ -9,9 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from relay_notebook.record import events as vocabulary
-from relay_notebook.record.events import EVENT_KINDS, FIELDS, EventFields, StepInfo, StepReused
+from relay_notebook.record import ledger_events as vocabulary
 from relay_notebook.record.ledger import EventWriter, read_events
+from relay_notebook.record.ledger_events import (
+    EVENT_KINDS,
+    FIELDS,
+    EventFields,
+    StepInfo,
+    StepReused,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: where events are written: the runner, the record, and agentworks through its runtime

@@ -7,9 +7,9 @@ import zlib
 from pathlib import Path
 
 from agentworks.redact import Redactor
-from relay_notebook.history.files import IMAGE_LIMIT, list_run_files, read_run_file
+from relay_notebook.history.run_files import IMAGE_LIMIT, list_run_files, read_run_file
 from relay_notebook.record.folders import RunFolder
-from relay_notebook.views.files import FilesView
+from relay_notebook.views.run_files import FilesView
 
 
 def png() -> bytes:

@@ -16,8 +16,8 @@ from agentworks.redact import Redactor
 from relay_notebook.errors import LedgerCorruptError
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.outputs import PREVIEW_CHARS, output_preview
-from relay_notebook.record.events import EventKind
 from relay_notebook.record.ledger import EventWriter
+from relay_notebook.record.ledger_events import EventKind
 
 
 @dataclasses.dataclass

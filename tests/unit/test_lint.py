@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source import lint
-from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.lint import lint_source
 
 IMPORTS = """\

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source import admission, lint
 from relay_notebook.source.admission import admit_source, check_source, entrypoint_kind
 from relay_notebook.source.annotations import parse_annotations
-from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import NODE_TYPES, FlowGraph
 from relay_notebook.source.lint import lint_source

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from relay_notebook.settings import Settings
+from relay_notebook.commands.settings import Settings
 
 PACKAGE = Path(__file__).parents[2] / "relay_notebook"
 # where settings may come from the environment: the CLI, the magics, the server extension
-BOUNDARIES = {"cli.py", "settings.py", "magics", "server/app.py"}
+BOUNDARIES = {"cli", "commands/settings.py", "magics", "server/app.py"}
 # passing the whole environment on to a subprocess reads no setting
 PASS_THROUGH = {"items", "keys", "copy"}
 # a child forked by the warm parent takes on, whole, the environment a spawned child gets
@@ -74,7 +74,7 @@ def test_the_scan_covers_the_layers_below_the_boundaries() -> None:
     """The scan reads the static, workspace, runner, history and view layers and commands."""
     scanned = {p.relative_to(PACKAGE).as_posix() for p in below_the_boundaries()}
     for expected in (
-        "commands.py",
+        "commands/runs.py",
         "source/flow.py",
         "workspace/drafts.py",
         "runner/backend.py",
@@ -86,7 +86,7 @@ def test_the_scan_covers_the_layers_below_the_boundaries() -> None:
         "server/service.py",
     ):
         assert expected in scanned, f"expected {expected} among the scanned modules"
-    assert "cli.py" not in scanned and "magics/relay.py" not in scanned
+    assert "cli/entry.py" not in scanned and "magics/relay.py" not in scanned
 
 
 @pytest.mark.parametrize(

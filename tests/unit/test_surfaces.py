@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from relay_notebook import commands
-from relay_notebook.surfaces import (
+from relay_notebook.views.wording import (
     access_line,
     duration_text,
     published_line,

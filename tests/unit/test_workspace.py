@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from relay_notebook.commands.settings import Settings
 from relay_notebook.errors import (
     InvalidManifestError,
     InvalidNameError,
     InvalidTargetError,
     RelayNotFoundError,
 )
-from relay_notebook.settings import Settings
 from relay_notebook.workspace import Manifest, Workspace, parse_manifest, validate_relay_name
 
 

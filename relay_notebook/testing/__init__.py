@@ -4,9 +4,9 @@ The plugin (registered as ``relay_notebook`` under ``pytest11``, so installing t
 enough) gives three fixtures:
 
 - ``relay_workspace``: an empty workspace in the test's temporary folder;
-- ``relay_harness``: a ``relay_notebook.harness.RelayHarness`` on it — ``save`` a relay (with
-  scripted agent replies), ``run`` it (optionally ``crash=``), ``recover`` it, read ``logs`` and
-  ``executions``, and ``crash_each`` it;
+- ``relay_harness``: a ``relay_notebook.testing.harness.RelayHarness`` on it — ``save`` a relay
+  (with scripted agent replies), ``run`` it (optionally ``crash=``), ``recover`` it, read
+  ``logs`` and ``executions``, and ``crash_each`` it;
 - ``relay_postgres``: a private PostgreSQL server for the session (skips the test when no
   PostgreSQL programs are installed).
 
@@ -196,7 +196,7 @@ if pytest is not None:
     @pytest.fixture
     def relay_harness(relay_workspace: Any) -> Any:
         """A ``RelayHarness`` on ``relay_workspace``: save, run, crash, recover, assert."""
-        from relay_notebook.harness import RelayHarness
+        from relay_notebook.testing.harness import RelayHarness
 
         return RelayHarness(relay_workspace)
 

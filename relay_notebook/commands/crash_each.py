@@ -14,17 +14,16 @@ mid-way) is reported as such, not as a failure.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from relay_notebook import commands, inputs
+from relay_notebook import commands
 from relay_notebook.errors import CleanRunFailedError
 from relay_notebook.workspace import Workspace
 
-__all__ = ["CrashEachReport", "CrashPoint", "add_parsers", "cli_commands", "crash_each"]
+__all__ = ["CrashEachReport", "CrashPoint", "crash_each"]
 
 _SETTLED: Final = frozenset({"succeeded", "failed", "rejected", "needs_reconciliation"})
 MAX_RECOVERIES: Final = 3
@@ -171,22 +170,6 @@ def report_lines(report: CrashEachReport) -> list[str]:
     return lines
 
 
-def add_parsers(sub: Any, *, notebook: bool = False) -> None:
-    """``relay test NAME --crash-each`` on the CLI's (or the magic's) subparsers."""
-    p = sub.add_parser("test", help="crash a relay at every point and recover each run")
-    p.add_argument("name", metavar="NAME", help="the relay to test")
-    p.add_argument(
-        "--crash-each", action="store_true", required=True,
-        help="crash after and during every call of a clean run, recover, compare the results",
-    )  # fmt: skip
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", metavar="JSON", help="the run input (default: {})")
-    src.add_argument("--input-file", metavar="FILE", help="read the run input from a file")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    if notebook:
-        p.add_argument("-o", "--output", metavar="VAR", help="bind the report to VAR")
-
-
 def report_frame(report: CrashEachReport) -> Any:
     """The report as a DataFrame: one row per crash point (the notebook's table)."""
     import pandas as pd
@@ -204,23 +187,3 @@ def report_frame(report: CrashEachReport) -> Any:
             for p in report.points
         ]
     )
-
-
-def cli_commands() -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
-    def cmd_test(ws: Workspace, args: argparse.Namespace) -> int:
-        import sys
-
-        run_input = inputs.run_input(text=args.input, file=args.input_file)
-
-        def progress(point: str) -> None:
-            if not args.json:
-                print(f"crashing {point} …", file=sys.stderr, flush=True)
-
-        report = crash_each(ws, args.name, run_input, progress=progress)
-        if args.json:
-            print(json.dumps(report.to_dict(), indent=2, default=repr))
-        else:
-            print("\n".join(report_lines(report)))
-        return 0 if report.ok else 1
-
-    return {"test": cmd_test}

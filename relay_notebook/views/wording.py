@@ -15,7 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from relay_notebook import codes
+from relay_notebook.errors import codes
+from relay_notebook.record.backend import error_text
 
 __all__ = [
     "API_PREFIX",
@@ -26,6 +27,7 @@ __all__ = [
     "command",
     "deleted_line",
     "duration_text",
+    "error_text",
     "pending_lines",
     "published_line",
     "reconciled_line",

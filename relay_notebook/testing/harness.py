@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from relay_notebook import commands
-from relay_notebook.crash_each import CrashEachReport, crash_each
-from relay_notebook.history import RunLog
-from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.commands.crash_each import CrashEachReport, crash_each
+from relay_notebook.commands.runs import RunLog, RunOutcome
 from relay_notebook.workspace import Manifest, Workspace
 
 __all__ = ["RelayHarness"]

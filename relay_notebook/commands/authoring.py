@@ -11,11 +11,11 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_notebook import codes
-from relay_notebook.errors import AdmissionError
+from relay_notebook.errors import AdmissionError, codes
+from relay_notebook.errors.diagnostics import Diagnostic
+from relay_notebook.runner.replay import replay_lines
 from relay_notebook.source.admission import check_durability, check_source, entrypoint_kind
 from relay_notebook.source.annotations import parse_annotations
-from relay_notebook.source.diagnostics import Diagnostic
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
@@ -33,6 +33,7 @@ from relay_notebook.workspace import (
 
 __all__ = [
     "CheckReport",
+    "FlowGraph",
     "PublishResult",
     "check",
     "check_draft",
@@ -41,6 +42,7 @@ __all__ = [
     "publish",
     "releases",
     "replay",
+    "replay_lines",
     "verify",
 ]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay_notebook import commands
-from relay_notebook.lab.service import OrderService
+from relay_notebook.commands.lab.service import OrderService
 from relay_notebook.runner import RunOutcome
 from relay_notebook.workspace import Manifest, Workspace
 

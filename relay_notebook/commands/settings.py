@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from relay_notebook.runner.backend import ENV_VAR, Backend, resolve_backend
+from relay_notebook.runner.doctor import start_report
 from relay_notebook.runner.warm import ENV_WARM_START
 from relay_notebook.workspace import Workspace
 
@@ -27,6 +28,7 @@ __all__ = [
     "ENV_WAIT_GRACE",
     "ENV_WARM_START",
     "Settings",
+    "start_report",
 ]
 
 ENV_HOME = "RELAY_HOME"

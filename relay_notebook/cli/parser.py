@@ -1,7 +1,7 @@
 """The ``relay`` command line's parser, shared with the ``%relay`` magics (``notebook=True``).
 
-Only argparse and the parsers other modules add (time travel, waiting runs, run files, events,
-crash-each); no command runs here.
+Every command's words, the families' (time travel, waiting runs, run files, events, crash-each)
+included; no command runs here.
 """
 
 from __future__ import annotations
@@ -9,15 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from relay_notebook import (
-    crash_each,
-    events,
-    time_travel,
-    waiting,
-)
-from relay_notebook.run_files import add_parsers as add_files_parsers
+from relay_notebook.commands import inputs
+from relay_notebook.commands.time_travel import parse_sets
 
-__all__ = ["RECORD_COMMANDS", "CommandLineError", "build_parser"]
+__all__ = ["RECORD_COMMANDS", "CommandLineError", "build_parser", "fork_arguments"]
 
 
 class CommandLineError(Exception):
@@ -116,10 +111,10 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
         sub.add_parser("lab", help="the recovery lab: the five scenarios as buttons")
         _add_record_parsers(sub)
 
-    time_travel.add_parsers(sub, notebook=notebook)
-    waiting.add_parsers(sub, notebook=notebook)
-    crash_each.add_parsers(sub, notebook=notebook)
-    events.add_parsers(sub, notebook=notebook)
+    _add_time_travel_parsers(sub, notebook=notebook)
+    _add_waiting_parsers(sub, notebook=notebook)
+    _add_crash_each_parsers(sub, notebook=notebook)
+    _add_events_parsers(sub, notebook=notebook)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("name", metavar="NAME", nargs="?", help="only this relay's runs")
@@ -161,7 +156,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p = sub.add_parser("logs", help="a run's attempts and steps")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_files_parsers(sub)
+    _add_files_parsers(sub)
 
     if not notebook:
         p = sub.add_parser(
@@ -232,3 +227,129 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
     return value
+
+
+def _add_time_travel_parsers(sub: Any, *, notebook: bool = False) -> None:
+    """``fork``, ``lineage`` and ``diff`` on the CLI's (or the magic's) subparsers."""
+    p = sub.add_parser(
+        "fork", help="a new run from a call of RUN: earlier calls copied, the rest run fresh"
+    )
+    p.add_argument("run_id", metavar="RUN", help="the run to fork, e.g. invoice-3")
+    p.add_argument(
+        "--from", dest="from_call", metavar="STEP[#N]", required=True,
+        help="the first call that runs fresh (the N-th call of STEP, from 1)",
+    )  # fmt: skip
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="JSON", help="the fork's input (default: RUN's)")
+    src.add_argument("--input-file", metavar="FILE", help="read the fork's input from a file")
+    p.add_argument(
+        "--set", dest="sets", metavar="STEP#N=JSON", action="append", default=[],
+        help="replace a copied call's output (repeatable)",
+    )  # fmt: skip
+    code = p.add_mutually_exclusive_group()
+    code.add_argument("--release", metavar="REF", help="run a release's code")
+    code.add_argument("--draft", action="store_true", help="run the current draft (after a fix)")
+    p.add_argument("--crash", metavar="SPEC", help="crash the fork on purpose (as for run)")
+    if not notebook:
+        p.add_argument(
+            "--queue", action="store_true",
+            help="hand the fork to the worker pool (relay worker) instead of running it here",
+        )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        p.add_argument("--wait", action="store_true", help="block until the attempt ends")
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
+    p = sub.add_parser("lineage", help="a run's forks as a tree")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="print the tree as JSON")
+    p = sub.add_parser("diff", help="two runs compared call by call")
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+
+
+def fork_arguments(args: argparse.Namespace, variables: dict[str, Any] | None = None) -> Any:
+    """The keyword arguments of ``fork`` from parsed ``relay fork`` arguments."""
+    given = args.input is not None or args.input_file is not None
+    return {
+        "from_call": args.from_call,
+        "run_input": inputs.run_input(text=args.input, file=args.input_file, variables=variables)
+        if given
+        else None,
+        "input_given": given,
+        "sets": parse_sets(args.sets, variables),
+        "release": args.release,
+        "draft": args.draft,
+        "crash": args.crash,
+    }
+
+
+def _add_waiting_parsers(sub: Any, *, notebook: bool = False) -> None:
+    """``send`` and ``wake`` on the CLI's (or the magic's) subparsers."""
+    p = sub.add_parser("send", help="send a message to a run (e.g. an approval); it resumes")
+    p.add_argument("run_id", metavar="RUN", help="the run, e.g. refund-3")
+    p.add_argument("topic", metavar="TOPIC", help="the topic the run waits on (DBOS.recv)")
+    p.add_argument(
+        "message", metavar="JSON", help="the message: JSON (or, in a notebook, a variable name)"
+    )
+    p.add_argument(
+        "--idempotency-key", metavar="KEY",
+        help="deliver at most once per KEY (a retried send is not delivered twice)",
+    )  # fmt: skip
+    if notebook:
+        p.add_argument("--wait", action="store_true", help="block until the resumed run ends")
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the run's result to VAR")
+    else:
+        p.add_argument(
+            "--no-wait", action="store_true", help="do not wait for the resumed attempt to end"
+        )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p = sub.add_parser(
+        "wake", help="resume waiting runs whose timer is due or whose message came (for cron)"
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON list of the outcomes")
+    p = sub.add_parser(
+        "wait", help="block until a run finishes, through its waits (resuming it when due)"
+    )
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
+
+
+def _add_crash_each_parsers(sub: Any, *, notebook: bool = False) -> None:
+    """``relay test NAME --crash-each`` on the CLI's (or the magic's) subparsers."""
+    p = sub.add_parser("test", help="crash a relay at every point and recover each run")
+    p.add_argument("name", metavar="NAME", help="the relay to test")
+    p.add_argument(
+        "--crash-each", action="store_true", required=True,
+        help="crash after and during every call of a clean run, recover, compare the results",
+    )  # fmt: skip
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="JSON", help="the run input (default: {})")
+    src.add_argument("--input-file", metavar="FILE", help="read the run input from a file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        p.add_argument("-o", "--output", metavar="VAR", help="bind the report to VAR")
+
+
+def _add_events_parsers(sub: Any, *, notebook: bool = False) -> None:
+    """The ``events`` subcommand (the CLI's and the magics' shared parser)."""
+    p = sub.add_parser(
+        "events", help="a run's DBOS events, stream values and messages (as they are now)"
+    )
+    p.add_argument("run_id", metavar="RUN", help="a run id, e.g. approval-1")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    if notebook:
+        p.add_argument(
+            "-o", "--output", metavar="VAR", help="bind {'events': {...}, 'streams': {...}} to VAR"
+        )
+
+
+def _add_files_parsers(sub: Any) -> None:
+    """The ``files`` subcommand (the CLI's and the magics' shared parser)."""
+    p = sub.add_parser("files", help="a run's execution/ folder: each agent call's files")
+    p.add_argument("run_id", metavar="RUN", help="a run id, e.g. invoice-3")
+    p.add_argument("call", metavar="CALL", nargs="?", help="only this call folder, e.g. call-2")
+    p.add_argument("--json", action="store_true", help="print one JSON object")

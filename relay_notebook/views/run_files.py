@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_notebook.history.files import CallFolder, FileEntry, FilePreview, RunFiles
+from relay_notebook.history.run_files import CallFolder, FileEntry, FilePreview, RunFiles
 
 __all__ = ["FilesView", "files_lines", "size_text"]
 

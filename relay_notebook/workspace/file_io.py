@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import tokenize
 import uuid
 from pathlib import Path
+from typing import Any
 
 from relay_notebook.errors import InvalidSourceError
 
-__all__ = ["decode_source", "read_source", "unique_temporary", "write_bytes_atomic"]
+__all__ = [
+    "decode_source",
+    "read_source",
+    "unique_temporary",
+    "write_bytes_atomic",
+    "write_json_atomic",
+]
 
 
 def unique_temporary(path: Path) -> tuple[Path, int]:
@@ -38,6 +46,12 @@ def write_bytes_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    write_bytes_atomic(path, text.encode())
 
 
 def decode_source(data: bytes, where: str) -> str:

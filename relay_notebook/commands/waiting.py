@@ -2,22 +2,18 @@
 
 The mechanism lives in ``runner.messages`` (delivery with DBOS's client, then the resume) and
 ``runner.wake`` (finding due runs); this module turns what a user types into their arguments
-and renders the results. The CLI's parsers and commands are here too, so ``cli.py`` and the
-magics only register them.
+and renders the results; the parsers are ``cli.parser``'s, the CLI's handlers
+``cli.run_handlers``'.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
-from relay_notebook import inputs
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner import RunHandle, RunOutcome
@@ -25,14 +21,13 @@ from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.messages import Delivery, send_message
 from relay_notebook.runner.runs import resume_waiting
 from relay_notebook.runner.supervisor import EventCallback
-from relay_notebook.runner.wake import due_runs, wake_due
-from relay_notebook.surfaces import Surface
+from relay_notebook.runner.wake import Waker, due_runs, wake_due
+from relay_notebook.views.wording import Surface
 from relay_notebook.workspace import Workspace
 
 __all__ = [
     "Delivery",
-    "add_parsers",
-    "cli_commands",
+    "Waker",
     "delivery_line",
     "send",
     "wait_for_run",
@@ -147,92 +142,3 @@ def wake_in_background(workspace: Workspace, backend: Backend | None = None) -> 
         env=os.environ.copy(),
     )
     return True
-
-
-# -- the command line ---------------------------------------------------------------------------
-
-
-def add_parsers(sub: Any, *, notebook: bool = False) -> None:
-    """``send`` and ``wake`` on the CLI's (or the magic's) subparsers."""
-    p = sub.add_parser("send", help="send a message to a run (e.g. an approval); it resumes")
-    p.add_argument("run_id", metavar="RUN", help="the run, e.g. refund-3")
-    p.add_argument("topic", metavar="TOPIC", help="the topic the run waits on (DBOS.recv)")
-    p.add_argument(
-        "message", metavar="JSON", help="the message: JSON (or, in a notebook, a variable name)"
-    )
-    p.add_argument(
-        "--idempotency-key", metavar="KEY",
-        help="deliver at most once per KEY (a retried send is not delivered twice)",
-    )  # fmt: skip
-    if notebook:
-        p.add_argument("--wait", action="store_true", help="block until the resumed run ends")
-        p.add_argument("-o", "--output", metavar="VAR", help="bind the run's result to VAR")
-    else:
-        p.add_argument(
-            "--no-wait", action="store_true", help="do not wait for the resumed attempt to end"
-        )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p = sub.add_parser(
-        "wake", help="resume waiting runs whose timer is due or whose message came (for cron)"
-    )
-    p.add_argument("--json", action="store_true", help="print a JSON list of the outcomes")
-    p = sub.add_parser(
-        "wait", help="block until a run finishes, through its waits (resuming it when due)"
-    )
-    p.add_argument("run_id", metavar="RUN")
-    p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    if notebook:
-        p.add_argument("-o", "--output", metavar="VAR", help="bind the result to VAR")
-
-
-def cli_commands(
-    report: Any, wait: Any, progress: EventCallback
-) -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
-    """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
-
-    def cmd_send(ws: Workspace, args: argparse.Namespace) -> int:
-        message = inputs.value_from_text(args.message, "the message")
-        delivery = send(
-            ws, args.run_id, args.topic, message, idempotency_key=args.idempotency_key,
-            on_event=None if args.json else progress, backend=args.backend,
-        )  # fmt: skip
-        if args.json and (args.no_wait or delivery.handle is None):
-            print(json.dumps(delivery.to_dict(), indent=2))
-            return 0
-        if not args.json:
-            print(delivery_line(delivery), file=sys.stderr, flush=True)
-        if delivery.handle is None or args.no_wait:
-            return 0
-        code: int = report(wait(delivery.handle), args.json)
-        return code
-
-    def cmd_wake(ws: Workspace, args: argparse.Namespace) -> int:
-        handles = wake(ws, backend=args.backend, on_event=None if args.json else progress)
-        if not handles:
-            if args.json:
-                print("[]")
-            else:
-                print("relay wake: no waiting run is due", file=sys.stderr)
-            return 0
-        outcomes = [wait(h) for h in handles]
-        if args.json:
-            print(json.dumps([o.to_dict() for o in outcomes], indent=2))
-            return 0
-        for o in outcomes:
-            print(f"run {o.run_id}: {o.status} (attempt {o.attempt})")
-        return 0
-
-    def cmd_wait(ws: Workspace, args: argparse.Namespace) -> int:
-        try:
-            outcome = wait_for_run(
-                ws, args.run_id, timeout=args.timeout, backend=args.backend,
-                on_event=None if args.json else progress,
-            )  # fmt: skip
-        except TimeoutError as exc:
-            print(f"relay wait: {exc}", file=sys.stderr)
-            return 5
-        code: int = report(outcome, args.json)
-        return code
-
-    return {"send": cmd_send, "wake": cmd_wake, "wait": cmd_wait}

@@ -1,4 +1,8 @@
-"""Deleting a run, or a relay: ``relay delete``, ``%relay delete`` and the REST ``DELETE`` routes.
+"""The relays family: the workspace's relays as listed, and deleting a run or a relay.
+
+Listing: the workspace's relays as ``relay relays``, ``%relay relays`` and
+``GET relay/api/relays`` list them: releases, runs, access, and whether the draft is broken
+(fails admission). Deleting: ``relay delete``, ``%relay delete`` and the REST ``DELETE`` routes.
 
 Design note: a run is deleted under its run lock, the lock ``recover`` takes, so a run with a
 live attempt (here, in a worker, or in another notebook) is refused with ``run-locked``, and
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from relay_notebook.commands.authoring import check_draft
 from relay_notebook.errors import (
     InvalidTargetError,
     RelayError,
@@ -39,8 +44,85 @@ from relay_notebook.runner.backend import Backend, backend_for_run, workspace_ba
 from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.workspace import Workspace, list_releases
 from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.vault import Vault
 
-__all__ = ["Deleted", "delete", "delete_relay", "delete_run"]
+__all__ = [
+    "Deleted",
+    "RelaySummary",
+    "broken_drafts",
+    "delete",
+    "delete_relay",
+    "delete_run",
+    "grant",
+    "list_relays",
+    "relay_summary",
+    "relays",
+    "revoke",
+    "summarize_relay",
+    "vault_names",
+    "vault_set",
+]
+
+
+@dataclass(frozen=True)
+class RelaySummary:
+    """One relay of a listing; ``problem`` is the first admission error of a broken draft."""
+
+    name: str
+    releases: int
+    latest: dict[str, Any] | None
+    runs: int
+    access: str
+    broken: bool
+    problem: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "releases": self.releases,
+            "latest": self.latest,
+            "runs": self.runs,
+            "access": self.access,
+            "broken": self.broken,
+            "problem": self.problem,
+        }
+
+    def line(self) -> str:
+        """One line of ``relay relays``."""
+        latest = f"v{self.latest['version']}" if self.latest else "unpublished"
+        head = (
+            f"{self.name:<20} {latest:<12} releases {self.releases}  runs {self.runs:<4} "
+            f"{self.access}"
+        )
+        return f"{head}  BROKEN: {self.problem}" if self.broken else head
+
+
+def summarize_relay(workspace: Workspace, name: str) -> RelaySummary:
+    """The listing entry of relay ``name`` (its draft is checked, never imported)."""
+    problem: str | None = None
+    try:
+        report = check_draft(workspace.load_draft(name))
+    except RelayError as exc:  # an unreadable source or manifest is broken too
+        problem = " ".join(exc.message.split())
+    else:
+        if report.errors:
+            problem = report.errors[0].format()
+    found = list_releases(workspace, name)
+    latest = found[-1] if found else None
+    return RelaySummary(
+        name=name,
+        releases=len(found),
+        latest={"version": latest.version, "hash": latest.hash} if latest else None,
+        runs=len(list_run_folders(workspace, name)),
+        access="granted" if AccessPolicy(workspace.home).is_granted(name) else "revoked",
+        broken=problem is not None,
+        problem=problem,
+    )
+
+
+def list_relays(workspace: Workspace) -> list[RelaySummary]:
+    """Every relay with a draft, by name."""
+    return [summarize_relay(workspace, name) for name in workspace.list_relays()]
 
 
 @dataclass(frozen=True)
@@ -167,3 +249,42 @@ def delete(
             f"rename the relay {target} before deleting either."
         )
     return delete_run(workspace, target, backend=backend)
+
+
+def relays(workspace: Workspace) -> list[RelaySummary]:
+    """``relay relays``: every relay, a draft that fails admission marked broken."""
+    return list_relays(workspace)
+
+
+def relay_summary(workspace: Workspace, name: str) -> RelaySummary:
+    """One relay of ``relay relays`` (raises if it does not exist)."""
+    workspace.load_draft(name)
+    return summarize_relay(workspace, name)
+
+
+def broken_drafts(workspace: Workspace, relay: str | None = None) -> list[RelaySummary]:
+    """The relays (or ``relay``) whose drafts fail admission, for the ``runs`` listings."""
+    found = [relay_summary(workspace, relay)] if relay else relays(workspace)
+    return [r for r in found if r.broken]
+
+
+def grant(workspace: Workspace, name: str) -> None:
+    """``relay grant NAME``: restore a relay's access."""
+    workspace.load_draft(name)
+    AccessPolicy(workspace.home).grant(name)
+
+
+def revoke(workspace: Workspace, name: str) -> None:
+    """``relay revoke NAME``: deny new attempts and platform calls of a relay, live."""
+    workspace.load_draft(name)
+    AccessPolicy(workspace.home).revoke(name)
+
+
+def vault_set(workspace: Workspace, name: str, value: str) -> None:
+    """``relay vault set NAME``: store a secret (the value never reaches a run folder)."""
+    Vault(workspace.home).set(name, value)
+
+
+def vault_names(workspace: Workspace) -> list[str]:
+    """The names (never the values) of the workspace's secrets."""
+    return Vault(workspace.home).names()

@@ -16,7 +16,13 @@ from agentworks.codes import (
     Code,
     Section,
 )
-from relay_notebook.check_codes import ADMISSION, ANNOTATIONS, LINT, MISSING_AWAIT, SYNTAX_ERROR
+from relay_notebook.errors.check_codes import (
+    ADMISSION,
+    ANNOTATIONS,
+    LINT,
+    MISSING_AWAIT,
+    SYNTAX_ERROR,
+)
 
 __all__ = [
     "MISSING_AWAIT",

@@ -4,9 +4,9 @@ Bad input is one line on stderr with a stable code and exit status 2; failures e
 Python traceback is never shown (set RELAY_DEBUG=1 to see one for an internal error).
 
 Design note: a ``relay run``, ``recover`` or ``fork`` process runs one attempt, so it is its own
-warm parent's only customer: when this module is the program, it starts that parent before its
-own imports (half of its start-up), the parent imports DBOS on another core while the command
-line is parsed and the relay checked, and the attempt is forked from it (``runner.warm``).
+warm parent's only customer: when this process is the ``relay`` program, it starts that parent
+before its own imports (half of its start-up), the parent imports DBOS on another core while the
+command line is parsed and the relay checked, and the attempt is forked from it (``runner.warm``).
 """
 
 from __future__ import annotations
@@ -40,9 +40,16 @@ def _early_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _is_program(argv0: str) -> bool:
+    """Whether this process is the ``relay`` command (its script, or ``python -m``)."""
+    return os.path.basename(argv0) == "relay" or argv0.endswith(
+        os.path.join("relay_notebook", "cli", "__main__.py")
+    )
+
+
 _LAUNCHED = (
     warm_launch.launch(one_attempt=True)
-    if (__name__ == "__main__" or os.path.basename(sys.argv[0]) == "relay")
+    if _is_program(sys.argv[0])
     and os.environ.get(warm_launch.ENV_WARM_START, "1") != "0"
     and _early_command(sys.argv[1:]) is not None
     else None
@@ -55,16 +62,13 @@ import dataclasses
 import threading
 import traceback
 
-from relay_notebook import (
-    codes,
-    waiting,
-)
-from relay_notebook.cli_commands import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from relay_notebook.cli_parser import RECORD_COMMANDS, CommandLineError, build_parser
-from relay_notebook.errors import AdmissionError, RelayError
-from relay_notebook.record.backend import error_text
+from relay_notebook.cli.parser import RECORD_COMMANDS, CommandLineError, build_parser
+from relay_notebook.cli.rendering import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from relay_notebook.commands import waiting
+from relay_notebook.commands.settings import Settings
+from relay_notebook.errors import AdmissionError, RelayError, codes
 from relay_notebook.runner import warm
-from relay_notebook.settings import Settings
+from relay_notebook.views.wording import error_text
 
 # the early warm parent, adopted now that the modules to watch it are loaded
 _EARLY = warm.start_awaited_warm_parent(_LAUNCHED) if _LAUNCHED is not None else None
@@ -159,7 +163,3 @@ def _main(argv: Sequence[str] | None) -> int:
 def _forks_attempt(args: argparse.Namespace) -> bool:
     """Whether this command runs its attempt here (not ``--queue``: a worker's)."""
     return args.command in ATTEMPT_COMMANDS and not getattr(args, "queue", False)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -22,7 +22,7 @@ from relay_notebook.runner.run_input import (
     read_input_file,
 )
 
-__all__ = ["checked_value", "reconcile_result", "run_input", "value_from_text"]
+__all__ = ["checked_value", "parse_json_text", "reconcile_result", "run_input", "value_from_text"]
 
 _VARIABLE: Final = re.compile(r"\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 

@@ -9,19 +9,18 @@ import json
 import sys
 from typing import Any
 
-from relay_notebook import (
-    commands,
-    crash_each,
-    events,
-    inputs,
-    surfaces,
-    time_travel,
-    waiting,
+from relay_notebook import commands
+from relay_notebook.cli.run_handlers import (
+    crash_each_handlers,
+    events_handlers,
+    files_handlers,
+    time_travel_handlers,
+    waiting_handlers,
 )
-from relay_notebook.record.events import Event
-from relay_notebook.run_files import cli_commands as files_commands
-from relay_notebook.run_files import logs_files
-from relay_notebook.runner import RunHandle, RunOutcome
+from relay_notebook.commands import inputs, time_travel
+from relay_notebook.commands.run_files import logs_files
+from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
+from relay_notebook.views import wording as surfaces
 from relay_notebook.workspace import Workspace
 
 __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
@@ -51,7 +50,7 @@ def _cmd_check(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(ws: Workspace, args: argparse.Namespace) -> int:
-    from relay_notebook.runner.replay import replay_lines
+    from relay_notebook.commands.authoring import replay_lines
 
     reports = commands.replay(ws, args.target, args.replay or None, release=args.release)
     ok = all(r.compatible for r in reports)
@@ -219,22 +218,15 @@ def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 def _cmd_worker(ws: Workspace, args: argparse.Namespace) -> int:
-    from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id
-
-    backend = commands.require_pool_backend(args.backend, "relay worker")
-    settings = WorkerSettings(
-        executor_id=args.executor_id or default_executor_id(),
-        concurrency=args.concurrency,
-        lease_s=args.lease,
-    )
-    worker = Worker(ws, backend, settings, log=lambda line: print(line, flush=True))
-    worker.start()
-    worker.serve()
+    commands.serve_worker(
+        ws, args.backend, executor_id=args.executor_id, concurrency=args.concurrency,
+        lease_s=args.lease, log=lambda line: print(line, flush=True),
+    )  # fmt: skip
     return EXIT_OK
 
 
 def _cmd_doctor(ws: Workspace, args: argparse.Namespace) -> int:
-    from relay_notebook.runner.doctor import start_report
+    from relay_notebook.commands.settings import start_report
 
     report = start_report(confine=ws.confine, warm_start=args.warm_start, one_attempt=True)
     if args.json:
@@ -309,9 +301,7 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
     if args.json:
         doc = log.to_dict()
         if log.run["status"] in ("interrupted", "needs_reconciliation", "denied"):
-            from relay_notebook.history.preview import preview_recovery
-
-            doc["preview"] = preview_recovery(ws, args.run_id).to_dict()
+            doc["preview"] = commands.preview(ws, args.run_id).to_dict()
         doc["files"] = logs_files(ws, args.run_id)
         _print_json(doc)
         return EXIT_OK
@@ -397,7 +387,7 @@ COMMANDS = {
     "relays": _cmd_relays,
     "delete": _cmd_delete,
     "logs": _cmd_logs,
-    **files_commands(),
+    **files_handlers(),
     "grant": _cmd_grant,
     "revoke": _cmd_revoke,
     "reconcile": _cmd_reconcile,
@@ -405,8 +395,8 @@ COMMANDS = {
     "worker": _cmd_worker,
     "workers": _cmd_workers,
     "doctor": _cmd_doctor,
-    **time_travel.cli_commands(_report_outcome, _wait, _progress),
-    **waiting.cli_commands(_report_outcome, _wait, _progress),
-    **crash_each.cli_commands(),
-    **events.cli_commands(),
+    **time_travel_handlers(_report_outcome, _wait, _progress),
+    **waiting_handlers(_report_outcome, _wait, _progress),
+    **crash_each_handlers(),
+    **events_handlers(),
 }

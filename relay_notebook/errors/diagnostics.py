@@ -1,4 +1,5 @@
-"""Diagnostics: one problem found in a relay's source, with its line and stable code."""
+"""Diagnostics: one problem found in a relay's source, with its line and stable code (the static
+analysis reports them; an ``AdmissionError`` carries them)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from traitlets import Bool, Float, HasTraits, Unicode, default
 
-from relay_notebook.settings import Settings
+from relay_notebook.commands.settings import Settings
 
 __all__ = ["RunSettingsTraits"]
 

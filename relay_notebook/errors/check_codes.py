@@ -1,6 +1,6 @@
 """The codes ``relay check`` reports: admission errors, determinism lint, legacy annotations.
 
-Part of the registry of stable codes (``relay_notebook.codes``, which lists these in
+Part of the registry of stable codes (``relay_notebook.errors.codes``, which lists these in
 ``REGISTRY``); kept apart because they are a table of the static analysis' own vocabulary, read
 by the source layer as its ``CODES`` tables, and never raised or recorded in a run.
 """

@@ -1,6 +1,6 @@
 """The RelayError tree: every failure a user can meet, each with a stable kebab-case code.
 
-Codes are part of the public contract: each class names its entry in ``relay_notebook.codes``
+Codes are part of the public contract: each class names its entry in ``relay_notebook.errors.codes``
 (the code, its meaning, the CLI's exit status), from which ``docs/errors.md`` is generated.
 Messages say what failed, why (expected vs got) and what to type next.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from relay_notebook import codes
+from relay_notebook.errors import codes
 
 if TYPE_CHECKING:
-    from relay_notebook.source.diagnostics import Diagnostic
+    from relay_notebook.errors.diagnostics import Diagnostic
 
 __all__ = [
     "AccessRevokedError",

@@ -1,35 +1,32 @@
-"""The command layer shared by the ``relay`` CLI and the ``%relay`` magics.
-
-Each command takes a workspace and plain arguments and returns a model object; rendering and
-exit codes belong to the callers. Static commands never import or execute the relay's source.
-"""
+"""The runs family: start a run (here or on the workers' queue), recover it, list runs, read a
+run's log, and settle its uncertain calls."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from agentworks.journal import CallState, Journal
-from relay_notebook.authoring import (
-    CheckReport,
-    PublishResult,
-    check,
-    check_draft,
-    graph,
-    graph_of_draft,
-    publish,
-    releases,
-    replay,
-    verify,
-)
+from agentworks.redact import Redactor
+from relay_notebook.commands import authoring
+from relay_notebook.commands.authoring import check_draft
 from relay_notebook.errors import (
     AdmissionError,
     InvalidCrashSpecError,
     NothingToReconcileError,
     QueueUnavailableError,
+    RelayError,
 )
-from relay_notebook.history import RunLog, RunSummary, list_runs, read_run_log
+from relay_notebook.history import RunLog, RunSummary, list_runs, overlay_run, read_run_log
+from relay_notebook.history.preview import RecoveryPreview, preview_recovery
+from relay_notebook.history.run_events import read_run_events
+from relay_notebook.history.run_graph import overlay_events
 from relay_notebook.record.folders import find_run
+from relay_notebook.record.ledger_events import Event
+from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner import (
     CrashSpec,
     RunHandle,
@@ -49,42 +46,27 @@ from relay_notebook.workspace import (
     Workspace,
     resolve_release,
 )
-from relay_notebook.workspace.access import AccessPolicy
-from relay_notebook.workspace.files import read_source
+from relay_notebook.workspace.file_io import read_source
 from relay_notebook.workspace.vault import Vault
 
-if TYPE_CHECKING:
-    from relay_notebook.catalog import RelaySummary
-    from relay_notebook.deletion import Deleted
-
 __all__ = [
-    "CheckReport",
-    "PublishResult",
+    "Event",
+    "EventCallback",
     "QueuedRun",
-    "broken_drafts",
-    "check",
-    "check_draft",
-    "delete",
+    "RecoveryPreview",
+    "RunHandle",
+    "RunLog",
+    "RunOutcome",
     "enqueue",
-    "grant",
-    "graph",
-    "graph_of_draft",
     "logs",
     "pending_calls",
-    "publish",
+    "preview",
     "reconcile",
     "recover",
-    "relay_summary",
-    "relays",
-    "releases",
-    "replay",
     "require_pool_backend",
-    "revoke",
     "run",
     "runs",
-    "vault_names",
-    "vault_set",
-    "verify",
+    "serve_worker",
     "workers",
 ]
 
@@ -270,51 +252,9 @@ def runs(workspace: Workspace, relay: str | None = None) -> list[RunSummary]:
     return list_runs(workspace, relay)
 
 
-def relays(workspace: Workspace) -> list[RelaySummary]:
-    """``relay relays``: every relay, a draft that fails admission marked broken."""
-    from relay_notebook.catalog import list_relays
-
-    return list_relays(workspace)
-
-
-def relay_summary(workspace: Workspace, name: str) -> RelaySummary:
-    """One relay of ``relay relays`` (raises if it does not exist)."""
-    from relay_notebook.catalog import summarize_relay
-
-    workspace.load_draft(name)
-    return summarize_relay(workspace, name)
-
-
-def broken_drafts(workspace: Workspace, relay: str | None = None) -> list[RelaySummary]:
-    """The relays (or ``relay``) whose drafts fail admission, for the ``runs`` listings."""
-    found = [relay_summary(workspace, relay)] if relay else relays(workspace)
-    return [r for r in found if r.broken]
-
-
-def delete(
-    workspace: Workspace, target: str, *, force: bool = False, backend: Backend | None = None
-) -> Deleted:
-    """``relay delete NAME|RUN [--force]``: see ``relay_notebook.deletion``."""
-    from relay_notebook.deletion import delete as delete_target
-
-    return delete_target(workspace, target, force=force, backend=backend)
-
-
 def logs(workspace: Workspace, run_id: str) -> RunLog:
     """``relay logs RUN``."""
     return read_run_log(workspace, run_id)
-
-
-def grant(workspace: Workspace, name: str) -> None:
-    """``relay grant NAME``: restore a relay's access."""
-    workspace.load_draft(name)
-    AccessPolicy(workspace.home).grant(name)
-
-
-def revoke(workspace: Workspace, name: str) -> None:
-    """``relay revoke NAME``: deny new attempts and platform calls of a relay, live."""
-    workspace.load_draft(name)
-    AccessPolicy(workspace.home).revoke(name)
 
 
 def pending_calls(workspace: Workspace, run_id: str) -> list[CallState]:
@@ -359,11 +299,91 @@ def reconcile(
     return journal.state(chosen.key)
 
 
-def vault_set(workspace: Workspace, name: str, value: str) -> None:
-    """``relay vault set NAME``: store a secret (the value never reaches a run folder)."""
-    Vault(workspace.home).set(name, value)
+def run_exists(workspace: Workspace, run_id: str) -> bool:
+    """Whether ``run_id`` names a run of the workspace."""
+    try:
+        find_run(workspace, run_id)
+    except RelayError:
+        return False
+    return True
 
 
-def vault_names(workspace: Workspace) -> list[str]:
-    """The names (never the values) of the workspace's secrets."""
-    return Vault(workspace.home).names()
+def run_brief(workspace: Workspace, run_id: str) -> dict[str, Any]:
+    """A run in four fields: id, relay, status and attempts used (what a start returns)."""
+    folder = find_run(workspace, run_id)
+    record = RunRecord.load(folder)
+    return {
+        "run_id": run_id,
+        "relay": folder.relay,
+        "status": record.status,
+        "attempt": record.attempts_used,
+    }
+
+
+def run_detail(workspace: Workspace, run_id: str) -> dict[str, Any]:
+    """``GET relay/api/runs/{run_id}``: status, result or error, attempts, steps, the flow graph
+    painted with the run, its trace and pending uncertain calls; vault values scrubbed."""
+    log = read_run_log(workspace, run_id)
+    folder = find_run(workspace, run_id)
+    status = log.run.get("status") or "pending"
+    out: dict[str, Any] = {
+        "run_id": log.run["run_id"],
+        "relay": log.run["relay"],
+        "status": status,
+        "attempt": len(log.attempts),
+        "release": log.run.get("release"),
+        "created_at": log.run.get("created_at"),
+        "input": log.run.get("input"),
+    }
+    if status == "succeeded":
+        out["result"] = folder.read_result()
+    else:
+        out["error"] = log.run.get("error")
+    out["attempts"] = log.attempts
+    out["steps"] = log.steps
+    # the relay's flow graph painted with this run, by the same overlay as the notebook's
+    graph = overlay_run(authoring.graph(workspace, log.run["relay"]), log)
+    out["graph"] = overlay_events(graph, read_run_events(workspace, run_id).latest()).to_dict()
+    out["trace"] = _read_trace(folder.trace)
+    out["pending_calls"] = [
+        {"key": c.key, "call": c.call, "attempt": c.attempt}
+        for c in pending_calls(workspace, run_id)
+    ]
+    # a run made before the supervisor's secret check may hold an encoded vault value
+    secrets = Vault(workspace.home).values()
+    return Redactor(secrets, encoded=True).scrub_json(out) if secrets else out
+
+
+def _read_trace(path: Path) -> Any:
+    """The run's trace, or ``None`` while there is none (or it is unreadable: it is derived
+    from the ledger, which ``steps`` and ``attempts`` already report)."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def preview(workspace: Workspace, run_id: str) -> RecoveryPreview:
+    """``relay logs RUN`` before a recover: what the next attempt would reuse and run again."""
+    return preview_recovery(workspace, run_id)
+
+
+def serve_worker(
+    workspace: Workspace,
+    backend: Backend | None,
+    *,
+    executor_id: str | None,
+    concurrency: int,
+    lease_s: float,
+    log: Callable[[str], None],
+) -> None:
+    """``relay worker``: take queued runs until stopped (DBOS loads only here, on purpose)."""
+    from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id
+
+    pool = require_pool_backend(backend, "relay worker")
+    settings = WorkerSettings(
+        executor_id=executor_id or default_executor_id(), concurrency=concurrency, lease_s=lease_s
+    )
+    worker = Worker(workspace, pool, settings, log=log)
+    worker.start()
+    worker.serve()
