@@ -6,7 +6,8 @@ Run it from the checkout: `python tools/house_stats.py`. It reads the package's 
 - top-level modules: `.py` files directly in `relay_notebook/` (the face and the error registry
   should be all that is left there);
 - floors: the longest chain of module-level imports between the package's modules, counted after
-  folding each cycle into one node (a clean seven-layer stack has about seven floors);
+  folding each cycle into one node; and the same between its parts (each top-level module or
+  subpackage one node: a clean stack of eight layers has about eight floors);
 - cycles: groups of modules that import each other, function-local imports included (a local
   import that dodges a cycle is still a cycle);
 - `Any`: how often the word stands in the package, and `dict[str, Any]` in history, views and
@@ -137,6 +138,24 @@ def floors(graph: dict[str, set[str]]) -> int:
     return max(height(i) for i in range(len(groups)))
 
 
+def units(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between the package's parts: each top-level module or subpackage."""
+
+    def unit(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for src, targets in graph.items():
+        out[unit(src)]
+        for dst in targets:
+            if unit(dst) != unit(src):
+                out[unit(src)].add(unit(dst))
+    for targets in list(out.values()):
+        for dst in targets:
+            out[dst]
+    return out
+
+
 def wide_functions(found: dict[str, Path], limit: int = 8) -> dict[str, list[str]]:
     wide: dict[str, list[str]] = defaultdict(list)
     for name, path in found.items():
@@ -165,6 +184,10 @@ def main() -> None:
     dict_any = sum(t.count("dict[str, Any]") for n, t in text.items() if n.startswith(read_side))
     print(f"top-level modules: {len(top)} ({', '.join(sorted(m.split('.')[1] for m in top))})")
     print(f"floors (module-level imports, cycles folded): {floors(static)}")
+    print(
+        "floors between the package's parts (top-level modules and packages): "
+        f"{floors(units(static))}; with function-local imports: {floors(units(every))}"
+    )
     print(f"cycles (function-local imports included): {len(cycles)}")
     for group in cycles:
         print(f"  {' <-> '.join(group)}")
