@@ -7,20 +7,8 @@ anywhere else, platform calls raise ``NotInRunError`` with what to do instead.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agentworks.errors import (
-    AgentError,
-    AgentOutputError,
-    AgentworksError,
-    MCPError,
-    NestedCallError,
-    NotInRunError,
-    ProviderError,
-    SecretLeakError,
-    ToolDefinitionError,
-    ToolError,
-    ToolResultError,
-    VaultError,
-)
+from agentworks import errors
+from agentworks.errors import *  # noqa: F403 (the error classes, listed in errors.__all__)
 
 if TYPE_CHECKING:
     from agentworks.agent import agent
@@ -41,18 +29,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "AgentError",
-    "AgentOutputError",
-    "AgentworksError",
-    "MCPError",
-    "NestedCallError",
-    "NotInRunError",
-    "ProviderError",
-    "SecretLeakError",
-    "ToolDefinitionError",
-    "ToolError",
-    "ToolResultError",
-    "VaultError",
+    *errors.__all__,
     "admit",
     "agent",
     "mcp",

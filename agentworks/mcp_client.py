@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO, TypeVar
+from typing import Any, Self, TextIO, TypeVar
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -48,7 +48,25 @@ _CALL_FAILURES = (
 )
 
 
-class MCPSession:
+class _ClosedOnExit:
+    """Closed (``aclose``) when its ``async with`` block is left, however it is left."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class MCPSession(_ClosedOnExit):
     """One live stdio session with a server, reused for several calls within a run attempt."""
 
     def __init__(self, config: MCPServerConfig, *, stderr_path: Path | None = None) -> None:
@@ -86,14 +104,6 @@ class MCPSession:
             await self.aclose()
             raise
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Stop the server and wait until its process is gone; safe to call twice."""
@@ -256,7 +266,7 @@ class MCPSession:
         return "\nIts stderr ends with:\n  " + "\n  ".join(lines) + "\n"
 
 
-class MCPPool:
+class MCPPool(_ClosedOnExit):
     """Sessions opened lazily per server name for one relay, all closed together."""
 
     def __init__(
@@ -272,17 +282,6 @@ class MCPPool:
         self._sessions: dict[str, MCPSession] = {}
         self._lock = asyncio.Lock()
         self._closed = False
-
-    async def __aenter__(self) -> MCPPool:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def session(self, name: str) -> MCPSession:
         """The open session with server ``name``, started on first use."""

@@ -80,7 +80,7 @@ async def platform_call(
     """
     replay_safe = replay_safe or restartable
     from dbos import DBOS
-    from dbos._error import DBOSException
+    from dbos import error as dbos_error
 
     rt = current(f"{kind}()")
     inside = in_tool.get()
@@ -133,7 +133,7 @@ async def platform_call(
     try:
         result = await DBOS.run_step_async({"name": label}, own_step)
     except Exception as exc:
-        if not ran and not isinstance(exc, DBOSException):
+        if not ran and not isinstance(exc, dbos_error.DBOSException):
             reused(raised=type(exc).__name__)  # its checkpoint is this error, raised again
         raise
     if not ran:

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from relay_notebook import commands  # noqa: E402
-from relay_notebook.runner.fork import start_fork  # noqa: E402
+from relay_notebook.runner.fork import ForkRequest, start_fork  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
 
 TARGET = 1.5  # a fork from step 900 of 1,000 <= 1.5x a fresh one-step run
@@ -86,7 +86,7 @@ def main() -> None:
         for which in order:
             t0 = time.perf_counter()
             if which == "fork":
-                handle = start_fork(ws, parent.run_id, from_call=f"loop_step#{at}")
+                handle = start_fork(ws, parent.run_id, ForkRequest(f"loop_step#{at}"))
                 times["prepare"].append(time.perf_counter() - t0)
                 out = handle.wait(600)
             elif which == "fresh":

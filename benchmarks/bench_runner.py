@@ -50,6 +50,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+from proc_stat import process_stats  # noqa: E402
 from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
 
 from relay_notebook.record.folders import find_run  # noqa: E402
@@ -136,17 +137,10 @@ def become_subreaper() -> None:
 def reap_orphans(group: int) -> None:
     """Reap the ended processes of process group ``group`` that were handed to us."""
     me = os.getpid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
+    for pid, fields in process_stats():
         if fields[0] == "Z" and int(fields[1]) == me and int(fields[2]) == group:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry.name), 0)
+                os.waitpid(pid, 0)
 
 
 def _cpu() -> float:

@@ -48,13 +48,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+from proc_stat import process_stats  # noqa: E402
 from runner_sources import RELAYS  # noqa: E402
 
 from relay_notebook import commands  # noqa: E402
@@ -193,6 +194,29 @@ class Burst:
     def rate(self) -> float:
         return self.runs / self.wall
 
+    @classmethod
+    def drained(
+        cls,
+        wall: float,
+        enqueue_ms: list[float],
+        rows: dict[str, tuple[float, float, float]],
+        first: str,
+        cpu: dict[str, float],
+        ready_s: float,
+    ) -> Burst:
+        """The burst whose runs (one per enqueue, ``first`` enqueued first) left ``rows`` (see
+        ``_invocations``) and took ``wall`` seconds and ``cpu`` seconds by kind of process."""
+        return cls(
+            wall,
+            len(enqueue_ms),
+            enqueue_ms,
+            rows[first][1] - rows[first][0],
+            [r[2] - r[1] for r in rows.values()],
+            sum(cpu.values()),
+            ready_s,
+            cpu_by=cpu,
+        )
+
 
 CPU_KINDS = ("caller", "workers", "attempts", "PostgreSQL")
 
@@ -204,15 +228,7 @@ def _tree_cpu(workers: set[int], server: int) -> dict[str, float]:
     with its backends (the server is our child); not whatever else the machine runs."""
     parents: dict[int, int] = {}
     used: dict[int, float] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended meanwhile
-        pid = int(entry.name)
+    for pid, fields in process_stats():
         parents[pid] = int(fields[1])
         used[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
     me = os.getpid()
@@ -238,17 +254,10 @@ def _tree_cpu(workers: set[int], server: int) -> dict[str, float]:
 def _reap_orphans(known: set[int]) -> None:
     """Reap our ended children that no ``Popen`` of ours waits for (orphans handed to us)."""
     me = os.getpid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) in known:
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and int(fields[1]) == me:
+    for pid, fields in process_stats():
+        if pid not in known and fields[0] == "Z" and int(fields[1]) == me:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry.name), 0)
+                os.waitpid(pid, 0)
 
 
 class Processes:
@@ -424,25 +433,13 @@ class Bench:
             wall, cpu = time.perf_counter() - t0, _since(cpu0, self._cpu())
         rows = _invocations(url, [q.invocation_id for q in queued])
         phases = [_kit_phases(ws, q.run_id, rows[q.invocation_id]) for q in queued]
-        first = rows[queued[0].invocation_id]
         mechanisms = [
             find_run(ws, q.run_id).read_meta()["attempts"][0]["confinement"]["mechanism"]
             for q in queued
         ]
-        self.bursts.setdefault(kind, []).append(
-            Burst(
-                wall,
-                self.runs,
-                enqueue_ms,
-                first[1] - first[0],
-                [r[2] - r[1] for r in rows.values()],
-                sum(cpu.values()),
-                ready,
-                phases,
-                cpu,
-                mechanisms.count("landlock"),
-            )
-        )
+        forked = mechanisms.count("landlock")
+        burst = Burst.drained(wall, enqueue_ms, rows, queued[0].invocation_id, cpu, ready)
+        self.bursts.setdefault(kind, []).append(replace(burst, phases=phases, forked=forked))
 
     def bare_burst(self) -> None:
         from dbos import DBOSClient
@@ -478,18 +475,8 @@ class Bench:
             finally:
                 client.destroy()
         rows = _invocations(url, [f"bare-{i + 1}" for i in range(self.runs)])
-        first = rows["bare-1"]
         self.bursts.setdefault("bare", []).append(
-            Burst(
-                wall,
-                self.runs,
-                enqueue_ms,
-                first[1] - first[0],
-                [r[2] - r[1] for r in rows.values()],
-                sum(cpu.values()),
-                ready,
-                cpu_by=cpu,
-            )
+            Burst.drained(wall, enqueue_ms, rows, "bare-1", cpu, ready)
         )
 
     # -- group 2: steps per second ----------------------------------------------------------------

@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 # The error classes load on first use: `relay run` starts its warm parent before anything else
 # (see relay_notebook.cli), and a forked child imports only the submodules it uses.
-_ERRORS = (
+__all__ = [
     "AdmissionError",
     "InvalidManifestError",
     "InvalidNameError",
@@ -33,9 +33,12 @@ _ERRORS = (
     "ReleaseNotFoundError",
     "ReleaseTamperedError",
     "WorkspaceError",
-)
+    "__version__",
+    "load_ipython_extension",
+]
+
 _lazy_getattr, _lazy_dir = lazy_attributes(
-    __name__, dict.fromkeys(_ERRORS, "relay_notebook.errors")
+    __name__, {name: "relay_notebook.errors" for name in __all__ if name.endswith("Error")}
 )
 
 
@@ -57,18 +60,3 @@ def load_ipython_extension(ipython: Any) -> None:
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     """Where JupyterLab finds the prebuilt extension shipped in this package."""
     return [{"src": "labextension", "dest": "relay-notebook"}]
-
-
-__all__ = [
-    "AdmissionError",
-    "InvalidManifestError",
-    "InvalidNameError",
-    "InvalidTargetError",
-    "RelayError",
-    "RelayNotFoundError",
-    "ReleaseNotFoundError",
-    "ReleaseTamperedError",
-    "WorkspaceError",
-    "__version__",
-    "load_ipython_extension",
-]

@@ -17,6 +17,24 @@ FRESH = code(
     "%load_ext relay_notebook"
 )
 
+#: the orders relay of notebooks 02 and 05, around its price step and its workflow's return
+ORDERS_HEAD = (
+    "%%relay orders\n"
+    "from dbos import DBOS\n\n"
+    "@DBOS.step()\n"
+    "async def load(n):\n"
+    "    return list(range(1, n + 1))\n\n"
+)
+ORDERS_TAIL = (
+    "@DBOS.step()\n"
+    "def total(prices):\n"
+    "    return sum(prices)\n\n"
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    '    items = await load(INPUT["n"])\n'
+    "    prices = [await price(i) for i in items]\n"
+)
+
 NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
     "01-first-relay.ipynb": [
         md(
@@ -91,22 +109,10 @@ NOTEBOOKS: dict[str, list[nbf.NotebookNode]] = {
         ),
         FRESH,
         code(
-            "%%relay orders\n"
-            "from dbos import DBOS\n\n"
-            "@DBOS.step()\n"
-            "async def load(n):\n"
-            "    return list(range(1, n + 1))\n\n"
-            "@DBOS.step()\n"
-            "async def price(item):\n"
-            "    return item * 25\n\n"
-            "@DBOS.step()\n"
-            "def total(prices):\n"
-            "    return sum(prices)\n\n"
-            "@DBOS.workflow()\n"
-            "async def run(INPUT):\n"
-            '    items = await load(INPUT["n"])\n'
-            "    prices = [await price(i) for i in items]\n"
-            '    return {"prices": prices, "total": total(prices)}'
+            ORDERS_HEAD
+            + "@DBOS.step()\nasync def price(item):\n    return item * 25\n\n"
+            + ORDERS_TAIL
+            + '    return {"prices": prices, "total": total(prices)}'
         ),
         md("## Crash after a checkpoint\n\n`price#2` is the second call of `price` (loops count)."),
         code("%relay run orders --input '{\"n\": 3}' --crash after:price#2 --wait"),
@@ -437,26 +443,20 @@ NOTEBOOKS["05-execution-logs.ipynb"] = [
     ),
     FRESH,
     code(
-        "%%relay orders\n"
-        "from dbos import DBOS\n\n"
-        "@DBOS.step()\n"
-        "async def load(n):\n"
-        "    return list(range(1, n + 1))\n\n"
-        "@DBOS.step(retries_allowed=True, max_attempts=3, interval_seconds=0.01)\n"
-        "async def price(item):\n"
-        "    if item == 2 and DBOS.step_status.current_attempt == 0:\n"
-        '        raise ConnectionError("price service busy")\n'
-        "    return item * 25\n\n"
-        "@DBOS.step()\n"
-        "def total(prices):\n"
-        "    return sum(prices)\n\n"
-        "@DBOS.workflow()\n"
-        "async def run(INPUT):\n"
-        '    items = await load(INPUT["n"])\n'
-        "    prices = [await price(i) for i in items]\n"
-        "    if len(prices) > 2:\n"
-        '        return {"total": total(prices), "big": True}\n'
-        '    return {"total": total(prices)}'
+        ORDERS_HEAD
+        + (
+            "@DBOS.step(retries_allowed=True, max_attempts=3, interval_seconds=0.01)\n"
+            "async def price(item):\n"
+            "    if item == 2 and DBOS.step_status.current_attempt == 0:\n"
+            '        raise ConnectionError("price service busy")\n'
+            "    return item * 25\n\n"
+        )
+        + ORDERS_TAIL
+        + (
+            "    if len(prices) > 2:\n"
+            '        return {"total": total(prices), "big": True}\n'
+            '    return {"total": total(prices)}'
+        )
     ),
     code("%relay run orders --input '{\"n\": 3}' --crash after:price#2 --wait"),
     md(
@@ -567,9 +567,9 @@ NOTEBOOKS["09-workers.ipynb"] = [
         "def attempts():\n"
         "    return read_run_log(ws, queued.run_id).attempts\n\n"
         "# wait until three steps are done, then SIGKILL the worker executing the run\n"
-        'while sum(1 for s in read_run_log(ws, queued.run_id).steps if s["status"] == "checkpointed") < 3:\n'
+        'while sum(1 for s in read_run_log(ws, queued.run_id).steps if s.status == "checkpointed") < 3:\n'
         "    time.sleep(0.05)\n"
-        'victim = attempts()[0]["executor_id"]\n'
+        "victim = attempts()[0].executor_id\n"
         "workers[victim].kill()\n"
         "workers[victim].wait()\n"
         'print("killed the worker running attempt 1")'
@@ -580,14 +580,12 @@ NOTEBOOKS["09-workers.ipynb"] = [
         "steps come back from their checkpoints."
     ),
     code("outcome = queued.wait(timeout=60)\noutcome.status, outcome.result"),
-    code(
-        "[(a['attempt'], a['status'], a['lost'], a['executor_id'] != victim) for a in attempts()]"
-    ),
+    code("[(a.attempt, a.status, a.lost, a.executor_id != victim) for a in attempts()]"),
     code(
         "log = read_run_log(ws, queued.run_id)\n"
-        'reused = [s["function_id"] for s in log.steps if s["reused_in"]]\n'
+        "reused = [s.function_id for s in log.steps if s.reused_in]\n"
         'print("at least 3 checkpoints reused:", len(reused) >= 3)\n'
-        'print("every step body ran:", all(s["executed_in"] for s in log.steps))'
+        'print("every step body ran:", all(s.executed_in for s in log.steps))'
     ),
     md("## Clean up"),
     code(

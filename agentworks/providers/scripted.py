@@ -119,17 +119,20 @@ class ScriptedProvider:
             ]
         return scripts
 
+    def _object(self, where: str, value: object, keys: frozenset[str], has: str) -> dict[str, Any]:
+        """``value``, checked to be an object with no key but ``keys`` (``has`` names them)."""
+        if not isinstance(value, dict):
+            raise self._malformed(f"{where}: expected an object, got {_kind(value)}")
+        unknown = sorted(set(value) - keys)
+        if unknown:
+            raise self._malformed(f"{where}: unknown key {unknown[0]!r} ({has})")
+        return value
+
     def _turn(
-        self, where: str, turn: object
+        self, where: str, raw: object
     ) -> tuple[str | None, list[tuple[str | None, str, Any]]]:
         """One checked turn: its content (JSON values serialized) and its tool calls."""
-        if not isinstance(turn, dict):
-            raise self._malformed(f"{where}: expected an object, got {_kind(turn)}")
-        unknown = sorted(set(turn) - _TURN_KEYS)
-        if unknown:
-            raise self._malformed(
-                f"{where}: unknown key {unknown[0]!r} (a turn has 'content' and/or 'tool_calls')"
-            )
+        turn = self._object(where, raw, _TURN_KEYS, "a turn has 'content' and/or 'tool_calls'")
         if not turn:
             raise self._malformed(f"{where}: expected 'content' or 'tool_calls', got neither")
         content = turn.get("content")
@@ -143,15 +146,9 @@ class ScriptedProvider:
         if "content" not in turn and not raw_calls:
             raise self._malformed(f"{where}: 'tool_calls' is empty and there is no 'content'")
         calls: list[tuple[str | None, str, Any]] = []
-        for k, call in enumerate(raw_calls):
+        for k, raw_call in enumerate(raw_calls):
             at = f"{where}, tool call {k + 1}"
-            if not isinstance(call, dict):
-                raise self._malformed(f"{at}: expected an object, got {_kind(call)}")
-            extra = sorted(set(call) - _CALL_KEYS)
-            if extra:
-                raise self._malformed(
-                    f"{at}: unknown key {extra[0]!r} (a call has 'name', 'arguments', 'id')"
-                )
+            call = self._object(at, raw_call, _CALL_KEYS, "a call has 'name', 'arguments', 'id'")
             name = call.get("name")
             if not isinstance(name, str) or not name:
                 raise self._malformed(f"{at}: 'name' must be a non-empty string, got {name!r}")

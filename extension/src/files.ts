@@ -9,6 +9,7 @@
  */
 
 import type { RelayApi } from './api.js';
+import { h } from './dom.js';
 
 /** One file of `GET runs/{id}/files`. */
 export interface FileEntry {
@@ -48,21 +49,6 @@ export interface FilePreview {
   limit: number;
 }
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className = '',
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
 /** `812 B`, `3.4 KiB`, `1.2 MiB` (as the notebook's view writes sizes). */
 export function sizeText(size: number): string {
   if (size < 1024) {
@@ -96,10 +82,10 @@ export class FilesSection {
   private shown: string | null = null;
 
   constructor(private readonly api: RelayApi) {
-    this.node = el('div', 'jp-RelayFiles');
-    this.tree = el('div', 'jp-RelayFiles-tree');
-    this.preview = el('div', 'jp-RelayFiles-preview');
-    this.node.append(el('h4', 'jp-RelayPanel-heading', 'files'), this.tree, this.preview);
+    this.node = h('div', 'jp-RelayFiles');
+    this.tree = h('div', 'jp-RelayFiles-tree');
+    this.preview = h('div', 'jp-RelayFiles-preview');
+    this.node.append(h('h4', 'jp-RelayPanel-heading', 'files'), this.tree, this.preview);
   }
 
   /** Show run `runId`'s files; fetched again when the run changes or while it goes. */
@@ -119,7 +105,7 @@ export class FilesSection {
         `runs/${encodeURIComponent(runId)}/files`
       );
     } catch (error) {
-      this.tree.replaceChildren(el('div', 'jp-RelayPanel-error', String(error)));
+      this.tree.replaceChildren(h('div', 'jp-RelayPanel-error', String(error)));
       return;
     }
     if (this.runId === runId) {
@@ -146,7 +132,7 @@ export class FilesSection {
     }
     this.tree.replaceChildren();
     if (!files.calls.length && !files.files.length) {
-      this.tree.appendChild(el('div', 'jp-RelayPanel-note', 'no files yet'));
+      this.tree.appendChild(h('div', 'jp-RelayPanel-note', 'no files yet'));
     }
     for (const call of files.calls) {
       this.tree.appendChild(
@@ -159,7 +145,7 @@ export class FilesSection {
   }
 
   private folder(key: string, label: string, entries: FileEntry[], prefix: string): HTMLElement {
-    const details = el('details', 'jp-RelayFiles-folder');
+    const details = h('details', 'jp-RelayFiles-folder');
     details.dataset['folder'] = key || '.';
     details.open = this.open.has(key) || entries.length <= 4;
     details.addEventListener('toggle', () => {
@@ -169,12 +155,12 @@ export class FilesSection {
         this.open.delete(key);
       }
     });
-    details.appendChild(el('summary', '', label));
-    const list = el('ul', 'jp-RelayFiles-list');
+    details.appendChild(h('summary', '', label));
+    const list = h('ul', 'jp-RelayFiles-list');
     for (const entry of entries) {
-      const item = el('li', 'jp-RelayFiles-file');
+      const item = h('li', 'jp-RelayFiles-file');
       item.dataset['path'] = entry.path;
-      const name = el('a', '', prefix ? entry.path.slice(prefix.length + 1) : entry.path);
+      const name = h('a', '', prefix ? entry.path.slice(prefix.length + 1) : entry.path);
       name.href = '#';
       name.title = `Preview ${entry.path}`;
       name.addEventListener('click', event => {
@@ -200,7 +186,7 @@ export class FilesSection {
     this.shown = path;
     this.render();
     const box = this.preview;
-    box.replaceChildren(el('div', 'jp-RelayPanel-note', `loading ${path}…`));
+    box.replaceChildren(h('div', 'jp-RelayPanel-note', `loading ${path}…`));
     let file: FilePreview;
     try {
       file = await this.api.request<FilePreview>(
@@ -208,20 +194,20 @@ export class FilesSection {
         `runs/${encodeURIComponent(runId)}/files/${encodeURIComponent(path)}`
       );
     } catch (error) {
-      box.replaceChildren(el('div', 'jp-RelayPanel-error', String(error)));
+      box.replaceChildren(h('div', 'jp-RelayPanel-error', String(error)));
       return;
     }
     if (this.shown !== path || this.runId !== runId) {
       return;
     }
-    box.replaceChildren(el('div', 'jp-RelayFiles-name', `${file.path} · ${file.content_type}`));
+    box.replaceChildren(h('div', 'jp-RelayFiles-name', `${file.path} · ${file.content_type}`));
     if (file.kind === 'image') {
       if (file.data === null) {
         box.appendChild(
-          el('div', 'jp-RelayPanel-note', `image of ${sizeText(file.size)}: too large to show`)
+          h('div', 'jp-RelayPanel-note', `image of ${sizeText(file.size)}: too large to show`)
         );
       } else {
-        const img = el('img', 'jp-RelayFiles-image');
+        const img = h('img', 'jp-RelayFiles-image');
         img.alt = file.path;
         img.style.maxWidth = '100%';
         img.src = `data:${file.content_type};base64,${file.data}`;
@@ -230,16 +216,16 @@ export class FilesSection {
       return;
     }
     if (file.kind === 'binary') {
-      box.appendChild(el('div', 'jp-RelayPanel-note', 'binary file: no preview'));
+      box.appendChild(h('div', 'jp-RelayPanel-note', 'binary file: no preview'));
       return;
     }
-    const pre = el('pre', 'jp-RelayFiles-text', file.text ?? '');
+    const pre = h('pre', 'jp-RelayFiles-text', file.text ?? '');
     pre.style.maxHeight = '24em';
     pre.style.overflow = 'auto';
     box.appendChild(pre);
     if (file.truncated) {
       box.appendChild(
-        el(
+        h(
           'div',
           'jp-RelayFiles-cut',
           `cut at ${sizeText(file.limit)} of ${sizeText(file.size)}; the file is whole on disk`

@@ -6,6 +6,7 @@
  */
 
 import { RelayApi, RelayApiError, WorkspaceInfo } from './api.js';
+import { h } from './dom.js';
 import type { KernelLike } from './kernel.js';
 
 export const COMM_TARGET = 'relay_notebook.view';
@@ -51,15 +52,6 @@ export function askKernelHome(kernel: KernelLike, timeoutMs = ASK_TIMEOUT_MS): P
     }
     window.setTimeout(() => done(null), timeoutMs);
   });
-}
-
-function h<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, text?: string) {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 /** The workspace line at the top of the panel, and the offer to switch. */

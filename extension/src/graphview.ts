@@ -12,6 +12,7 @@ import type { GraphDocument, GraphNode } from './geometry.js';
 import { describeGraph, isLaidOut } from './geometry.js';
 import { drawGraph, DrawnGraph } from './draw.js';
 import { nodeFacts } from './format.js';
+import { h } from './dom.js';
 
 export interface GraphViewOptions {
   /** Tallest the drawing area may get, in px (it is shorter for short graphs). */
@@ -30,19 +31,6 @@ export interface GraphViewOptions {
 const MIN_SCALE = 0.05;
 const MAX_SCALE = 4;
 const DRAG_THRESHOLD = 3;
-
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  textContent?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (textContent !== undefined) {
-    node.textContent = textContent;
-  }
-  return node;
-}
 
 /** A graph with pan, zoom and node details; put `view.node` anywhere in the DOM. */
 export class GraphView {

@@ -5,6 +5,7 @@
  */
 
 import type { GraphDocument, RunEventsInfo, RunInfo } from './geometry.js';
+import { h, picker } from './dom.js';
 import { statusText } from './format.js';
 import { statusBadge } from './runtable.js';
 
@@ -19,19 +20,6 @@ export interface ViewAction {
   /** For a fork: the call it starts from (`STEP#N`), and whether it runs the current draft. */
   from?: string;
   draft?: boolean;
-}
-
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  textContent?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (textContent !== undefined) {
-    node.textContent = textContent;
-  }
-  return node;
 }
 
 /** The step names a crash can be aimed at, in graph order (each name once). */
@@ -266,13 +254,7 @@ export class RunHeader {
     const bar = h('div', 'jp-RelayRunHeader-actions');
     const steps = crashTargets(graph);
     this.steps = steps;
-    const select = h('select', 'jp-RelayRunHeader-step');
-    select.title = 'The step a crash test stops at';
-    for (const name of steps) {
-      const option = h('option', '', name);
-      option.value = name;
-      select.appendChild(option);
-    }
+    const select = picker('jp-RelayRunHeader-step', 'The step a crash test stops at', steps);
     const again = this.button('run again', 'Run the relay again with this run\'s input', () =>
       this.act({ action: 'run', run_id: run.run_id })
     );

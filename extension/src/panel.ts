@@ -17,6 +17,7 @@ import {
   RelaySummary,
   RunDetail
 } from './api.js';
+import { h, picker } from './dom.js';
 import { FilesSection } from './files.js';
 import { NotebookFront, WorkspaceBar } from './follow.js';
 import { LineageNode, lineageSection } from './lineage.js';
@@ -29,21 +30,6 @@ import { reusedBadge, runList, statusBadge } from './runtable.js';
 
 export const PANEL_ID = 'relay-panel';
 export const POLL_MS = 2000;
-
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className = '',
-  textContent?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (textContent !== undefined) {
-    node.textContent = textContent;
-  }
-  return node;
-}
 
 function button(label: string, title: string, onClick: () => void): HTMLButtonElement {
   const b = h('button', 'jp-RelayPanel-button', label);
@@ -197,31 +183,21 @@ export class RelayPanel extends Widget {
       this.showMessage(`The run input is not valid JSON (${String(error)}); fix it and retry.`);
       return;
     }
-    try {
-      const started = await this.api.startRun(this.relayName, input, crash);
-      this.runId = started.run_id;
-    } catch (error) {
-      this.handleError(error);
-      this.render();
-      return;
-    }
-    await this.refresh();
+    const relay = this.relayName;
+    await this.request(async () => {
+      this.runId = (await this.api.startRun(relay, input, crash)).run_id;
+    });
   }
 
   /** Fork the open run from `call` (`STEP#N`), then show the fork. */
   async forkRun(call: string, draft: boolean): Promise<void> {
-    if (this.runId === null) {
+    const runId = this.runId;
+    if (runId === null) {
       return;
     }
-    try {
-      const forked = await this.api.forkRun(this.runId, call, draft);
-      this.runId = forked.run_id;
-    } catch (error) {
-      this.handleError(error);
-      this.render();
-      return;
-    }
-    await this.refresh();
+    await this.request(async () => {
+      this.runId = (await this.api.forkRun(runId, call, draft)).run_id;
+    });
   }
 
   /** Delete the open run, after asking. */
@@ -230,24 +206,26 @@ export class RelayPanel extends Widget {
     if (runId === null || !window.confirm(`Delete run ${runId}? Its folder and record go.`)) {
       return;
     }
-    try {
+    await this.request(async () => {
       await this.api.deleteRun(runId);
       this.runId = null;
-    } catch (error) {
-      this.handleError(error);
-      this.render();
-      return;
-    }
-    await this.refresh();
+    });
   }
 
   /** Recover the open run: reused steps come back from their checkpoints. */
   async recoverRun(): Promise<void> {
-    if (this.runId === null) {
+    const runId = this.runId;
+    if (runId === null) {
       return;
     }
+    await this.request(() => this.api.recoverRun(runId));
+  }
+
+  /** Send `change` (a request that starts, forks, recovers or deletes a run), then refresh;
+   * when the server refuses it, say why instead. */
+  private async request(change: () => Promise<unknown>): Promise<void> {
     try {
-      await this.api.recoverRun(this.runId);
+      await change();
     } catch (error) {
       this.handleError(error);
       this.render();
@@ -378,20 +356,12 @@ export class RelayPanel extends Widget {
       button('▶ Run', `Start a run of the ${relay.name} draft`, () => void this.startRun())
     );
     const steps = relay.graph ? crashTargets(relay.graph) : [];
-    const when = h('select', 'jp-RelayPanel-when');
-    when.title = 'Crash right after the step\'s checkpoint, or inside its body before it';
-    for (const value of ['after', 'during']) {
-      const option = h('option', '', value);
-      option.value = value;
-      when.appendChild(option);
-    }
-    const step = h('select', 'jp-RelayPanel-step');
-    step.title = 'The step the crash test stops at';
-    for (const name of steps) {
-      const option = h('option', '', name);
-      option.value = name;
-      step.appendChild(option);
-    }
+    const when = picker(
+      'jp-RelayPanel-when',
+      'Crash right after the step\'s checkpoint, or inside its body before it',
+      ['after', 'during']
+    );
+    const step = picker('jp-RelayPanel-step', 'The step the crash test stops at', steps);
     const crash = button(
       '⚡ Crash test',
       steps.length

@@ -39,6 +39,26 @@ export interface RunTableOptions {
   selected?: string | null;
 }
 
+/** Make `node` (a run's row or item) open `run` on a click or Enter, when the options say what
+ * opening is; highlight it when it is the selected run. */
+function markRun(node: HTMLElement, run: RunRow, options: RunTableOptions): void {
+  const open = options.onOpen;
+  if (open) {
+    node.classList.add('jp-mod-clickable');
+    node.tabIndex = 0;
+    node.title = `Open run ${run.run_id}`;
+    node.addEventListener('click', () => open(run));
+    node.addEventListener('keydown', event => {
+      if (event.key === 'Enter') {
+        open(run);
+      }
+    });
+  }
+  if (options.selected === run.run_id) {
+    node.classList.add('jp-mod-selected');
+  }
+}
+
 /** A `<table>` of `runs`, newest last as given. */
 export function runTable(runs: RunRow[], options: RunTableOptions = {}): HTMLTableElement {
   const showRelay = options.showRelay ?? true;
@@ -75,21 +95,7 @@ export function runTable(runs: RunRow[], options: RunTableOptions = {}): HTMLTab
     const duration = row.insertCell();
     duration.className = 'jp-RelayRuns-number';
     duration.textContent = formatDuration(run.duration_ms);
-    if (options.onOpen) {
-      const open = options.onOpen;
-      row.classList.add('jp-mod-clickable');
-      row.tabIndex = 0;
-      row.title = `Open run ${run.run_id}`;
-      row.addEventListener('click', () => open(run));
-      row.addEventListener('keydown', event => {
-        if (event.key === 'Enter') {
-          open(run);
-        }
-      });
-    }
-    if (options.selected === run.run_id) {
-      row.classList.add('jp-mod-selected');
-    }
+    markRun(row, run, options);
   }
   return table;
 }
@@ -125,21 +131,7 @@ export function runList(runs: RunRow[], options: RunTableOptions = {}): HTMLULis
     ].filter(Boolean);
     bottom.append(parts.join(' · ') + ' ', reusedBadge(run.reused));
     item.append(top, bottom);
-    if (options.onOpen) {
-      const open = options.onOpen;
-      item.classList.add('jp-mod-clickable');
-      item.tabIndex = 0;
-      item.title = `Open run ${run.run_id}`;
-      item.addEventListener('click', () => open(run));
-      item.addEventListener('keydown', event => {
-        if (event.key === 'Enter') {
-          open(run);
-        }
-      });
-    }
-    if (options.selected === run.run_id) {
-      item.classList.add('jp-mod-selected');
-    }
+    markRun(item, run, options);
     list.appendChild(item);
   }
   return list;

@@ -110,8 +110,10 @@ def _main(argv: Sequence[str] | None) -> int:
         args.warm_start = settings.warm_start
         if settings.warm_start and args.command == "doctor":
             warmed = warm.start_awaited_warm_parent() or warmed  # what `relay run` gets
-        if args.command == "worker":
-            pass  # a worker forks many attempts: it starts its warm parent itself
+        if args.command in ("worker", "mcp"):
+            # a worker starts its warm parent itself; an MCP server's first attempt is spawned
+            # and warms the next (launch_attempt), as in a notebook
+            pass
         elif not (_forks_attempt(args) and warm.warm_status(settings.warm_start).state in _LIVE):
             # no attempt here, or many (crash-each), or called in a process with no warm
             # parent (a test's in-process call): spawned, and no parent started after it

@@ -10,7 +10,7 @@ import argparse
 from typing import Any, NoReturn
 
 from relay_notebook.commands import inputs
-from relay_notebook.commands.time_travel import parse_sets
+from relay_notebook.commands.time_travel import ForkRequest, parse_sets
 
 __all__ = ["RECORD_COMMANDS", "CommandLineError", "build_parser", "fork_arguments"]
 
@@ -184,7 +184,28 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p.add_argument("--json", action="store_true", help="print a JSON object")
     p = sub.add_parser("workers", help="list the worker pool's leases")
     p.add_argument("--json", action="store_true", help="print a JSON list")
+    _add_mcp_parser(sub, notebook=notebook)
     return parser
+
+
+def _add_mcp_parser(sub: Any, *, notebook: bool = False) -> None:
+    """``relay mcp``: the workspace served to coding agents over MCP (``%relay mcp``: the
+    client configuration that starts it)."""
+    if notebook:
+        sub.add_parser("mcp", help="print the mcpServers JSON that serves this workspace to agents")
+        return
+    p = sub.add_parser(
+        "mcp", help="serve the workspace's relays to coding agents over MCP (stdio, or --http)"
+    )
+    p.add_argument(
+        "--http", type=_port, metavar="PORT",
+        help="serve streamable HTTP on 127.0.0.1:PORT instead (0: a free port), behind a bearer "
+        "token ($RELAY_MCP_TOKEN, else a new one, printed on stderr with the URL)",
+    )  # fmt: skip
+    p.add_argument(
+        "--config", action="store_true",
+        help="print the mcpServers JSON for this workspace (a client's configuration) and exit",
+    )  # fmt: skip
 
 
 #: the notebook's record subcommands on RUN, and what each shows
@@ -216,6 +237,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
     return value
 
 
@@ -269,19 +300,20 @@ def _add_time_travel_parsers(sub: Any, *, notebook: bool = False) -> None:
 
 
 def fork_arguments(args: argparse.Namespace, variables: dict[str, Any] | None = None) -> Any:
-    """The keyword arguments of ``fork`` from parsed ``relay fork`` arguments."""
+    """The keyword arguments of ``fork`` (its request, its crash) from parsed ``relay fork``
+    arguments."""
     given = args.input is not None or args.input_file is not None
-    return {
-        "from_call": args.from_call,
-        "run_input": inputs.run_input(text=args.input, file=args.input_file, variables=variables)
+    request = ForkRequest(
+        args.from_call,
+        run_input=inputs.run_input(text=args.input, file=args.input_file, variables=variables)
         if given
         else None,
-        "input_given": given,
-        "sets": parse_sets(args.sets, variables),
-        "release": args.release,
-        "draft": args.draft,
-        "crash": args.crash,
-    }
+        input_given=given,
+        sets=parse_sets(args.sets, variables),
+        release=args.release,
+        draft=args.draft,
+    )
+    return {"request": request, "crash": args.crash}
 
 
 def _add_waiting_parsers(sub: Any, *, notebook: bool = False) -> None:

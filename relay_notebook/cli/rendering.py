@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from relay_notebook import commands
+from relay_notebook.cli.parser import CommandLineError
 from relay_notebook.cli.run_handlers import (
     crash_each_handlers,
     events_handlers,
@@ -18,7 +19,7 @@ from relay_notebook.cli.run_handlers import (
     waiting_handlers,
 )
 from relay_notebook.commands import inputs, time_travel
-from relay_notebook.commands.run_files import logs_files
+from relay_notebook.commands.api_requests import log_document
 from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
 from relay_notebook.views import wording as surfaces
 from relay_notebook.workspace import Workspace
@@ -236,6 +237,42 @@ def _cmd_doctor(ws: Workspace, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_mcp(ws: Workspace, args: argparse.Namespace) -> int:
+    """``relay mcp``: serve the workspace to coding agents over stdio until the client leaves
+    (``--http PORT``: streamable HTTP on loopback behind a token, until Ctrl-C); ``--config``
+    prints the client's ``mcpServers`` entry instead. The MCP SDK loads only here."""
+    from relay_notebook.commands.mcp_config import client_config, http_client_config
+
+    if args.config:
+        port = args.http
+        _print_json(client_config(ws.home) if port is None else http_client_config(port))
+        return EXIT_OK
+    from relay_notebook import mcp_server
+
+    server, served = mcp_server.build_server(ws)
+    if args.http is None:
+        mcp_server.serve_stdio(server, served)
+        return EXIT_OK
+    import os
+    import secrets
+
+    given = os.environ.get("RELAY_MCP_TOKEN")  # read here, at the boundary, like --home's
+    token = given or secrets.token_urlsafe(32)
+    try:
+        sock = mcp_server.bind_loopback(args.http)
+    except OSError as exc:
+        raise CommandLineError(
+            f"relay mcp --http {args.http}: cannot listen on 127.0.0.1:{args.http} "
+            f"({exc.strerror or exc}); pick another port, or 0 for a free one"
+        ) from None
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}{mcp_server.MCP_PATH}"
+    print(f"relay mcp: serving {ws.home} at {url}", file=sys.stderr)
+    shown = "the value of RELAY_MCP_TOKEN" if given else token
+    print(f"relay mcp: send 'Authorization: Bearer {shown}'", file=sys.stderr, flush=True)
+    mcp_server.serve_http(server, served, sock, token)
+    return EXIT_OK
+
+
 def _cmd_workers(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.workers(args.backend)
     if args.json:
@@ -297,34 +334,30 @@ def _cmd_delete(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
-    log = commands.logs(ws, args.run_id)
     if args.json:
-        doc = log.to_dict()
-        if log.run["status"] in ("interrupted", "needs_reconciliation", "denied"):
-            doc["preview"] = commands.preview(ws, args.run_id).to_dict()
-        doc["files"] = logs_files(ws, args.run_id)
-        _print_json(doc)
+        _print_json(log_document(ws, args.run_id))
         return EXIT_OK
+    log = commands.logs(ws, args.run_id)
     run = log.run
-    print(f"run {run['run_id']}: {run['status']} (DBOS {run['dbos_status']})")
+    print(f"run {run.run_id}: {run.status} (DBOS {run.dbos_status})")
     for a in log.attempts:
         where = ""
-        if a.get("executor_id") not in (None, "relay-local"):
-            where = f" on {a['executor_id']}"
-        lost = " (lost with its supervisor)" if a.get("lost") else ""
+        if a.executor_id not in (None, "relay-local"):
+            where = f" on {a.executor_id}"
+        lost = " (lost with its supervisor)" if a.lost else ""
         print(
-            f"  attempt {a['attempt']}: {a['status']}{lost}{where}, executed "
-            f"{len(a['executed'])}, reused {len(a['reused'])}"
+            f"  attempt {a.attempt}: {a.status}{lost}{where}, executed "
+            f"{len(a.executed)}, reused {len(a.reused)}"
         )
     for st in log.steps:
         marks = []
-        if st["executed_in"]:
-            marks.append("executed in " + ",".join(map(str, st["executed_in"])))
-        if st["reused_in"]:
-            marks.append("reused in " + ",".join(map(str, st["reused_in"])))
-        if st["retries"]:
-            marks.append(f"{len(st['retries'])} failed tries")
-        print(f"  {st['function_id']:>4} {st['name']:<24} {st['status']:<13} {'; '.join(marks)}")
+        if st.executed_in:
+            marks.append("executed in " + ",".join(map(str, st.executed_in)))
+        if st.reused_in:
+            marks.append("reused in " + ",".join(map(str, st.reused_in)))
+        if st.retries:
+            marks.append(f"{len(st.retries)} failed tries")
+        print(f"  {st.function_id:>4} {st.name:<24} {st.status:<13} {'; '.join(marks)}")
     return EXIT_OK
 
 
@@ -395,6 +428,7 @@ COMMANDS = {
     "worker": _cmd_worker,
     "workers": _cmd_workers,
     "doctor": _cmd_doctor,
+    "mcp": _cmd_mcp,
     **time_travel_handlers(_report_outcome, _wait, _progress),
     **waiting_handlers(_report_outcome, _wait, _progress),
     **crash_each_handlers(),

@@ -135,7 +135,7 @@ def _cmd_events(ws: Workspace, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found.to_dict(), indent=2))
     else:
-        print("\n".join(run_events.events_lines(found.to_dict())))
+        print("\n".join(run_events.events_lines(found)))
     return 0
 
 

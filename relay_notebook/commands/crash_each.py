@@ -85,15 +85,13 @@ def _calls(workspace: Workspace, run_id: str) -> list[str]:
     """The clean run's root-workflow calls in order, as crash targets (``fetch#2``)."""
     log = commands.logs(workspace, run_id)
     return [
-        f"{s['name']}#{s['occurrence']}"
-        for s in log.steps
-        if s["workflow_id"] == run_id and not str(s["name"]).startswith("DBOS.")
+        s.label for s in log.steps if s.workflow_id == run_id and not s.name.startswith("DBOS.")
     ]
 
 
 def _ran_again(workspace: Workspace, run_id: str) -> list[str]:
     log = commands.logs(workspace, run_id)
-    return [f"{s['name']}#{s['occurrence']}" for s in log.steps if len(s["executed_in"]) > 1]
+    return [s.label for s in log.steps if len(s.executed_in) > 1]
 
 
 def crash_each(

@@ -57,6 +57,7 @@ __all__ = [
     "RunHandle",
     "RunLog",
     "RunOutcome",
+    "RunSummary",
     "enqueue",
     "logs",
     "pending_calls",
@@ -325,24 +326,25 @@ def run_detail(workspace: Workspace, run_id: str) -> dict[str, Any]:
     painted with the run, its trace and pending uncertain calls; vault values scrubbed."""
     log = read_run_log(workspace, run_id)
     folder = find_run(workspace, run_id)
-    status = log.run.get("status") or "pending"
+    run = log.run
+    status = run.status or "pending"
     out: dict[str, Any] = {
-        "run_id": log.run["run_id"],
-        "relay": log.run["relay"],
+        "run_id": run.run_id,
+        "relay": run.relay,
         "status": status,
         "attempt": len(log.attempts),
-        "release": log.run.get("release"),
-        "created_at": log.run.get("created_at"),
-        "input": log.run.get("input"),
+        "release": run.release,
+        "created_at": run.created_at,
+        "input": run.input,
     }
     if status == "succeeded":
         out["result"] = folder.read_result()
     else:
-        out["error"] = log.run.get("error")
-    out["attempts"] = log.attempts
-    out["steps"] = log.steps
+        out["error"] = run.error
+    out["attempts"] = [a.to_dict() for a in log.attempts]
+    out["steps"] = [s.to_dict() for s in log.steps]
     # the relay's flow graph painted with this run, by the same overlay as the notebook's
-    graph = overlay_run(authoring.graph(workspace, log.run["relay"]), log)
+    graph = overlay_run(authoring.graph(workspace, run.relay), log)
     out["graph"] = overlay_events(graph, read_run_events(workspace, run_id).latest()).to_dict()
     out["trace"] = _read_trace(folder.trace)
     out["pending_calls"] = [

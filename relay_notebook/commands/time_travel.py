@@ -14,14 +14,16 @@ from typing import Any
 from relay_notebook.commands import inputs
 from relay_notebook.commands.runs import QueuedRun, require_pool_backend
 from relay_notebook.errors import InvalidInputError
-from relay_notebook.history.lineage import diff_runs, lineage, lineage_text
+from relay_notebook.history.lineage import CallDiff, diff_runs, lineage, lineage_text
 from relay_notebook.runner import RunHandle
+from relay_notebook.runner.backend import Backend, workspace_backend
 from relay_notebook.runner.crash import parse_crash_spec
-from relay_notebook.runner.fork import create_fork, start_fork
+from relay_notebook.runner.fork import ForkRequest, create_fork, start_fork
 from relay_notebook.runner.handle import EventCallback
 from relay_notebook.workspace import Workspace
 
 __all__ = [
+    "ForkRequest",
     "diff",
     "diff_lines",
     "fork",
@@ -50,45 +52,31 @@ def parse_sets(texts: Sequence[str], variables: dict[str, Any] | None = None) ->
 def fork(
     workspace: Workspace,
     run_id: str,
+    request: ForkRequest,
     *,
-    from_call: str,
-    run_input: Any = None,
-    input_given: bool = False,
-    sets: dict[str, Any] | None = None,
-    release: str | None = None,
-    draft: bool = False,
     crash: str | None = None,
     on_event: EventCallback | None = None,
 ) -> RunHandle:
     """``relay fork RUN --from STEP[#N]``: the fork's first attempt, started."""
-    if release is not None and not release.strip():
-        raise InvalidInputError("--release '' names no release; give vN, a hash prefix or latest")
-    handle: RunHandle = start_fork(
-        workspace, run_id, from_call=from_call, run_input=run_input, input_given=input_given,
-        sets=sets, release=release, draft=draft,
-        crash=parse_crash_spec(crash) if crash else None, on_event=on_event,
-    )  # fmt: skip
-    return handle
+    spec = parse_crash_spec(crash) if crash else None
+    return start_fork(workspace, run_id, request, crash=spec, on_event=on_event)
 
 
 def fork_queued(
     workspace: Workspace,
     run_id: str,
+    request: ForkRequest,
     *,
     crash: str | None = None,
-    backend: Any = None,
-    **kwargs: Any,
-) -> Any:
+    backend: Backend | None = None,
+) -> QueuedRun:
     """``relay fork RUN --from STEP --queue``: the fork made, then handed to the worker pool
     (PostgreSQL); returns the ``QueuedRun`` whose ``wait`` gives its outcome."""
-    from relay_notebook.runner.backend import workspace_backend
     from relay_notebook.runner.pool import enqueue_run
 
-    if kwargs.get("release") is not None and not str(kwargs["release"]).strip():
-        raise InvalidInputError("--release '' names no release; give vN, a hash prefix or latest")
     pool = require_pool_backend(workspace_backend(workspace, backend), "relay fork --queue")
     spec = parse_crash_spec(crash) if crash else None
-    folder = create_fork(workspace, run_id, backend=pool, queued=True, **kwargs)
+    folder = create_fork(workspace, run_id, request, backend=pool, queued=True)
     invocation = enqueue_run(pool, folder.run_id, crash=spec)
     return QueuedRun(folder.run_id, folder.relay, invocation, pool)
 
@@ -110,12 +98,12 @@ def tree_lines(workspace: Workspace, run_ids: Sequence[str]) -> list[str]:
     return lines
 
 
-def diff(workspace: Workspace, a: str, b: str) -> list[dict[str, Any]]:
+def diff(workspace: Workspace, a: str, b: str) -> list[CallDiff]:
     """``relay diff RUN_A RUN_B``: call by call, what differs."""
     return diff_runs(workspace, a, b)
 
 
-def diff_lines(rows: list[dict[str, Any]], a: str, b: str) -> list[str]:
+def diff_lines(rows: list[CallDiff], a: str, b: str) -> list[str]:
     """The diff as a terminal table: one line per call, the differing fields named."""
     width = max([len(r["call"]) for r in rows] + [4])
     lines = [f"{'call':<{width}}  {a:<14} {b:<14} differs"]
@@ -124,9 +112,12 @@ def diff_lines(rows: list[dict[str, Any]], a: str, b: str) -> list[str]:
         right = f"{r['status_b'] or '–'}" + (f" ×{r['attempts_b']}" if r["attempts_b"] else "")
         what = ", ".join(r["differs"]) or "same"
         lines.append(f"{r['call']:<{width}}  {left:<14} {right:<14} {what}")
-        for field in ("input", "output", "error"):
+        for field, before, after in (
+            ("input", r["input_preview_a"], r["input_preview_b"]),
+            ("output", r["output_preview_a"], r["output_preview_b"]),
+            ("error", r["error_preview_a"], r["error_preview_b"]),
+        ):
             if field in r["differs"]:
-                before, after = r[f"{field}_preview_a"], r[f"{field}_preview_b"]
                 lines.append(
                     f"{'':<{width}}    {field}: {'–' if before is None else before} → "
                     f"{'–' if after is None else after}"

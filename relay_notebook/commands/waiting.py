@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
@@ -36,21 +35,8 @@ __all__ = [
 ]
 
 
-def send(
-    workspace: Workspace,
-    run_id: str,
-    topic: str,
-    message: Any,
-    *,
-    idempotency_key: str | None = None,
-    on_event: EventCallback | None = None,
-    backend: Backend | None = None,
-) -> Delivery:
-    """Deliver ``message`` on ``topic`` to ``run_id`` durably and resume the run if it waits."""
-    return send_message(
-        workspace, run_id, topic, message, idempotency_key=idempotency_key, on_event=on_event,
-        backend=backend,
-    )  # fmt: skip
+#: ``relay send RUN TOPIC JSON``: deliver the message durably, resume the run if it waits
+send = send_message
 
 
 def wake(

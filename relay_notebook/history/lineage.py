@@ -11,15 +11,16 @@ count differ (previews, already redacted, are what is compared and shown).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from relay_notebook.errors import RelayError
+from relay_notebook.history.log_records import ForkEdits, ForkOrigin
 from relay_notebook.history.records import read_run_log
 from relay_notebook.record.folders import find_run, list_run_folders
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
 
-__all__ = ["LineageNode", "diff_runs", "lineage", "lineage_text"]
+__all__ = ["CallDiff", "LineageNode", "diff_runs", "edited_calls", "lineage", "lineage_text"]
 
 
 @dataclass
@@ -28,7 +29,8 @@ class LineageNode:
 
     run_id: str
     status: str
-    fork: dict[str, Any] | None = None
+    #: its origin, if it is a fork
+    fork: ForkOrigin | None = None
     children: list[LineageNode] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,12 +77,17 @@ def lineage(workspace: Workspace, run_id: str) -> LineageNode:
 
     def build(rid: str, depth: int) -> LineageNode:
         record = metas[rid]
-        node = LineageNode(rid, record.status, record.fork)
+        node = LineageNode(rid, record.status, cast(ForkOrigin | None, record.fork))
         if depth < 100:
             node.children = [build(c, depth + 1) for c in children.get(rid, [])]
         return node
 
     return build(root, 0)
+
+
+def edited_calls(edits: ForkEdits) -> list[str]:
+    """``["input", "price#1"]``: what a fork's edits changed."""
+    return [*(["input"] if edits.get("input") else []), *(edits.get("outputs") or [])]
 
 
 def lineage_text(tree: LineageNode) -> str:
@@ -91,8 +98,8 @@ def lineage_text(tree: LineageNode) -> str:
         branch = "" if top else ("└─ " if last else "├─ ")
         about = ""
         if node.fork:
-            edits = node.fork.get("edits") or {}
-            edited = [*(["input"] if edits.get("input") else []), *(edits.get("outputs") or [])]
+            edits = node.fork.get("edits")
+            edited = edited_calls(edits) if edits else []
             about = f"  from {node.fork.get('from')} · {node.fork.get('code')} code"
             if edited:
                 about += f" · edited {', '.join(edited)}"
@@ -108,48 +115,90 @@ def lineage_text(tree: LineageNode) -> str:
 _COMPARED = ("input_preview", "output_preview", "error_preview", "status", "attempts")
 
 
-def _calls(workspace: Workspace, run_id: str) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What a diff compares of one call."""
+
+    status: str
+    attempts: int
+    input_preview: str | None
+    output_preview: str | None
+    error_preview: str | None
+
+
+class CallDiff(TypedDict):
+    """One call (``STEP#N``) of two runs ``a`` and ``b``, and what differs (``differs``)."""
+
+    call: str
+    input_preview_a: str | None
+    input_preview_b: str | None
+    output_preview_a: str | None
+    output_preview_b: str | None
+    error_preview_a: str | None
+    error_preview_b: str | None
+    status_a: str | None
+    status_b: str | None
+    attempts_a: int | None
+    attempts_b: int | None
+    differs: list[str]
+
+
+def _calls(workspace: Workspace, run_id: str) -> dict[str, _Call]:
     log = read_run_log(workspace, run_id)
     facts = log.call_facts()
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, _Call] = {}
     for step in log.steps:
-        if step["kind"] == "dbos":
+        if step.kind == "dbos":
             continue
-        key = f"{step['name']}#{step['occurrence']}"
-        extra = facts.get((step["workflow_id"], step["function_id"]), {})
-        status = "copied" if step.get("copied_from") else step["status"]
-        out[key] = {
-            "status": status,
-            "attempts": len(step["executed_in"]),
-            "input_preview": extra.get("input_preview"),
-            "output_preview": step.get("output_preview"),
-            "error_preview": step.get("error_preview"),
-        }
+        extra = facts.get((step.workflow_id, step.function_id))
+        out[step.label] = _Call(
+            status="copied" if step.copied_from else step.status,
+            attempts=len(step.executed_in),
+            input_preview=extra.input_preview if extra is not None else None,
+            output_preview=step.output_preview,
+            error_preview=step.error_preview,
+        )
     return out
 
 
-def diff_runs(workspace: Workspace, a: str, b: str) -> list[dict[str, Any]]:
+def _differs(one: _Call, two: _Call) -> list[str]:
+    # a copied checkpoint is its parent's call: only what it holds can differ (an edit)
+    copied = "copied" in {one.status, two.status}
+    inputs = (one.input_preview, two.input_preview)
+    return [
+        f.removesuffix("_preview")
+        for f in _COMPARED
+        if getattr(one, f) != getattr(two, f)
+        and not (copied and f in ("status", "attempts"))
+        and not (copied and f == "input_preview" and None in inputs)
+    ]
+
+
+def diff_runs(workspace: Workspace, a: str, b: str) -> list[CallDiff]:
     """Call by call (``STEP#N``, in ``a``'s order then ``b``'s new ones): each run's status,
     attempt count, input and output, and which of them differ (``differs``)."""
     left, right = _calls(workspace, a), _calls(workspace, b)
     rows = []
     for key in [*left, *(k for k in right if k not in left)]:
         one, two = left.get(key), right.get(key)
-        row: dict[str, Any] = {"call": key}
-        for field_name in _COMPARED:
-            row[f"{field_name}_a"] = one.get(field_name) if one else None
-            row[f"{field_name}_b"] = two.get(field_name) if two else None
-        if one is None or two is None:
-            row["differs"] = ["only in " + (b if one is None else a)]
-        else:
-            # a copied checkpoint is its parent's call: only what it holds can differ (an edit)
-            copied = "copied" in {one["status"], two["status"]}
-            row["differs"] = [
-                f.removesuffix("_preview")
-                for f in _COMPARED
-                if one.get(f) != two.get(f)
-                and not (copied and f in ("status", "attempts"))
-                and not (copied and f == "input_preview" and None in (one[f], two[f]))
-            ]
-        rows.append(row)
+        rows.append(
+            CallDiff(
+                call=key,
+                input_preview_a=one.input_preview if one else None,
+                input_preview_b=two.input_preview if two else None,
+                output_preview_a=one.output_preview if one else None,
+                output_preview_b=two.output_preview if two else None,
+                error_preview_a=one.error_preview if one else None,
+                error_preview_b=two.error_preview if two else None,
+                status_a=one.status if one else None,
+                status_b=two.status if two else None,
+                attempts_a=one.attempts if one else None,
+                attempts_b=two.attempts if two else None,
+                differs=(
+                    _differs(one, two)
+                    if one is not None and two is not None
+                    else ["only in " + (b if one is None else a)]
+                ),
+            )
+        )
     return rows

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
-from agentworks.journal import Journal
+from agentworks.journal import CallState, Journal
 from relay_notebook.errors import RelayError, codes
+from relay_notebook.history.log_records import StepCall
 from relay_notebook.history.receipts import split_key
 from relay_notebook.history.records import RunLog, read_run_log
 from relay_notebook.record.backend import workspace_backend
@@ -29,7 +30,33 @@ from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.access import AccessPolicy
 
-__all__ = ["RecoveryPreview", "preview_recovery"]
+__all__ = ["PreviewCall", "RecoveryPreview", "RerunCall", "UncertainCall", "preview_recovery"]
+
+
+class PreviewCall(TypedDict):
+    """A step call recovery reuses: its checkpoint comes back, its body does not run."""
+
+    workflow_id: str
+    function_id: int
+    name: str
+    occurrence: int | None
+
+
+class RerunCall(PreviewCall):
+    """A step call whose body runs again: it started (``started_in``) and saved nothing."""
+
+    started_in: list[int]
+
+
+class UncertainCall(TypedDict):
+    """A platform call left without its result, and the step call that made it."""
+
+    key: str
+    call: str
+    attempt: int | None
+    workflow_id: str | None
+    function_id: int | None
+    step: str | None
 
 
 @dataclass
@@ -44,10 +71,12 @@ class RecoveryPreview:
     outcome: str
     attempt: int | None
     reason: dict[str, str] | None = None
-    reused: list[dict[str, Any]] = field(default_factory=list)
-    rerun: list[dict[str, Any]] = field(default_factory=list)
-    blocking: list[dict[str, Any]] = field(default_factory=list)
-    replayed_calls: list[dict[str, Any]] = field(default_factory=list)
+    reused: list[PreviewCall] = field(default_factory=list)
+    rerun: list[RerunCall] = field(default_factory=list)
+    #: uncertain calls that stop recovery for reconciliation
+    blocking: list[UncertainCall] = field(default_factory=list)
+    #: uncertain calls declared replay-safe: called again
+    replayed_calls: list[UncertainCall] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,26 +93,39 @@ class RecoveryPreview:
         }
 
 
-def _call(step: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "workflow_id": step["workflow_id"],
-        "function_id": step["function_id"],
-        "name": step["name"],
-        "occurrence": step["occurrence"],
-    }
+def _call(step: StepCall) -> PreviewCall:
+    return PreviewCall(
+        workflow_id=step.workflow_id,
+        function_id=step.function_id,
+        name=step.name,
+        occurrence=step.occurrence,
+    )
 
 
-def _where(log: RunLog, key: str) -> dict[str, Any]:
-    workflow_id, step_id, _, _ = split_key(key)
+def _rerun(step: StepCall) -> RerunCall:
+    return RerunCall(
+        workflow_id=step.workflow_id,
+        function_id=step.function_id,
+        name=step.name,
+        occurrence=step.occurrence,
+        started_in=list(step.executed_in),
+    )
+
+
+def _uncertain(log: RunLog, call: CallState) -> UncertainCall:
+    workflow_id, step_id, _, _ = split_key(call.key)
     step = next(
-        (
-            s
-            for s in log.all_steps()
-            if s["workflow_id"] == workflow_id and s["function_id"] == step_id
-        ),
+        (s for s in log.all_steps() if s.workflow_id == workflow_id and s.function_id == step_id),
         None,
     )
-    return {"workflow_id": workflow_id, "function_id": step_id, "step": step and step["name"]}
+    return UncertainCall(
+        key=call.key,
+        call=call.describe(),
+        attempt=call.attempt,
+        workflow_id=workflow_id,
+        function_id=step_id,
+        step=step.name if step is not None else None,
+    )
 
 
 def _reason(decision: Decision) -> tuple[str, dict[str, str] | None]:
@@ -108,21 +150,10 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
     record = RunRecord.load(folder)
     journal = Journal(folder.journal)
     steps = log.all_steps()
-    reused = [_call(s) for s in steps if s["status"] in ("checkpointed", "error")]
-    rerun = [
-        _call(s) | {"started_in": s["executed_in"]}
-        for s in steps
-        if s["status"] in ("interrupted", "running")
-    ]
-    blocking = [
-        {"key": c.key, "call": c.describe(), "attempt": c.attempt, **_where(log, c.key)}
-        for c in journal.blocking()
-    ]
-    replayed = [
-        {"key": c.key, "call": c.describe(), "attempt": c.attempt, **_where(log, c.key)}
-        for c in journal.pending()
-        if not c.blocking
-    ]
+    reused = [_call(s) for s in steps if s.status in ("checkpointed", "error")]
+    rerun = [_rerun(s) for s in steps if s.status in ("interrupted", "running")]
+    blocking = [_uncertain(log, c) for c in journal.blocking()]
+    replayed = [_uncertain(log, c) for c in journal.pending() if not c.blocking]
 
     now = time.time() * 1000
     ready = None
@@ -133,7 +164,7 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
         granted=AccessPolicy(workspace.home).is_granted(folder.relay),
         now_ms=now,
         blocking=[Uncertain(c.key, c.describe()) for c in journal.blocking()],
-        live=bool(log.run.get("live")),
+        live=log.run.live,
         wait_ready=ready,
     )
     decision = decide(facts)
@@ -151,7 +182,7 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
     return RecoveryPreview(
         run_id=folder.run_id,
         relay=folder.relay,
-        status=str(log.run["status"]),
+        status=log.run.status,
         outcome=outcome,
         attempt=len(log.attempts) + 1 if outcome == "recover" else None,
         reason=reason,

@@ -8,18 +8,18 @@ attempts a journaled result was returned instead of calling again.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agentworks.journal import Journal
 from agentworks.redact import Redactor
 from relay_notebook.history.ledger_scan import LedgerScan
+from relay_notebook.history.log_records import Receipt
 from relay_notebook.history.outputs import json_preview
 from relay_notebook.record.ledger_events import Event
 
 __all__ = ["read_receipts", "split_key"]
-
-_FROM_EVENT = ("model", "turns", "tool_calls", "duration_ms", "call_dir", "error")
 
 
 def split_key(key: str) -> tuple[str | None, int | None, int | None, str | None]:
@@ -52,7 +52,7 @@ def _match_by_order(journal: Path, events: list[Event]) -> dict[str, Event]:
 
 def read_receipts(
     journal: Path, scan: LedgerScan, redactor: Redactor | None, *, durable: bool = True
-) -> list[dict[str, Any]]:
+) -> list[Receipt]:
     """Every platform call of the run, in the order the journal first saw it.
 
     Agent receipts of runs without a journal (``relay_durability: none``) are listed too,
@@ -70,44 +70,59 @@ def read_receipts(
     reused: dict[str, list[int]] = {}
     for e in scan.select("call_reused"):
         reused.setdefault(str(e.get("key")), []).append(int(e["attempt"]))
-    out: list[dict[str, Any]] = []
+    out: list[Receipt] = []
     for state in Journal(journal).states().values():
         call = state.call or {}
         workflow_id, step_id, n, tool = split_key(state.key)
-        receipt: dict[str, Any] = {
-            "key": state.key,
-            "workflow_id": workflow_id,
-            "step_id": step_id,
-            "call": n,
-            "kind": "tool" if tool is not None else call.get("kind"),
-            "name": tool if tool is not None else call.get("name"),
-            "state": state.state,
-            "blocking": state.blocking,
-            "attempt": state.attempt,
-            "replay_safe": bool(call.get("replay_safe", False)),
-            "reused_in": sorted(set(reused.get(state.key, []))),
-            "result_preview": json_preview(state.result, redactor),
-        }
         event = events.get(state.key)
-        receipt.update({k: event.get(k) for k in _FROM_EVENT} if event else {})
-        if event is None and call.get("model"):
-            receipt["model"] = call["model"]
+        receipt = Receipt(
+            key=state.key,
+            workflow_id=workflow_id,
+            step_id=step_id,
+            call=n,
+            kind="tool" if tool is not None else call.get("kind"),
+            name=tool if tool is not None else call.get("name"),
+            state=state.state,
+            blocking=state.blocking,
+            attempt=state.attempt,
+            replay_safe=bool(call.get("replay_safe", False)),
+            reused_in=tuple(sorted(set(reused.get(state.key, [])))),
+            result_preview=json_preview(state.result, redactor),
+        )
+        if event is not None:
+            receipt = _with_event(receipt, event)
+        elif call.get("model"):
+            receipt = replace(receipt, model=call["model"])
         out.append(receipt)
     for event in unjournaled:
-        receipt = {
-            "key": None,
-            "workflow_id": None,
-            "step_id": None,
-            "call": None,
-            "kind": event.get("call_kind"),
-            "name": event.get("name"),
-            "state": "failed" if event.get("error") else "done",
-            "blocking": False,
-            "attempt": event.get("attempt"),
-            "replay_safe": False,
-            "reused_in": [],
-            "result_preview": None,
-        }
-        receipt.update({k: event.get(k) for k in _FROM_EVENT})
-        out.append(receipt)
+        receipt = Receipt(
+            key=None,
+            workflow_id=None,
+            step_id=None,
+            call=None,
+            kind=event.get("call_kind"),
+            name=event.get("name"),
+            state="failed" if event.get("error") else "done",
+            blocking=False,
+            attempt=event.get("attempt"),
+            replay_safe=False,
+            reused_in=(),
+            result_preview=None,
+        )
+        out.append(_with_event(receipt, event))
     return out
+
+
+def _with_event(receipt: Receipt, event: Event) -> Receipt:
+    """``receipt`` with what its ``receipt`` event adds: model, turns, tool calls, duration,
+    call folder and error."""
+    return replace(
+        receipt,
+        receipted=True,
+        model=event.get("model"),
+        turns=event.get("turns"),
+        tool_calls=event.get("tool_calls"),
+        duration_ms=event.get("duration_ms"),
+        call_dir=event.get("call_dir"),
+        error=event.get("error"),
+    )

@@ -13,11 +13,25 @@ import os
 import socket
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, cast
 
 from agentworks.redact import Redactor
 from relay_notebook.history.ledger_scan import LedgerScan
+from relay_notebook.history.log_records import (
+    Attempt,
+    CallFacts,
+    ChildWorkflow,
+    ForkOrigin,
+    InjectedCrash,
+    Receipt,
+    ReleaseRef,
+    RunError,
+    RunHeader,
+    StepCall,
+    WaitingFor,
+)
 from relay_notebook.history.receipts import read_receipts
 from relay_notebook.history.run_list import RUN_STATUSES, RunSummary, list_runs
 from relay_notebook.history.steps import (
@@ -36,36 +50,50 @@ from relay_notebook.record.store import open_run_database
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 
-__all__ = ["RUN_STATUSES", "RunLog", "RunSummary", "list_runs", "read_run_log"]
+__all__ = [
+    "RUN_STATUSES",
+    "Attempt",
+    "CallFacts",
+    "ChildWorkflow",
+    "Receipt",
+    "RunHeader",
+    "RunLog",
+    "RunSummary",
+    "StepCall",
+    "list_runs",
+    "read_run_log",
+]
 
 # the listing lives in history.run_list; kept importable from here
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunLog:
-    """One run in full (``relay logs RUN --json``): metadata, attempts, step calls of the root
-    workflow, child workflows with theirs, platform-call receipts, and the ledger's events."""
+    """One run in full (``relay logs RUN --json``): its header, attempts, step calls of the
+    root workflow, child workflows with theirs, platform-call receipts, and the ledger's
+    events. The step table is read once and its records made on first ask."""
 
-    run: dict[str, Any]
-    attempts: list[dict[str, Any]]
+    run: RunHeader
+    attempts: tuple[Attempt, ...]
     table: StepTable = field(repr=False)
-    workflows: list[dict[str, Any]] = field(default_factory=list)
-    receipts: list[dict[str, Any]] = field(default_factory=list)
+    #: child workflows, without their steps (``children`` has them)
+    workflows: tuple[ChildWorkflow, ...] = ()
+    receipts: tuple[Receipt, ...] = ()
     ledger: LedgerScan | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
-        return str(self.run["run_id"])
+        return self.run.run_id
 
-    @property
-    def steps(self) -> list[dict[str, Any]]:
+    @cached_property
+    def steps(self) -> tuple[StepCall, ...]:
         """The root workflow's step calls, in call order."""
         return self.table.of(self.run_id)
 
-    @property
-    def children(self) -> list[dict[str, Any]]:
+    @cached_property
+    def children(self) -> tuple[ChildWorkflow, ...]:
         """Child workflows (DBOS status, the parent's call that started them), with their steps."""
-        return [{**w, "steps": self.table.of(w["workflow_id"])} for w in self.workflows]
+        return tuple(replace(w, steps=self.table.of(w.workflow_id)) for w in self.workflows)
 
     @property
     def events(self) -> list[Event]:
@@ -76,34 +104,36 @@ class RunLog:
         """The ledger events of one kind (in one attempt), without reading all the others."""
         return self.ledger.select(kind, attempt) if self.ledger is not None else []
 
-    def all_steps(self) -> list[dict[str, Any]]:
+    def all_steps(self) -> list[StepCall]:
         """The root workflow's step calls, then each child workflow's, in call order."""
-        return [*self.steps, *(s for child in self.children for s in child["steps"])]
+        return [*self.steps, *(s for child in self.children for s in child.steps)]
 
-    def call_facts(self) -> dict[tuple[str, int], dict[str, Any]]:
+    def call_facts(self) -> dict[tuple[str, int], CallFacts]:
         """What the child recorded as each call's body started, by (workflow id, function id):
         its ``site`` in the relay's source and its ``input_preview`` (the latest attempt's)."""
-        facts: dict[tuple[str, int], dict[str, Any]] = {}
+        facts: dict[tuple[str, int], CallFacts] = {}
         for e in self.events_of("step_start"):
             wf, fid = e.get("workflow_id"), e.get("step_id")
             if isinstance(wf, str) and isinstance(fid, int):
-                facts[(wf, fid)] = {
-                    k: e[k] for k in ("site", "input_preview") if e.get(k) is not None
-                }
+                site = e.get("site")
+                facts[(wf, fid)] = CallFacts(
+                    tuple(site) if site is not None else None, e.get("input_preview")
+                )
         return facts
 
-    def receipts_of(self, step: dict[str, Any]) -> list[dict[str, Any]]:
+    def receipts_of(self, step: StepCall) -> list[Receipt]:
         """The platform calls a step call made (linked by workflow and step id)."""
-        keys = set(step.get("receipts", []))
-        return [r for r in self.receipts if r["key"] in keys]
+        keys = set(step.receipts)
+        return [r for r in self.receipts if r.key in keys]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``relay logs RUN --json``."""
         return {
-            **self.run,
-            "attempts": self.attempts,
-            "steps": self.steps,
-            "children": self.children,
-            "receipts": self.receipts,
+            **self.run.to_dict(),
+            "attempts": [a.to_dict() for a in self.attempts],
+            "steps": [s.to_dict() for s in self.steps],
+            "children": [c.to_dict() for c in self.children],
+            "receipts": [r.to_dict() for r in self.receipts],
             "events": self.events,
         }
 
@@ -160,23 +190,23 @@ def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     return {(wf, fid): (output, error, ser) for wf, fid, output, error, ser in rows}
 
 
-def _attempt_record(a: AttemptRecord) -> dict[str, Any]:
+def _attempt(a: AttemptRecord) -> Attempt:
     duration = None
     if a.ended_at and isinstance(a.started_at, int | float):
         duration = round(a.ended_at - a.started_at, 1)
-    return {
-        "attempt": a.attempt,
-        "status": a.status or "running",
-        "started_at": a.started_at,
-        "ended_at": a.raw.get("ended_at"),
-        "duration_ms": duration,
-        "returncode": a.returncode,
-        "crash": a.crash,
-        "executed": a.executed,
-        "reused": a.reused,
-        "executor_id": a.executor_id,
-        "lost": a.lost,
-    }
+    return Attempt(
+        attempt=a.attempt,
+        status=a.status or "running",
+        started_at=a.started_at,
+        ended_at=a.raw.get("ended_at"),
+        duration_ms=duration,
+        returncode=a.returncode,
+        crash=cast(InjectedCrash | None, a.crash),  # as the supervisor recorded it
+        executed=tuple(a.executed),
+        reused=tuple(a.reused),
+        executor_id=a.executor_id,
+        lost=a.lost,
+    )
 
 
 @contextlib.contextmanager
@@ -208,12 +238,12 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
     redactor = Redactor(secrets, encoded=True) if secrets else None  # old runs too
-    attempts = [_attempt_record(a) for a in record.attempts]
+    attempts = tuple(_attempt(a) for a in record.attempts)
     table = assemble_steps(
         folder.run_id,
         rows,
         workflows,
-        [a.raw for a in record.attempts],
+        record.attempts,
         live,
         scan,
         redactor,
@@ -230,45 +260,48 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     receipts = read_receipts(folder.journal, scan, redactor, durable=record.durable)
     cols = table.columns
     for receipt in receipts:
-        i = table.index.get((receipt["workflow_id"], receipt["step_id"]))
+        if receipt.workflow_id is None or receipt.step_id is None or receipt.key is None:
+            continue  # an agent call of a run without a journal: no step
+        i = table.index.get((receipt.workflow_id, receipt.step_id))
         if i is not None:
-            table.receipts.setdefault(i, []).append(receipt["key"])
+            table.receipts.setdefault(i, []).append(receipt.key)
     started_by = {
         cols["child_workflow_id"][i]: cols["function_id"][i]
         for i, kind in enumerate(cols["kind"] if len(workflows) > 1 else ())
         if kind == "workflow"
     }
     root = next((w for w in workflows if w.workflow_id == folder.run_id), None)
-    children = [
-        {
-            "workflow_id": w.workflow_id,
-            "name": w.name,
-            "status": w.status,
-            "parent_workflow_id": w.parent_workflow_id,
-            "parent_function_id": started_by.get(w.workflow_id),
-        }
+    children = tuple(
+        ChildWorkflow(
+            w.workflow_id,
+            w.name,
+            w.status,
+            w.parent_workflow_id,
+            started_by.get(w.workflow_id),
+        )
         for w in workflows
         if w.workflow_id != folder.run_id
-    ]
-    run = {
-        "run_id": folder.run_id,
-        "relay": folder.relay,
-        "workflow_id": record.workflow_id,
-        "status": record.status,
-        "dbos_status": root.status if root else None,
-        "recovery_attempts": root.recovery_attempts if root else None,
-        "release": record.release,
-        "app_version": record.app_version,
-        "created_at": record.created_at,
-        "deadline_ms": record.deadline_ms,
+    )
+    # run.json's values as the runner wrote them, in the shapes history names
+    run = RunHeader(
+        run_id=folder.run_id,
+        relay=folder.relay,
+        workflow_id=record.workflow_id,
+        status=record.status,
+        dbos_status=root.status if root else None,
+        recovery_attempts=root.recovery_attempts if root else None,
+        release=cast(ReleaseRef | None, record.release),
+        app_version=record.app_version,
+        created_at=record.created_at,
+        deadline_ms=record.deadline_ms,
         # as recorded: older runs did not record their budget
-        "max_attempts": record.raw.get("max_attempts"),
-        "fork": record.fork,
-        "input": record.input,
-        "error": record.error,
-        "folder": str(folder.path),
-        "live": live is not None,
+        max_attempts=record.raw.get("max_attempts"),
+        fork=cast(ForkOrigin | None, record.fork),
+        input=record.input,
+        error=cast(RunError | None, record.error),
+        folder=str(folder.path),
+        live=live is not None,
         # what a waiting run waits for (run.json's "waiting", while its status is waiting)
-        "waiting": record.waiting.to_json() if record.waiting else None,
-    }
-    return RunLog(run, attempts, table, children, receipts, scan)
+        waiting=cast(WaitingFor, record.waiting.to_json()) if record.waiting else None,
+    )
+    return RunLog(run, attempts, table, children, tuple(receipts), scan)

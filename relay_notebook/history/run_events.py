@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from agentworks.redact import Redactor
 from relay_notebook.history.outputs import decode_value
@@ -26,7 +26,15 @@ from relay_notebook.record.store import open_run_database
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 
-__all__ = ["RunEvents", "read_run_events"]
+__all__ = [
+    "ClosedStream",
+    "EventValue",
+    "LatestEvents",
+    "Message",
+    "RunEvents",
+    "StreamValue",
+    "read_run_events",
+]
 
 #: the value DBOS's ``close_stream`` writes as a stream's last row
 STREAM_CLOSED: Final = "__DBOS_STREAM_CLOSED__"
@@ -34,11 +42,78 @@ STREAM_CLOSED: Final = "__DBOS_STREAM_CLOSED__"
 LATEST: Final = 5
 
 
-def _row(
-    redactor: Redactor | None, encoded: str | None, serialization: str | None, **facts: Any
-) -> dict[str, Any]:
-    saved = decode_value(encoded, serialization, redactor)
-    return {**facts, "value": saved.value, "preview": saved.preview, "json": saved.jsonable}
+class EventValue(TypedDict):
+    """One ``set_event`` value of a workflow (the latest per key, or one call's)."""
+
+    workflow_id: str
+    key: str
+    #: the call that set it (``None``: DBOS before 2 kept no history)
+    function_id: int | None
+    value: Any
+    preview: str
+    json: bool
+
+
+class StreamValue(TypedDict):
+    """One ``write_stream`` value, at its offset in its stream."""
+
+    workflow_id: str
+    key: str
+    offset: int
+    function_id: int | None
+    value: Any
+    preview: str
+    json: bool
+
+
+class ClosedStream(TypedDict):
+    """A stream its writer closed (``close_stream``)."""
+
+    workflow_id: str
+    key: str
+
+
+class Message(TypedDict):
+    """A message sent to one of the run's workflows, received or still waiting."""
+
+    workflow_id: str
+    topic: str | None
+    created_at_ms: int
+    consumed: bool
+    value: Any
+    preview: str
+    json: bool
+
+
+class LatestEvent(TypedDict):
+    """An event's latest value, as a run view shows it."""
+
+    workflow_id: str
+    key: str
+    preview: str
+    function_id: int | None
+
+
+class StreamPreview(TypedDict):
+    offset: int
+    preview: str
+
+
+class LatestStream(TypedDict):
+    """A stream as a run view shows it: its newest values and how many there are."""
+
+    workflow_id: str
+    key: str
+    count: int
+    closed: bool
+    values: list[StreamPreview]
+
+
+class LatestEvents(TypedDict):
+    """What a run view shows of what the run published (``RunEvents.latest``)."""
+
+    events: list[LatestEvent]
+    streams: list[LatestStream]
 
 
 @dataclass
@@ -48,15 +123,15 @@ class RunEvents:
 
     run_id: str
     #: one per (workflow, key): the latest value, with the function id that set it
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[EventValue] = field(default_factory=list)
     #: every set_event call, in call order
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[EventValue] = field(default_factory=list)
     #: every stream value, by workflow, key and offset (the close sentinel left out)
-    streams: list[dict[str, Any]] = field(default_factory=list)
-    #: streams whose writer closed them, as ``{"workflow_id", "key"}``
-    closed: list[dict[str, Any]] = field(default_factory=list)
+    streams: list[StreamValue] = field(default_factory=list)
+    #: streams whose writer closed them
+    closed: list[ClosedStream] = field(default_factory=list)
     #: messages sent to the run's workflows (topic, consumed or still waiting)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,7 +147,7 @@ class RunEvents:
         """The root workflow's events as ``{key: value}`` and streams as ``{key: [values]}``
         (a child workflow's keys are prefixed with its workflow id and a slash)."""
 
-        def name(row: dict[str, Any]) -> str:
+        def name(row: EventValue | StreamValue) -> str:
             wf = row["workflow_id"]
             return row["key"] if wf == self.run_id else f"{wf}/{row['key']}"
 
@@ -81,31 +156,37 @@ class RunEvents:
             streams.setdefault(name(row), []).append(row["value"])
         return {"events": {name(r): r["value"] for r in self.events}, "streams": streams}
 
-    def latest(self, per_stream: int = LATEST) -> dict[str, Any]:
+    def latest(self, per_stream: int = LATEST) -> LatestEvents:
         """What a run view shows: every event's latest value and each stream's newest values
         (with how many came before), previews only."""
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        groups: dict[tuple[str, str], list[StreamValue]] = {}
         for row in self.streams:
             groups.setdefault((row["workflow_id"], row["key"]), []).append(row)
         closed = {(c["workflow_id"], c["key"]) for c in self.closed}
-        return {
-            "events": [
-                {k: r[k] for k in ("workflow_id", "key", "preview", "function_id")}
+        return LatestEvents(
+            events=[
+                LatestEvent(
+                    workflow_id=r["workflow_id"],
+                    key=r["key"],
+                    preview=r["preview"],
+                    function_id=r["function_id"],
+                )
                 for r in self.events
             ],
-            "streams": [
-                {
-                    "workflow_id": wf,
-                    "key": key,
-                    "count": len(rows),
-                    "closed": (wf, key) in closed,
-                    "values": [
-                        {"offset": r["offset"], "preview": r["preview"]} for r in rows[-per_stream:]
+            streams=[
+                LatestStream(
+                    workflow_id=wf,
+                    key=key,
+                    count=len(rows),
+                    closed=(wf, key) in closed,
+                    values=[
+                        StreamPreview(offset=r["offset"], preview=r["preview"])
+                        for r in rows[-per_stream:]
                     ],
-                }
+                )
                 for (wf, key), rows in groups.items()
             ],
-        }
+        )
 
     def __bool__(self) -> bool:
         return bool(self.events or self.streams or self.messages)
@@ -137,25 +218,38 @@ def _read(conn: Any, run_id: str, redactor: Redactor | None) -> RunEvents:
     last_call: dict[tuple[str, str], int] = {}
     for wf, fid, key, value, ser in calls:
         last_call[(wf, key)] = fid
-        found.history.append(_row(redactor, value, ser, workflow_id=wf, key=key, function_id=fid))
-    for wf, key, value, ser in latest:
-        found.events.append(
-            _row(
-                redactor, value, ser, workflow_id=wf, key=key, function_id=last_call.get((wf, key))
+        saved = decode_value(value, ser, redactor)
+        found.history.append(
+            EventValue(
+                workflow_id=wf, key=key, function_id=fid, value=saved.value,
+                preview=saved.preview, json=saved.jsonable,
             )
-        )
+        )  # fmt: skip
+    for wf, key, value, ser in latest:
+        saved = decode_value(value, ser, redactor)
+        found.events.append(
+            EventValue(
+                workflow_id=wf, key=key, function_id=last_call.get((wf, key)), value=saved.value,
+                preview=saved.preview, json=saved.jsonable,
+            )
+        )  # fmt: skip
     for wf, key, offset, fid, value, ser in streams:
         if ser == "portable_json" and value == f'"{STREAM_CLOSED}"':
-            found.closed.append({"workflow_id": wf, "key": key})
+            found.closed.append(ClosedStream(workflow_id=wf, key=key))
             continue
+        saved = decode_value(value, ser, redactor)
         found.streams.append(
-            _row(redactor, value, ser, workflow_id=wf, key=key, offset=offset, function_id=fid)
-        )
+            StreamValue(
+                workflow_id=wf, key=key, offset=offset, function_id=fid, value=saved.value,
+                preview=saved.preview, json=saved.jsonable,
+            )
+        )  # fmt: skip
     for wf, topic, value, ser, created, consumed in messages:
+        saved = decode_value(value, ser, redactor)
         found.messages.append(
-            _row(
-                redactor, value, ser, workflow_id=wf, topic=topic, created_at_ms=created,
-                consumed=bool(consumed),
+            Message(
+                workflow_id=wf, topic=topic, created_at_ms=created, consumed=bool(consumed),
+                value=saved.value, preview=saved.preview, json=saved.jsonable,
             )
         )  # fmt: skip
     # the root workflow first, then its children, each in its own order

@@ -14,6 +14,7 @@ import json
 import mimetypes
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from agentworks._runtime import CALL_MARKER
 from agentworks.redact import Redactor
 from relay_notebook.errors import RunFileNotFoundError, RunFileRefusedError
+from relay_notebook.history.log_records import Receipt
 from relay_notebook.history.receipts import split_key
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.workspace import Workspace
@@ -175,15 +177,15 @@ def _marker(folder: Path) -> dict[str, Any]:
 
 def list_run_files(
     folder: RunFolder,
-    receipts: list[dict[str, Any]],
+    receipts: Sequence[Receipt],
     steps: dict[tuple[str, int], tuple[str, list[int]]] | None = None,
 ) -> RunFiles:
     """The run's call folders labelled from their markers, the run's receipts and its steps
     (``(workflow_id, function_id)`` → step name and the attempts that reused it)."""
     root = folder.execution
     real_root = root.resolve() if root.exists() else root
-    by_dir = {r["call_dir"]: r for r in receipts if r.get("call_dir")}
-    by_key = {r["key"]: r for r in receipts if r.get("key")}
+    by_dir = {r.call_dir: r for r in receipts if r.call_dir}
+    by_key = {r.key: r for r in receipts if r.key}
     calls: list[CallFolder] = []
     loose: list[FileEntry] = []
     if not root.is_dir():
@@ -196,24 +198,24 @@ def list_run_files(
             loose += [_entry(child, root)] if child.is_file() else _walk(child, root, real_root)
             continue
         marker = _marker(child)
-        direct = by_dir.get(child.name) or {}  # the receipt event that names this folder
-        receipt = direct or by_key.get(str(marker.get("key"))) or {}
-        key = marker.get("key") or receipt.get("key")
+        direct = by_dir.get(child.name)  # the receipt event that names this folder
+        receipt = direct or by_key.get(str(marker.get("key")))
+        key = marker.get("key") or (receipt.key if receipt else None)
         workflow_id, step_id, n, _ = split_key(str(key)) if key else (None, None, None, None)
-        attempt = marker.get("attempt", direct.get("attempt"))
+        attempt = marker.get("attempt", direct.attempt if direct else None)
         step, step_reused = (steps or {}).get((str(workflow_id), step_id or 0), (None, []))
-        reused = set(direct.get("reused_in") or []) | (set(step_reused) if direct else set())
+        reused = set(direct.reused_in) | set(step_reused) if direct else set()
         calls.append(
             CallFolder(
                 folder=child.name,
                 number=int(match.group(1)),
-                agent=marker.get("agent") or receipt.get("name"),
+                agent=marker.get("agent") or (receipt.name if receipt else None),
                 attempt=attempt,
                 key=key,
                 step_id=step_id,
                 step=step,
                 call=n,
-                state=direct.get("state"),
+                state=direct.state if direct else None,
                 reused_in=sorted(reused),
                 started_at=marker.get("started_at"),
                 has_receipt=(child / "receipt.json").is_file(),
@@ -300,10 +302,7 @@ def run_files(workspace: Workspace, run_id: str) -> RunFiles:
     from relay_notebook.history.records import read_run_log
 
     log = read_run_log(workspace, run_id)
-    steps = {
-        (str(s["workflow_id"]), int(s["function_id"])): (str(s["name"]), list(s["reused_in"]))
-        for s in log.all_steps()
-    }
+    steps = {(s.workflow_id, s.function_id): (s.name, list(s.reused_in)) for s in log.all_steps()}
     return list_run_files(find_run(workspace, run_id), log.receipts, steps)
 
 

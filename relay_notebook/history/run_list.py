@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
+from relay_notebook.history.log_records import ReleaseRef
 from relay_notebook.record.folders import RunFolder, list_run_folders
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
@@ -138,7 +139,7 @@ def _statuses(status: str | Iterable[str] | None) -> set[str] | None:
     return wanted
 
 
-def _release_matches(release: dict[str, Any] | None, wanted: str) -> bool:
+def _release_matches(release: ReleaseRef | None, wanted: str) -> bool:
     ref = wanted.strip().lower()
     if ref == "draft":
         return release is None
@@ -183,7 +184,8 @@ def list_runs(
             if statuses is not None and summary.status not in statuses:
                 continue
             if release is not None and (
-                record is None or not _release_matches(record.release, release)
+                record is None
+                or not _release_matches(cast(ReleaseRef | None, record.release), release)
             ):
                 continue
             created = summary.created_at

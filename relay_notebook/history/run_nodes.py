@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from relay_notebook.history.log_records import StepCall
 from relay_notebook.history.records import RunLog
 from relay_notebook.source.graph import Edge, Node
 
@@ -57,20 +58,19 @@ def mark(node: RunNode, status: str, *, reused: bool, count: int, attempts: list
         node.details["reused"] = True
 
 
-def call_status(step: dict[str, Any]) -> str:
+def call_status(step: StepCall) -> str:
     """The status a run graph shows for one step call."""
-    if step["status"] in ("running", "waiting"):
-        return str(step["status"])
-    if step["status"] == "error":
+    if step.status in ("running", "waiting"):
+        return step.status
+    if step.status == "error":
         return "failed"
-    if step["status"] == "interrupted":
+    if step.status == "interrupted":
         return "pending"  # its body runs again on recovery
-    if step.get("copied_from") and not step["executed_in"]:
+    if step.copied_from and not step.executed_in:
         return "copied"  # a fork's checkpoint, copied from its parent run
-    return "reused" if step["reused_in"] else "succeeded"
+    return "reused" if step.reused_in else "succeeded"
 
 
 def end_status(log: RunLog) -> str:
     """The status of the ``output`` node: the run's, once it ended; else ``pending``."""
-    status = log.run.get("status")
-    return {"succeeded": "succeeded", "failed": "failed"}.get(str(status), "pending")
+    return {"succeeded": "succeeded", "failed": "failed"}.get(log.run.status, "pending")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import calendar
 import copy
 import time
+from dataclasses import replace
 from typing import Any, Final
 
+from relay_notebook.history.log_records import CallFacts, StepCall
 from relay_notebook.history.records import RunLog
 from relay_notebook.history.run_nodes import RunEdge, RunNode, call_status, end_status, mark
 from relay_notebook.history.run_path import PathWalk, walk_calls
@@ -33,7 +35,6 @@ _CALL_FACTS: Final = (
     "executed_in",
     "reused_in",
     "duration_ms",
-    "input_preview",
     "output_preview",
     "error_preview",
 )
@@ -45,17 +46,17 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
     nodes the run never reached (``not_reached`` once it ended, ``pending`` while it can go on)."""
     graph = copy.deepcopy(flow)
     graph.kind = "run"
-    graph.relay = graph.relay or str(log.run["relay"])
+    graph.relay = graph.relay or log.run.relay
     facts = log.call_facts()
-    sites = {key: f["site"] for key, f in facts.items() if "site" in f}
+    sites = {key: f.site for key, f in facts.items() if f.site is not None}
     walk, calls, unseen = walk_calls(
-        graph, blocked_steps(log), finished=log.run.get("status") == "succeeded", sites=sites
+        graph, blocked_steps(log), finished=log.run.status == "succeeded", sites=sites
     )
-    _paint(graph, walk, calls, log, ended=log.run.get("status") in TERMINAL)
+    _paint(graph, walk, calls, log, ended=log.run.status in TERMINAL)
     _describe_calls(graph, calls, facts, log)
     graph.run = run_header(log)
     error = graph.run.get("error")
-    if log.run.get("status") == "failed" and error:
+    if log.run.status == "failed" and error:
         for node in graph.nodes:
             if node.id == "output" or node.details.get("status") == "failed":
                 node.details["error"] = error
@@ -67,10 +68,10 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
     return graph
 
 
-def _sleep_end_s(step: dict[str, Any]) -> float | None:
+def _sleep_end_s(step: StepCall) -> float | None:
     """When a ``DBOS.sleep`` ends: DBOS saves its end time (epoch seconds) as its output,
     previewed as ``wakes YYYY-MM-DD HH:MM:SS UTC`` (to the second)."""
-    text = str(step.get("output_preview"))
+    text = str(step.output_preview)
     try:
         if text.startswith("wakes "):
             return float(calendar.timegm(time.strptime(text[6:], "%Y-%m-%d %H:%M:%S UTC")))
@@ -79,7 +80,7 @@ def _sleep_end_s(step: dict[str, Any]) -> float | None:
         return None
 
 
-def blocked_steps(log: RunLog, now_s: float | None = None) -> list[dict[str, Any]]:
+def blocked_steps(log: RunLog, now_s: float | None = None) -> list[StepCall]:
     """The root workflow's calls, with the wait the run is blocked in marked ``waiting``.
 
     DBOS records a ``recv`` only once a message came (or its timeout ran out), but records the
@@ -89,42 +90,41 @@ def blocked_steps(log: RunLog, now_s: float | None = None) -> list[dict[str, Any
     sleep not over yet, is the run sleeping. Only a run that is waiting (run.json) or has a
     live attempt can be blocked.
     """
-    steps = log.steps
-    status = log.run.get("status")
-    if not steps or not (status == "waiting" or log.run.get("live")):
+    steps = list(log.steps)
+    status = log.run.status
+    if not steps or not (status == "waiting" or log.run.live):
         return steps
-    waiting = log.run.get("waiting") if status == "waiting" else None
+    waiting = log.run.waiting if status == "waiting" else None
     kind = waiting.get("kind") if isinstance(waiting, dict) else None
     last = steps[-1]
-    if last["name"] != "DBOS.sleep":
+    if last.name != "DBOS.sleep":
         return steps
-    recorded = {s["function_id"] for s in steps}
-    fid = int(last["function_id"])
+    recorded = {s.function_id for s in steps}
+    fid = last.function_id
     if fid - 1 >= 1 and fid - 1 not in recorded and kind in (None, "message"):
-        recv = {
-            **last,
-            "name": "DBOS.recv",
-            "function_id": fid - 1,
-            "status": "waiting",
-            "output_preview": None,
-            "completed_at_ms": None,
-            "duration_ms": None,
-        }
-        if isinstance(waiting, dict) and waiting.get("topic") is not None:
-            recv["topic"] = waiting["topic"]
+        recv = replace(
+            last,
+            name="DBOS.recv",
+            function_id=fid - 1,
+            status="waiting",
+            output_preview=None,
+            completed_at_ms=None,
+            duration_ms=None,
+            topic=waiting.get("topic") if isinstance(waiting, dict) else None,
+        )
         return [*steps[:-1], recv, last]
     end = _sleep_end_s(last)
     if kind == "sleep" or (
         kind is None and end is not None and end > (time.time() if now_s is None else now_s)
     ):
-        return [*steps[:-1], {**last, "status": "waiting"}]
+        return [*steps[:-1], replace(last, status="waiting")]
     return steps
 
 
 def _describe_calls(
     graph: FlowGraph,
-    calls: dict[str, list[dict[str, Any]]],
-    facts: dict[tuple[str, int], dict[str, Any]],
+    calls: dict[str, list[StepCall]],
+    facts: dict[tuple[str, int], CallFacts],
     log: RunLog,
 ) -> None:
     """Per-call facts on each node that made calls: attempts that ran and reused them, counts,
@@ -134,51 +134,58 @@ def _describe_calls(
         made = calls.get(node.id)
         if not made:
             continue
-        rows = []
-        for step in made:
-            row = {k: step.get(k) for k in _CALL_FACTS if step.get(k) is not None}
-            extra = facts.get((step["workflow_id"], step["function_id"]), {})
-            if "input_preview" in extra:
-                row["input_preview"] = extra["input_preview"]
-            folders = sorted({r["call_dir"] for r in log.receipts_of(step) if r.get("call_dir")})
-            if folders:
-                row["folders"] = folders
-            rows.append(row)
+        rows = [_call_row(step, facts, log) for step in made]
         if len(rows) > MAX_NODE_CALLS:
             half = MAX_NODE_CALLS // 2
             rows = [*rows[:half], {"hidden": len(rows) - 2 * half}, *rows[-half:]]
-        reused = sum(1 for s in made if s["reused_in"] and not s.get("copied_from"))
-        copied = [s for s in made if s.get("copied_from")]
+        reused = sum(1 for s in made if s.reused_in and not s.copied_from)
+        copied = [s for s in made if s.copied_from]
         node.details["calls"] = rows
-        again = [f"{s['name']}#{s['occurrence']}" for s in made if len(s["executed_in"]) > 1]
+        again = [s.label for s in made if len(s.executed_in) > 1]
         guarantee = node.details.get("guarantee")
         if again and isinstance(guarantee, dict):
             guarantee["ran_again"] = again  # the record confirms: these bodies ran twice
-        node.details["executed_in"] = sorted({a for s in made for a in s["executed_in"]})
-        node.details["reused_in"] = sorted({a for s in made for a in s["reused_in"]})
+        node.details["executed_in"] = sorted({a for s in made for a in s.executed_in})
+        node.details["reused_in"] = sorted({a for s in made for a in s.reused_in})
         node.details["reused_calls"] = reused
         if copied:
-            node.details["copied_from"] = copied[0]["copied_from"]
-            edited = "edited · " if any(s.get("edited") for s in copied) else ""
+            node.details["copied_from"] = copied[0].copied_from
+            edited = "edited · " if any(s.edited for s in copied) else ""
             many = f"{len(copied)} of {len(made)} " if len(made) > 1 else ""
-            node.details["summary"] = f"{edited}{many}copied from {copied[0]['copied_from']}"
+            node.details["summary"] = f"{edited}{many}copied from {copied[0].copied_from}"
         elif len(made) > 1 and reused:
             node.details["summary"] = f"{reused} of {len(made)} reused"
         elif reused:
             node.details["summary"] = "reused"
 
 
+def _call_row(
+    step: StepCall, facts: dict[tuple[str, int], CallFacts], log: RunLog
+) -> dict[str, Any]:
+    """One call in a node's details: what ``_CALL_FACTS`` names that it has, its input
+    preview, and the ``execution/call-N`` folders of its platform calls."""
+    row = {k: v for k in _CALL_FACTS if (v := getattr(step, k)) is not None}
+    row = {k: list(v) if isinstance(v, tuple) else v for k, v in row.items()}
+    extra = facts.get((step.workflow_id, step.function_id))
+    if extra is not None and extra.input_preview is not None:
+        row["input_preview"] = extra.input_preview
+    folders = sorted({r.call_dir for r in log.receipts_of(step) if r.call_dir})
+    if folders:
+        row["folders"] = folders
+    return row
+
+
 def _paint(
     graph: FlowGraph,
     walk: PathWalk,
-    calls: dict[str, list[dict[str, Any]]],
+    calls: dict[str, list[StepCall]],
     log: RunLog,
     *,
     ended: bool,
 ) -> None:
     started = bool(log.attempts)
     absent = "not_reached" if ended else "pending"
-    receipts = {(r["kind"], r["name"]) for r in log.receipts}
+    receipts = {(r.kind, r.name) for r in log.receipts}
     nodes: list[Node] = []
     by_id: dict[str, RunNode] = {}
     for node in graph.nodes:
@@ -195,11 +202,11 @@ def _paint(
                     "succeeded",
                 ),
             )
-            executed = sorted({a for s in made for a in s["executed_in"]})
+            executed = sorted({a for s in made for a in s.executed_in})
             mark(
                 run_node,
                 status,
-                reused=any(s["reused_in"] for s in made),
+                reused=any(s.reused_in for s in made),
                 count=len(made),
                 attempts=executed,
             )

@@ -23,8 +23,9 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
+from relay_notebook.history.log_records import StepCall
 from relay_notebook.source.graph import Edge, FlowGraph, Node, call_key
 
 __all__ = ["PathWalk", "call_key", "node_site", "walk_calls"]
@@ -146,11 +147,11 @@ class PathWalk:
 
 def walk_calls(
     graph: FlowGraph,
-    steps: list[dict[str, Any]],
+    steps: list[StepCall],
     *,
     finished: bool,
-    sites: dict[tuple[str, int], list[int]] | None = None,
-) -> tuple[PathWalk, dict[str, list[dict[str, Any]]], int]:
+    sites: dict[tuple[str, int], tuple[int, ...]] | None = None,
+) -> tuple[PathWalk, dict[str, list[StepCall]], int]:
     """Walk ``graph`` along the root workflow's calls ``steps``: the walk, the calls placed on
     each node, and how many calls could not be placed. ``finished`` runs go on to the output;
     ``sites`` are the recorded call sites by (workflow id, function id)."""
@@ -164,38 +165,38 @@ def walk_calls(
             if where is not None:
                 by_site.setdefault((key, where), []).append(node.id)
     walk = PathWalk(graph)
-    calls: dict[str, list[dict[str, Any]]] = {}
+    calls: dict[str, list[StepCall]] = {}
     trail = ["input"] if any(n.id == "input" for n in graph.nodes) else []
     dangling: list[tuple[int, str]] = []
     unseen = 0
     raised = False
     last_site: tuple[int, ...] | None = None
     on_line: dict[str, int] = {}
-    previous: dict[str, Any] | None = None
+    previous: StepCall | None = None
     for step in steps:
         follows, previous = previous, step
-        if step["kind"] == "dbos":
-            if step["name"] not in by_key:
+        if step.kind == "dbos":
+            if step.name not in by_key:
                 continue  # DBOS's own bookkeeping, drawn nowhere
             if (
-                step["name"] == "DBOS.sleep"
+                step.name == "DBOS.sleep"
                 and follows is not None
-                and follows["name"] in _TIMED_WAITS
-                and follows["function_id"] + 1 == step["function_id"]
+                and follows.name in _TIMED_WAITS
+                and follows.function_id + 1 == step.function_id
             ):
                 continue  # the timeout sleep DBOS records right after a recv / get_event
-        targets = by_key.get(step["name"])
-        site = sites.get((step["workflow_id"], step["function_id"])) if sites else None
+        targets = by_key.get(step.name)
+        site = sites.get((step.workflow_id, step.function_id)) if sites else None
         if site and targets:
-            exact = by_site.get((step["name"], tuple(site)))
+            exact = by_site.get((step.name, site))
             if exact and len(exact) > 1:
                 # calls of one step on one line (asyncio.gather(f(1), f(2))) run in source order
-                if tuple(site) != last_site:
+                if site != last_site:
                     on_line.clear()
-                n = on_line[step["name"]] = on_line.get(step["name"], -1) + 1
+                n = on_line[step.name] = on_line.get(step.name, -1) + 1
                 exact = [exact[n % len(exact)]]
             targets = exact or targets
-            last_site = tuple(site)
+            last_site = site
         if not targets:
             unseen += 1
             continue
@@ -210,7 +211,7 @@ def walk_calls(
             chosen = graph.edges[path[-1]].target
         calls.setdefault(chosen, []).append(step)
         trail.append(chosen)
-        raised = step["status"] == "error"
+        raised = step.status == "error"
     if finished and trail:
         back, path = walk.place(trail, frozenset({"output"}), raised)
         walk.follow(path)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict
 
 from relay_notebook.history.records import RunLog
 from relay_notebook.record.run_record import MAX_ATTEMPTS, WaitState
 
-__all__ = ["ATTEMPTS_MAX", "relay_line", "run_header", "waiting_header"]
+__all__ = ["ATTEMPTS_MAX", "WaitingHeader", "relay_line", "run_header", "waiting_header"]
 
 #: the attempt budget when run.json does not say
 ATTEMPTS_MAX: Final = MAX_ATTEMPTS
@@ -37,14 +37,14 @@ def _counts(log: RunLog, attempt: int | None) -> tuple[int, int]:
     if attempt is None:
         return 0, 0
     record = log.attempts[-1]
-    fork = log.run.get("fork")
+    fork = log.run.fork
     copied = set(fork.get("copied") or ()) if isinstance(fork, dict) else set()
-    if record.get("ended_at") and not log.run.get("live"):
-        reused_ids = set(record.get("reused") or []) - copied
-        return len(record.get("executed") or []), len(reused_ids)
+    if record.ended_at and not log.run.live:
+        reused_ids = set(record.reused) - copied
+        return len(record.executed), len(reused_ids)
     steps = log.steps
-    executed = sum(1 for s in steps if attempt in s["executed_in"])
-    reused = sum(1 for s in steps if attempt in s["reused_in"] and not s.get("copied_from"))
+    executed = sum(1 for s in steps if attempt in s.executed_in)
+    reused = sum(1 for s in steps if attempt in s.reused_in and not s.copied_from)
     return executed, reused
 
 
@@ -53,13 +53,13 @@ def _stopped(log: RunLog) -> str | None:
     if not log.attempts:
         return None
     last = log.attempts[-1]
-    crash = last.get("crash")
+    crash = last.crash
     if isinstance(crash, dict) and crash.get("step"):
         nth = f"#{crash['occurrence']}" if int(crash.get("occurrence") or 1) > 1 else ""
         return f"crashed on purpose {crash.get('when')} {crash['step']}{nth} (--crash)"
-    if last.get("lost"):
+    if last.lost:
         return "its supervisor was lost before the attempt ended"
-    code = last.get("returncode")
+    code = last.returncode
     if isinstance(code, int) and code < 0:
         return f"its process was killed by signal {-code}"
     if isinstance(code, int):
@@ -67,7 +67,20 @@ def _stopped(log: RunLog) -> str | None:
     return None
 
 
-def waiting_header(state: WaitState) -> dict[str, Any]:
+class WaitingHeader(TypedDict):
+    """The header's ``waiting``: what the run waits for, in words (``text``) and as facts."""
+
+    kind: str
+    text: str
+    workflow_id: str
+    topic: NotRequired[str]
+    until_ms: NotRequired[float]
+    #: ``until_ms`` as HH:MM:SS, on the reader's clock
+    until: NotRequired[str | None]
+    since_ms: NotRequired[float]
+
+
+def waiting_header(state: WaitState) -> WaitingHeader:
     """The header's ``waiting``: what the run waits for, in words (``text``) and as facts.
 
     ``waiting for a message on topic "approval"`` (until HH:MM:SS when its recv has a timeout),
@@ -82,7 +95,7 @@ def waiting_header(state: WaitState) -> dict[str, Any]:
         text = f"sleeping until {until}" if until else "sleeping"
     else:
         text = f"waiting for {state.describe()}"
-    out: dict[str, Any] = {"kind": state.kind, "text": text, "workflow_id": state.workflow_id}
+    out = WaitingHeader(kind=state.kind, text=text, workflow_id=state.workflow_id)
     if state.topic is not None:
         out["topic"] = state.topic
     if state.until_ms is not None:
@@ -95,34 +108,35 @@ def waiting_header(state: WaitState) -> dict[str, Any]:
 def run_header(log: RunLog) -> dict[str, Any]:
     """The ``run`` object of ``relay-graph/v1`` for ``log``: see the module's design note."""
     run = log.run
-    attempt = int(log.attempts[-1]["attempt"]) if log.attempts else None
+    attempt = log.attempts[-1].attempt if log.attempts else None
     executed, reused = _counts(log, attempt)
     header: dict[str, Any] = {
         "run_id": log.run_id,
-        "relay": run.get("relay"),
-        "status": run.get("status"),
+        "relay": run.relay,
+        "status": run.status,
         "attempt": attempt,
-        "attempts_max": int(run.get("max_attempts") or ATTEMPTS_MAX),
+        "attempts_max": int(run.max_attempts or ATTEMPTS_MAX),
         # attempts that ended waiting are not counted against the budget
-        "attempts_counted": sum(1 for a in log.attempts if a.get("status") != "waiting"),
+        "attempts_counted": sum(1 for a in log.attempts if a.status != "waiting"),
         "executed": executed,
         "reused": reused,
     }
-    if run.get("release"):
-        header["release"] = run["release"]
-    fork = run.get("fork")
+    if run.release:
+        header["release"] = run.release
+    fork = run.fork
     if isinstance(fork, dict):
+        edits = fork.get("edits")
         header["fork"] = {
             "parent": fork.get("parent"),
             "from": fork.get("from"),
             "copied": len(fork.get("copied") or ()),
-            "edited": list((fork.get("edits") or {}).get("outputs") or ()),
-            "input_edited": bool((fork.get("edits") or {}).get("input")),
+            "edited": list(edits.get("outputs") or ()) if edits else [],
+            "input_edited": bool(edits and edits.get("input")),
             "code": fork.get("code"),
         }
-    error = run.get("error")
-    status = run.get("status")
-    waiting = WaitState.from_json(run.get("waiting")) if status == "waiting" else None
+    error = run.error
+    status = run.status
+    waiting = WaitState.from_json(run.waiting) if status == "waiting" else None
     if waiting is not None:
         header["waiting"] = waiting_header(waiting)
     if status == "interrupted":

@@ -25,7 +25,9 @@ from typing import Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook.history.ledger_scan import LedgerScan
+from relay_notebook.history.log_records import StepCall, StepRetry
 from relay_notebook.history.outputs import output_preview
+from relay_notebook.record.run_record import AttemptRecord
 
 __all__ = [
     "SQL_COLUMNS",
@@ -45,6 +47,12 @@ SQL_COLUMNS: Final = (
 StepRow = tuple[str, int, str, int | None, int | None, int, str | None]
 #: saved (output, error, serialization) by (workflow id, function id), read when asked for
 SavedOutputs = dict[tuple[str, int], tuple[str | None, str | None, str | None]]
+#: the columns a ``StepCall`` is made of as they are (the sparse lists come from the table)
+_ROW_COLUMNS: Final = (
+    *("function_id", "name", "status", "started_at_ms", "completed_at_ms", "duration_ms"),
+    *("child_workflow_id", "workflow_id", "kind", "occurrence", "output_preview"),
+    *("error_preview", "copied_from", "edited"),
+)
 
 
 @dataclass(frozen=True)
@@ -76,28 +84,6 @@ class StepTable:
     ``receipts`` map a row number to its list, for the calls that have one.
     """
 
-    #: the keys of one record, in order
-    RECORD: Final = (
-        "function_id",
-        "name",
-        "status",
-        "started_at_ms",
-        "completed_at_ms",
-        "duration_ms",
-        "child_workflow_id",
-        "executed_in",
-        "reused_in",
-        "retries",
-        "workflow_id",
-        "kind",
-        "occurrence",
-        "output_preview",
-        "error_preview",
-        "receipts",
-        "copied_from",
-        "edited",
-    )
-
     def __init__(
         self,
         columns: dict[str, list[Any]],
@@ -109,10 +95,10 @@ class StepTable:
         #: attempts that started the body before the one that saved it (or any, if unsaved)
         self.earlier: dict[int, list[int]] = {}
         self.reused: dict[int, list[int]] = {}
-        self.retries: dict[int, list[dict[str, Any]]] = {}
+        self.retries: dict[int, list[StepRetry]] = {}
         self.receipts: dict[int, list[str]] = {}
         self._redactor = redactor
-        self._rows: list[dict[str, Any]] | None = None
+        self._rows: list[StepCall] | None = None
         self._index: dict[tuple[str, int], int] | None = None
 
     def __len__(self) -> int:
@@ -186,41 +172,40 @@ class StepTable:
             None if f is None or f[1] is None else output_preview(f[1], f[2], r) for f in found
         ]
 
-    def rows(self) -> list[dict[str, Any]]:
-        """One dict per call, made once."""
+    def rows(self) -> list[StepCall]:
+        """One record per call, made once."""
         if self._rows is None:
             self.previews()
-            cols = self.columns
-            plain = [n for n in self.RECORD if n in cols]
-            rows = [
-                dict(zip(plain, values, strict=True))
-                for values in zip(*(cols[n] for n in plain), strict=True)
-            ]
-            for i, row in enumerate(rows):
-                row["executed_in"] = self.executed_in(i)
-                row["reused_in"] = list(self.reused.get(i, ()))
-                row["retries"] = list(self.retries.get(i, ()))
-                row["receipts"] = list(self.receipts.get(i, ()))
-            self._rows = [{k: row[k] for k in self.RECORD} for row in rows]
+            columns = zip(*(self.columns[n] for n in _ROW_COLUMNS), strict=True)
+            self._rows = [self._record(i, values) for i, values in enumerate(columns)]
         return self._rows
 
-    def of(self, workflow_id: str) -> list[dict[str, Any]]:
+    def _record(self, i: int, values: tuple[Any, ...]) -> StepCall:
+        """Row ``i`` as a record: its ``_ROW_COLUMNS`` values and its sparse lists."""
+        fid, name, status, started, completed, duration, child, *tail = values
+        wf, kind, occurrence, output, error, copied, edited = tail
+        return StepCall(
+            fid, name, status, started, completed, duration, child,
+            tuple(self.executed_in(i)), tuple(self.reused.get(i, ())),
+            tuple(self.retries.get(i, ())), wf, kind, occurrence, output, error,
+            tuple(self.receipts.get(i, ())), copied, edited,
+        )  # fmt: skip
+
+    def of(self, workflow_id: str) -> tuple[StepCall, ...]:
         """The records of one workflow."""
-        return [r for r in self.rows() if r["workflow_id"] == workflow_id]
+        return tuple(r for r in self.rows() if r.workflow_id == workflow_id)
 
 
 class _Attempts:
     """When each attempt started, which ones did not succeed, and which one is live."""
 
-    def __init__(self, attempts: Sequence[dict[str, Any]], live: int | None) -> None:
-        self.numbers = [int(a["attempt"]) for a in attempts]
-        self.starts = [float(a.get("started_at") or 0) for a in attempts]
+    def __init__(self, attempts: Sequence[AttemptRecord], live: int | None) -> None:
+        self.numbers = [a.attempt for a in attempts]
+        self.starts = [float(a.started_at or 0) for a in attempts]
         self.live = live
-        self.reused = [(int(a["attempt"]), list(a.get("reused") or ())) for a in attempts]
+        self.reused = [(a.attempt, a.reused) for a in attempts]
         self.unsettled = [
-            int(a["attempt"])
-            for a in attempts
-            if a.get("status") != "succeeded" or int(a["attempt"]) == live
+            a.attempt for a in attempts if a.status != "succeeded" or a.attempt == live
         ]
 
     def at(self, epoch_ms: float | None) -> int | None:
@@ -235,7 +220,7 @@ def assemble_steps(
     run_id: str,
     rows: Sequence[StepRow],
     workflows: Sequence[WorkflowRow],
-    attempts: Sequence[dict[str, Any]],
+    attempts: Sequence[AttemptRecord],
     live: int | None,
     scan: LedgerScan,
     redactor: Redactor | None,
@@ -297,10 +282,14 @@ def assemble_steps(
         i = table.index.get((e.get("workflow_id"), e.get("step_id")))  # type: ignore[arg-type]
         if i is not None:
             table.retries.setdefault(i, []).append(
-                {
-                    k: e.get(k)
-                    for k in ("attempt", "step_attempt", "error_type", "error", "duration_ms", "ts")
-                }
+                StepRetry(
+                    e.get("attempt"),
+                    e.get("step_attempt"),
+                    e.get("error_type"),
+                    e.get("error"),
+                    e.get("duration_ms"),
+                    e.get("ts"),
+                )
             )
     _mark_reuse(run_id, table, workflows, times, scan)
     return table

@@ -225,7 +225,8 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
         NAME|RUN [--force]``, ``%relay preview RUN``, ``%relay steps RUN [-o VAR]``, ``%relay
         attempts RUN [-o VAR]``, ``%relay timeline RUN``, ``%relay files RUN [CALL]``, ``%relay
         events RUN [-o VAR]`` (what the run published: events, streams), ``%relay doctor``
-        (which start and confinement runs get, and why).
+        (which start and confinement runs get, and why), ``%relay mcp`` (the ``mcpServers``
+        JSON a coding agent needs to operate this workspace's relays over MCP).
         ``%relay -h`` lists them.
 
         Example::
@@ -322,9 +323,9 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
         return outcome.result if outcome.status == "succeeded" else None
 
     def _do_runs(self, args: Any) -> Any:
-        found = [r.to_dict() for r in commands.runs(self.workspace, args.name)]
+        found = commands.runs(self.workspace, args.name)
         if args.json:
-            return found
+            return [r.to_dict() for r in found]
         for broken in commands.broken_drafts(self.workspace, args.name):
             print(surfaces.broken_line(broken, "notebook"))
         return RunsView(found)

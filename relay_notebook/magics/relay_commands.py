@@ -1,7 +1,8 @@
 """The ``%relay`` subcommands that act on relays and the workspace: check, graph, test and
 replay (is this code right?), publish, releases and verify (releases), relays and delete,
-grant and revoke (access), vault and doctor. A mixin of ``RelayMagics``: each method parses
-nothing, calls the command layer and returns what the cell shows.
+grant and revoke (access), vault, doctor and mcp (the agents' client configuration). A mixin
+of ``RelayMagics``: each method parses nothing, calls the command layer and returns what the
+cell shows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["RelayCommands"]
 
 class RelayCommands(MagicCommands):
     """check / graph / test / replay, publish / releases / verify, relays / delete,
-    grant / revoke, vault, doctor (see the module's docstring)."""
+    grant / revoke, vault, doctor, mcp (see the module's docstring)."""
 
     confine: bool
     warm_start: bool
@@ -100,6 +101,20 @@ class RelayCommands(MagicCommands):
             return report.to_dict()
         print("\n".join(report.lines()))
         return None
+
+    def _do_mcp(self, args: Any) -> None:
+        """``%relay mcp``: the ``mcpServers`` JSON with which a coding agent (Claude Code,
+        Jupyter AI, an IDE assistant) starts ``relay mcp`` on this notebook's workspace.
+
+        Example::
+
+            %relay mcp
+        """
+        import json
+
+        from relay_notebook.commands.mcp_config import client_config
+
+        print(json.dumps(client_config(self.workspace.home), indent=2))
 
     def _do_grant(self, args: Any) -> None:
         commands.grant(self.workspace, args.name)

@@ -123,7 +123,7 @@ class RunCommands(MagicCommands):
         found = read_run_events(self.workspace, args.run_id)
         if args.output:
             self._user_ns[args.output] = found.values()
-        return found.to_dict() if args.json else events_frame(found.to_dict())
+        return found.to_dict() if args.json else events_frame(found)
 
     def _do_diff(self, args: Any) -> Any:
         """``%relay diff RUN_A RUN_B``: a DataFrame, one row per call, what differs."""

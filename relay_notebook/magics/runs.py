@@ -24,8 +24,16 @@ from relay_notebook.commands import waiting
 from relay_notebook.commands.authoring import FlowGraph
 from relay_notebook.commands.run_events import read_run_events
 from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
+from relay_notebook.commands.time_travel import ForkRequest
 from relay_notebook.commands.waiting import Delivery
 from relay_notebook.views.live import RunMonitor, Throttle
+from relay_notebook.views.view_messages import (
+    ErrorMessage,
+    KernelMessage,
+    ViewAction,
+    ViewMessage,
+    WorkspaceMessage,
+)
 from relay_notebook.workspace import Workspace
 
 __all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
@@ -116,11 +124,11 @@ class RunView:
         sinks: list[Sink] | None = None,
     ) -> RunView:
         log = commands.logs(workspace, run_id)
-        relay = str(log.run["relay"])
+        relay = log.run.relay
         view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
         view.sinks.extend(sinks or [])
         view.monitor.run_id = run_id
-        before = str(log.run.get("status"))
+        before = log.run.status
         if before in _FINISHED:
             view.monitor.note = f"the run had already {_ended(before)}: nothing was left to recover"
         handle = commands.recover(workspace, run_id, on_event=view._on_event)
@@ -133,21 +141,20 @@ class RunView:
         workspace: Workspace,
         run_id: str,
         *,
-        from_call: str,
+        request: ForkRequest,
         shell: Any,
         output: str | None = None,
         sinks: list[Sink] | None = None,
-        **options: Any,
+        crash: str | None = None,
     ) -> RunView:
-        """A fork of ``run_id`` from ``from_call`` (``STEP#N``), live; ``options`` go to
-        ``runner.fork.start_fork`` (edits, release, draft, crash)."""
+        """The fork of ``run_id`` ``request`` asks for (from its ``STEP#N``, with its edits,
+        release or draft), live, with ``crash`` injected into its first attempt."""
         from relay_notebook.commands.time_travel import fork
 
-        log = commands.logs(workspace, run_id)
-        relay = str(log.run["relay"])
+        relay = commands.logs(workspace, run_id).run.relay
         view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
         view.sinks.extend(sinks or [])
-        handle = fork(workspace, run_id, from_call=from_call, on_event=view._on_event, **options)
+        handle = fork(workspace, run_id, request, crash=crash, on_event=view._on_event)
         view._attach(handle)
         return view
 
@@ -165,8 +172,7 @@ class RunView:
         sinks: list[Sink] | None = None,
     ) -> tuple[RunView, Delivery]:
         """Send ``message`` to ``run_id``; the view follows the attempt it resumes, if any."""
-        log = commands.logs(workspace, run_id)
-        relay = str(log.run["relay"])
+        relay = commands.logs(workspace, run_id).run.relay
         view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
         view.sinks.extend(sinks or [])
         view.monitor.run_id = run_id
@@ -265,8 +271,8 @@ def _ended(status: str) -> str:
 
 
 class ViewChannel:
-    """The kernel's end of one view's comm: runs what the view's buttons ask for, and sends
-    the resulting run's view back as it goes (``{"type": "view", "bundle", "final"}``)."""
+    """The kernel's end of one view's comm: runs what the view's buttons ask for
+    (``ViewAction``), and sends the resulting run's view back as it goes (``ViewMessage``)."""
 
     def __init__(self, comm: Any, workspace: Callable[[], Workspace], shell: Any) -> None:
         self.comm = comm
@@ -275,28 +281,32 @@ class ViewChannel:
         self.views: list[RunView] = []
         comm.on_msg(self.handle)
 
+    def _reply(self, message: KernelMessage) -> None:
+        self.comm.send(message)
+
     def _send(self, bundle: dict[str, Any], final: bool) -> None:
         try:
-            self.comm.send({"type": "view", "final": final, "bundle": bundle})
+            self._reply(ViewMessage(type="view", final=final, bundle=bundle))
         except Exception:  # the page went away: the run goes on, its record keeps it
             return
 
     def handle(self, msg: dict[str, Any]) -> None:
         """Act on one message from the view (the comm's open carries the first action)."""
-        data = msg.get("content", {}).get("data", {}) or {}
+        # the comm's message: its data is what the view sent, a ViewAction (checked in act)
+        data: ViewAction = msg.get("content", {}).get("data") or ViewAction()
         if data.get("action") == "workspace":  # the side panel asks which workspace we use
-            self.comm.send({"type": "workspace", "home": str(self.workspace().home)})
+            self._reply(WorkspaceMessage(type="workspace", home=str(self.workspace().home)))
             return
         try:
             view = self.act(data)
         except Exception as exc:  # shown in the view's header, never a traceback
-            self.comm.send({"type": "error", "message": str(exc)})
+            self._reply(ErrorMessage(type="error", message=str(exc)))
             return
         self.views.append(view)
 
-    def act(self, data: dict[str, Any]) -> RunView:
-        """Start what ``data`` asks: ``{"action": "run" | "recover" | "fork" | "send",
-        "run_id", "crash", "from", "draft", "topic", "message"}``."""
+    def act(self, data: ViewAction) -> RunView:
+        """Start what ``data`` asks: run again (with a ``crash``), recover, fork ``from`` a
+        call, or ``send`` a message on a ``topic``, for the view's ``run_id``."""
         action = data.get("action")
         run_id = str(data.get("run_id") or "")
         workspace = self.workspace()
@@ -323,8 +333,8 @@ class ViewChannel:
             crash = data.get("crash")
             view = RunView.start(
                 workspace,
-                str(log.run["relay"]),
-                run_input=log.run.get("input") or {},
+                log.run.relay,
+                run_input=log.run.input or {},
                 release=None,
                 crash=str(crash) if crash else None,
                 shell=self.shell,
@@ -336,8 +346,8 @@ class ViewChannel:
         if action == "fork":
             call = str(data.get("from") or "")
             view = RunView.fork(
-                workspace, run_id, from_call=call, shell=self.shell, sinks=[self._send],
-                draft=bool(data.get("draft")),
+                workspace, run_id, request=ForkRequest(call, draft=bool(data.get("draft"))),
+                shell=self.shell, sinks=[self._send],
             )  # fmt: skip
             view.monitor.note = f"forked from {run_id} at {call} with this view's button"
             return view

@@ -36,14 +36,20 @@ class Checkpoint:
 
 
 def read_checkpoints(
-    folder: RunFolder, backend: Backend | None = None, *, live: bool = True
+    folder: RunFolder,
+    backend: Backend | None = None,
+    *,
+    live: bool = True,
+    record: RunRecord | None = None,
 ) -> list[Checkpoint]:
     """Every checkpoint of the run's workflow in function-id order ([] if none yet).
 
     ``live``: an attempt may be writing now (see ``record.store``); pass ``False`` once it ended.
+    ``record``: the run's record if the caller has it (else run.json is read for its database).
     """
+    record = RunRecord.load(folder) if record is None else record
     try:
-        with open_run_database(folder, RunRecord.load(folder), live=live, backend=backend) as conn:
+        with open_run_database(folder, record, live=live, backend=backend) as conn:
             if conn is None:
                 return []
             rows = conn.execute(

@@ -108,14 +108,7 @@ class RunFolder:
 
     def read_meta(self) -> dict[str, Any]:
         """``run.json``, checked: ``RunRecordDamagedError`` names the file if it is unusable."""
-        try:
-            data = json.loads(self.meta.read_bytes())
-        except FileNotFoundError:
-            raise self.damaged(self.meta, "is missing") from None
-        except OSError as exc:
-            raise self.damaged(self.meta, f"cannot be read ({exc.strerror})") from None
-        except (ValueError, RecursionError):
-            raise self.damaged(self.meta, "is not valid JSON (truncated or overwritten?)") from None
+        data = self._read_json(self.meta, "is missing")
         problem = _meta_problem(data)
         if problem is not None:
             raise self.damaged(self.meta, problem)
@@ -129,17 +122,20 @@ class RunFolder:
         the supervisor checked what attempts leave may hold one.
         """
         secrets = Vault(self.path.parents[2]).values()  # HOME/RELAY/runs/iteration-N-hook
-        try:
-            result = json.loads(self.result.read_bytes())
-        except FileNotFoundError:
-            raise self.damaged(self.result, "is missing although the run succeeded") from None
-        except OSError as exc:
-            raise self.damaged(self.result, f"cannot be read ({exc.strerror})") from None
-        except (ValueError, RecursionError):
-            raise self.damaged(
-                self.result, "is not valid JSON (truncated or overwritten?)"
-            ) from None
+        result = self._read_json(self.result, "is missing although the run succeeded")
         return Redactor(secrets, encoded=True).scrub_json(result) if secrets else result
+
+    def _read_json(self, path: Path, missing: str) -> Any:
+        """The JSON value in ``path``; ``RunRecordDamagedError`` says why it cannot be read
+        (``missing``: when the file is not there)."""
+        try:
+            return json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise self.damaged(path, missing) from None
+        except OSError as exc:
+            raise self.damaged(path, f"cannot be read ({exc.strerror})") from None
+        except (ValueError, RecursionError):
+            raise self.damaged(path, "is not valid JSON (truncated or overwritten?)") from None
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_json_atomic(self.meta, meta)

@@ -20,7 +20,8 @@ from relay_notebook.record.store import open_run_database
 
 __all__ = ["NULL_TOPIC", "delivered_message", "pending_message", "wait_ready"]
 
-#: how DBOS stores the topic ``None`` (``dbos._sys_db._dbos_null_topic``; a canary checks it)
+#: how DBOS stores the topic ``None`` (a private name of DBOS's, read in ``runner.dbos_private``;
+#: the DBOS canary checks the two agree)
 NULL_TOPIC = "__null__topic__"
 
 

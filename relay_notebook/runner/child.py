@@ -32,6 +32,11 @@ from relay_notebook.record.backend import database_error
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.ledger_events import Event
 from relay_notebook.runner.child_logs import route_logs
+from relay_notebook.runner.dbos_private import (
+    internal_queue_poll,
+    recover_pending_workflows,
+    set_internal_queue_poll,
+)
 from relay_notebook.runner.leave import leave, lost
 from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
 from relay_notebook.runner.spec import AttemptSpec
@@ -121,28 +126,20 @@ def _error(entry: Code, message: str, tb: str | None = None) -> dict[str, Any]:
     return entry.record(message, traceback=tb) if tb else entry.record(message)
 
 
-def _internal_queue() -> Any:
-    from dbos._dbos import _get_or_create_dbos_registry
-
-    # private to DBOS 3.x (pinned <4); see the design note for why the kit touches it
-    return _get_or_create_dbos_registry().get_internal_queue()
-
-
 async def _await_recovery(workflow_id: str) -> Any:
     from dbos import DBOS
 
-    queue = _internal_queue()
-    default_poll = queue._polling_interval_sec
+    default_poll = internal_queue_poll()
     try:
         while True:
             status = await DBOS.get_workflow_status_async(workflow_id)
             if status is not None and status.status != "ENQUEUED":
-                queue._polling_interval_sec = default_poll
+                set_internal_queue_poll(default_poll)
             if status is not None and status.status in _TERMINAL:
                 break
             await asyncio.sleep(0.005 if status is None or status.status == "ENQUEUED" else 0.02)
     finally:
-        queue._polling_interval_sec = default_poll
+        set_internal_queue_poll(default_poll)
     handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
     return await handle.get_result()
 
@@ -155,18 +152,14 @@ async def _run_attempt(
     from_template: bool = False,
 ) -> dict[str, Any]:
     from dbos import DBOS, SetWorkflowID
-    from dbos._error import (
-        DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
-        DBOSUnexpectedStepError,
-    )
+    from dbos import error as dbos_error
 
     run_id = spec.run_id
     before = _workflow_status(spec, database_url)
     prior = before[0] if before else None
     if prior is not None:
         # Recovery: make DBOS's internal queue pick the workflow up at once (restored after).
-        queue = _internal_queue()
-        queue._polling_interval_sec = _FAST_POLL_SEC
+        set_internal_queue_poll(_FAST_POLL_SEC)
     t0 = time.time() * 1000
     events.emit(
         "attempt_start",
@@ -177,14 +170,14 @@ async def _run_attempt(
         # Another executor (a worker that died) left the workflow PENDING; DBOS's launch only
         # recovers our own executor's. Scoped by the run's application name, this re-enqueues
         # exactly this run's workflow, and only while it is still PENDING for that executor.
-        DBOS._recover_pending_workflows([before[1]])
+        recover_pending_workflows([before[1]])
     try:
         if prior is None:
             with SetWorkflowID(run_id):
                 result = await entry(spec.input)
         else:
             result = await _await_recovery(run_id)
-    except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as exc:
+    except dbos_error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as exc:
         return {
             "status": "failed",
             "error": _error(
@@ -194,7 +187,7 @@ async def _run_attempt(
                 f"@DBOS.workflow(...) if the crashes are expected, then start a new run.",
             ),
         }
-    except DBOSUnexpectedStepError as exc:
+    except dbos_error.DBOSUnexpectedStepError as exc:
         return {
             "status": "failed",
             "error": _error(

@@ -26,10 +26,10 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from relay_notebook.runner.dbos_private import SCHEMA_FILES
+
 __all__ = ["copy_template", "make_template", "template_path"]
 
-#: the DBOS modules whose code decides what a fresh SQLite system database holds
-_SCHEMA_MODULES = ("_migration.py", "_sys_db_sqlite.py", "_sys_db.py")
 #: DBOS's tables that must be empty in a template (only its migration version is kept)
 _EMPTY = ("workflow_status", "operation_outputs", "notifications", "workflow_events")
 
@@ -42,7 +42,7 @@ def template_path() -> Path | None:
         return None
     package = Path(next(iter(spec.submodule_search_locations)))
     digest = hashlib.sha256(sqlite3.sqlite_version.encode())
-    for name in _SCHEMA_MODULES:
+    for name in SCHEMA_FILES:
         try:
             digest.update((package / name).read_bytes())
         except OSError:

@@ -18,8 +18,8 @@ everything after it run fresh. The parent is held under its run lock while it is
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -37,7 +37,9 @@ from relay_notebook.runner.backend import (
     connect,
     workspace_backend,
 )
+from relay_notebook.runner.dbos_private import delete_workflow_rows, edit_fork_rows, root_calls
 from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 
@@ -45,7 +47,17 @@ if TYPE_CHECKING:
     from relay_notebook.runner.crash import CrashSpec
     from relay_notebook.runner.handle import EventCallback, RunHandle
 
-__all__ = ["HOLD_QUEUE", "ForkError", "ForkPlan", "copy_database", "plan_fork", "prepare_fork"]
+__all__ = [
+    "HOLD_QUEUE",
+    "ForkError",
+    "ForkPlan",
+    "ForkRequest",
+    "copy_database",
+    "create_fork",
+    "plan_fork",
+    "prepare_fork",
+    "start_fork",
+]
 
 #: the queue a fork waits on while it is edited; no process of the kit listens to it
 HOLD_QUEUE: Final = "relay-hold"
@@ -92,21 +104,13 @@ def parse_call(text: str, what: str) -> tuple[str, int]:
     return name, int(nth) if nth else 1
 
 
-_CALLS_SQL: Final = (
-    "SELECT function_id, function_name FROM {t}operation_outputs WHERE workflow_uuid = {p} "
-    "ORDER BY function_id"
-)
-
-
 def _root_calls(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
     """The parent's root-workflow calls in order (its SQLite copy, or its PostgreSQL)."""
     if isinstance(db, Backend):
         with connect(db) as conn:
-            rows = conn.execute(_CALLS_SQL.format(t="dbos.", p="%s"), (run_id,)).fetchall()
-    else:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-            rows = conn.execute(_CALLS_SQL.format(t="", p="?"), (run_id,)).fetchall()
-    return [(int(fid), str(name)) for fid, name in rows]
+            return root_calls(conn, run_id, pg=True)
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return root_calls(conn, run_id, pg=False)
 
 
 def _nth(calls: list[tuple[int, str]], name: str, n: int) -> int | None:
@@ -136,7 +140,7 @@ def plan_fork(
     db: Path | Backend,
     call: str,
     *,
-    sets: dict[str, Any],
+    sets: Mapping[str, Any],
     input_edited: bool,
 ) -> ForkPlan:
     """Resolve ``call`` and the ``sets`` (``STEP#N`` → new output) against ``db`` (a copy of
@@ -199,56 +203,13 @@ def hold_parent(parent: RunFolder, backend: Backend) -> Any:
         ) from exc
 
 
-def _serialize(value: Any, serialization: str | None) -> str:
-    from dbos._serialization import DefaultSerializer, serialize_value_as
-
-    text, _ = serialize_value_as(value, serialization, DefaultSerializer())
-    assert text is not None
-    return text
-
-
-def _serialize_input(run_input: Any, serialization: str | None) -> str:
-    from dbos._serialization import DefaultSerializer, serialize_args
-
-    del serialization  # a fork keeps the format DBOS writes for a run's workflow
-    text, _ = serialize_args((run_input,), {}, None, DefaultSerializer())
-    return text
-
-
 def _edit_rows(conn: Any, plan: ForkPlan, fork: RunFolder, run_input: Any, pg: bool) -> None:
     """The edits, the fork's origin as DBOS attributes, and (on PostgreSQL) its application."""
-    t, p, cast = ("dbos.", "%s", "::jsonb") if pg else ("", "?", "")
-
-    def one(sql: str, *args: Any) -> Any:
-        return conn.execute(sql.format(t=t, p=p), args).fetchone()
-
-    if plan.input_edited:
-        (ser,) = one("SELECT serialization FROM {t}workflow_status WHERE workflow_uuid = {p}",
-                     fork.run_id)  # fmt: skip
-        conn.execute(
-            f"UPDATE {t}workflow_input SET inputs = {p} WHERE workflow_uuid = {p}",
-            (_serialize_input(run_input, ser), fork.run_id),
-        )
-    for fid, value in plan.outputs.items():
-        (ser,) = one(
-            "SELECT serialization FROM {t}operation_outputs WHERE workflow_uuid = {p} "
-            "AND function_id = {p}", fork.run_id, fid,
-        )  # fmt: skip
-        conn.execute(
-            f"UPDATE {t}operation_outputs SET output = {p}, error = NULL WHERE workflow_uuid = {p} "
-            f"AND function_id = {p}",
-            (_serialize(value, ser), fork.run_id, fid),
-        )
-    attributes = json.dumps({"relay_fork": plan.record()})
-    conn.execute(
-        f"UPDATE {t}workflow_status SET attributes = {p}{cast} WHERE workflow_uuid = {p}",
-        (attributes, fork.run_id),
-    )
-    if pg:
-        conn.execute(
-            "UPDATE dbos.workflow_status SET application_name = %s WHERE workflow_uuid = %s",
-            (app_name_for_run(fork.run_id), fork.run_id),
-        )
+    edit_fork_rows(
+        conn, fork.run_id, pg=pg, outputs=plan.outputs,
+        attributes={"relay_fork": plan.record()}, run_input=run_input,
+        input_edited=plan.input_edited, app_name=app_name_for_run(fork.run_id) if pg else None,
+    )  # fmt: skip
 
 
 def prepare_fork(
@@ -262,8 +223,7 @@ def prepare_fork(
     """Make the fork's workflow (in its SQLite copy of the parent's database, or in the shared
     PostgreSQL one), apply the edits, record its origin as DBOS attributes, and put it on
     DBOS's internal queue."""
-    from dbos import SetWorkflowID
-    from dbos._client import DBOSClient
+    from dbos import DBOSClient, SetWorkflowID
 
     pg = backend.is_postgres
     url = backend.dbos_url if pg else f"sqlite:///{fork.database.resolve()}"
@@ -284,8 +244,7 @@ def prepare_fork(
         with sqlite3.connect(fork.database) as conn:
             # the parent's row goes: the fork's child must never recover the parent (its
             # children and their rows stay, copied calls may read their results)
-            for table in ("operation_outputs", "workflow_status", "workflow_input"):
-                conn.execute(f"DELETE FROM {table} WHERE workflow_uuid = ?", (plan.parent,))
+            delete_workflow_rows(conn, plan.parent)
             _edit_rows(conn, plan, fork, run_input, pg=False)
     client = DBOSClient(system_database_url=url)
     try:
@@ -310,55 +269,84 @@ def check_compatible(plan: ForkPlan, source: str, relay: str) -> None:
             )
 
 
+@dataclass(frozen=True)
+class ForkRequest:
+    """``relay fork RUN --from STEP#N`` as asked from any surface (the CLI, a magic, REST): a
+    new run whose calls before ``from_call`` are copied checkpoints of RUN's, with ``sets``
+    (``STEP#N`` → new output) edited, ``run_input`` as its input if ``input_given``, on RUN's
+    code, a ``release`` or the current ``draft``. Its values are checked once, here (the input
+    by ``create_run``, as any run's)."""
+
+    from_call: str
+    run_input: Any = None
+    input_given: bool = False
+    sets: Mapping[str, Any] = field(default_factory=dict)
+    release: str | None = None
+    draft: bool = False
+
+    def __post_init__(self) -> None:
+        if self.release is not None and not self.release.strip():
+            raise InvalidInputError(
+                "--release '' names no release; give vN, a hash prefix or latest"
+            )
+        for target, value in self.sets.items():
+            try:
+                check_run_input(value)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"The output given for {target}: {exc.message}") from None
+
+
 def start_fork(
     workspace: Workspace,
     run_id: str,
+    request: ForkRequest,
     *,
-    from_call: str,
-    run_input: Any = None,
-    input_given: bool = False,
-    sets: dict[str, Any] | None = None,
-    release: str | None = None,
-    draft: bool = False,
     crash: CrashSpec | None = None,
     on_event: EventCallback | None = None,
     backend: Backend | None = None,
 ) -> RunHandle:
-    """``relay fork RUN --from STEP#N``: a new run whose calls before STEP#N are copied
-    checkpoints of RUN's (edited as asked), on RUN's code, a ``release`` or the current
-    ``draft``; its first attempt starts at once (returns its ``RunHandle``)."""
+    """``relay fork RUN --from STEP#N``: the fork ``request`` asks for; its first attempt
+    starts at once (returns its ``RunHandle``)."""
     from relay_notebook.runner.runs import launch_first_attempt
 
-    fork = create_fork(
-        workspace, run_id, from_call=from_call, run_input=run_input, input_given=input_given,
-        sets=sets, release=release, draft=draft, backend=backend,
-    )  # fmt: skip
-    return launch_first_attempt(workspace, fork, crash=crash, on_event=on_event, backend=backend)
+    fork, record = _make_fork(workspace, run_id, request, backend=backend, queued=False)
+    return launch_first_attempt(
+        workspace, fork, record, crash=crash, on_event=on_event, backend=backend
+    )
 
 
 def create_fork(
     workspace: Workspace,
     run_id: str,
+    request: ForkRequest,
     *,
-    from_call: str,
-    run_input: Any = None,
-    input_given: bool = False,
-    sets: dict[str, Any] | None = None,
-    release: str | None = None,
-    draft: bool = False,
     backend: Backend | None = None,
     queued: bool = False,
 ) -> RunFolder:
     """The fork of ``start_fork``, made and held in its database, with no attempt started:
     ``queued`` marks it for the workers' queue (``relay fork --queue``)."""
-    from relay_notebook.runner.runs import create_run
+    fork, _ = _make_fork(workspace, run_id, request, backend=backend, queued=queued)
+    return fork
+
+
+def _make_fork(
+    workspace: Workspace,
+    run_id: str,
+    request: ForkRequest,
+    *,
+    backend: Backend | None,
+    queued: bool,
+) -> tuple[RunFolder, RunRecord]:
+    """The fork's folder and its record, as written."""
+    from relay_notebook.runner.runs import record_new_run
 
     parent = find_run(workspace, run_id)
     record = RunRecord.load(parent)
     backend = backend_for_run(record, workspace_backend(workspace, backend))
     relay = record.relay
     current = workspace.load_draft(relay)
-    if release is None and not draft:
+    release = request.release
+    if release is None and not request.draft:
         if record.release:
             release = f"v{record.release['version']}"
         else:
@@ -373,8 +361,9 @@ def create_fork(
                 )
     lock = hold_parent(parent, backend)
     try:
-        fork = create_run(
-            workspace, current, run_input=run_input if input_given else record.input,
+        fork, made = record_new_run(
+            workspace, current,
+            run_input=request.run_input if request.input_given else record.input,
             release=release, backend=backend, queued=queued,
         )  # fmt: skip
         try:
@@ -382,13 +371,11 @@ def create_fork(
                 copy_database(parent.database, fork.database)
             plan = plan_fork(
                 workspace, parent, backend if backend.is_postgres else fork.database,
-                from_call, sets=sets or {}, input_edited=input_given,
+                request.from_call, sets=request.sets, input_edited=request.input_given,
             )  # fmt: skip
-            made = RunRecord.load(fork)
-            code_dir = Path(made.code_dir)
             same_code = made.app_version == record.app_version
             if not same_code:
-                source = (code_dir / "relay.py").read_text(encoding="utf-8")
+                source = (Path(made.code_dir) / "relay.py").read_text(encoding="utf-8")
                 check_compatible(plan, source, relay)
             origin = plan.record()
             origin["code"] = (
@@ -400,11 +387,10 @@ def create_fork(
                 plan, fork, app_version=made.app_version, run_input=made.input, backend=backend,
             )  # fmt: skip
         except BaseException as exc:
-            failed = RunRecord.load(fork)
             entry = exc.entry if isinstance(exc, RelayError) else codes.FORK_REFUSED
-            failed.status, failed.error = "rejected", entry.record(str(exc))
-            failed.save(fork)
+            made.status, made.error = "rejected", entry.record(str(exc))
+            made.save(fork)
             raise
     finally:
         lock.release()
-    return fork
+    return fork, made

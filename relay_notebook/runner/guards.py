@@ -22,11 +22,10 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dbos import _serialization
-
 from agentworks._runtime import current
 from agentworks.errors import SecretLeakError
 from agentworks.redact import Redactor
+from relay_notebook.runner.dbos_private import wrap_serializers
 
 __all__ = ["install_guards", "refuse_secret_result", "withheld"]
 
@@ -100,13 +99,6 @@ def install_guards(redactor: Redactor) -> None:
     """Make DBOS's serializers refuse (or, for errors, withhold) values carrying a secret."""
     if not redactor or _installed:
         return
-    pickling = _serialization.DefaultSerializer
-    portable = _serialization.DBOSPortableJSONSerializer
-    _installed.update(
-        pickle=pickling.serialize,
-        portable=portable.serialize,
-        error_data=_serialization.exception_to_workflow_error_data,
-    )
 
     def guarded_pickle(original: Callable[[Any, Any], str]) -> Callable[[Any, Any], str]:
         @functools.wraps(original)
@@ -134,13 +126,13 @@ def install_guards(redactor: Redactor) -> None:
 
         return serialize
 
-    error_data = _serialization.exception_to_workflow_error_data
+    def guarded_error_data(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        @functools.wraps(original)
+        def error_data(err: Any) -> Any:
+            return original(withheld(err, redactor) if isinstance(err, BaseException) else err)
 
-    @functools.wraps(error_data)
-    def guarded_error_data(err: Any) -> Any:
-        return error_data(withheld(err, redactor) if isinstance(err, BaseException) else err)
+        return error_data
 
-    setattr(pickling, "serialize", guarded_pickle(pickling.serialize))  # noqa: B010
-    setattr(portable, "serialize", guarded_json(portable.serialize))  # noqa: B010
-    setattr(_serialization, "exception_to_workflow_error_data", guarded_error_data)  # noqa: B010
+    wrap_serializers(guarded_pickle, guarded_json, guarded_error_data)
+    _installed["serializers"] = True
     _guard_statements(redactor)

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,9 @@ from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
-from relay_notebook.runner.leak_check import attempt_secrets
 from relay_notebook.runner.locks import RunLock
 from relay_notebook.runner.log_scrubber import AttemptLogs
-from relay_notebook.runner.outcome import RunOutcome, settle_attempt
+from relay_notebook.runner.outcome import AttemptExit, RunOutcome, settle_attempt
 from relay_notebook.runner.warm import ForkedProcess
 
 __all__ = ["AttemptEnds", "AttemptProcess", "EventCallback", "RunHandle"]
@@ -48,8 +47,13 @@ class AttemptEnds:
 
     attempt_dir: Path
     logs: AttemptLogs
+    #: the run's record as read under the run lock, which settling updates (the lock is held
+    #: until then, so no other process writes run.json meanwhile)
+    record: RunRecord
     #: settling reads the run's checkpoints with the database's password
     backend: Backend
+    #: the values the attempt could read (see ``runner.leak_check``)
+    secrets: Mapping[str, str]
     lifeline: int | None = None
     report_fd: int | None = None
     mechanism: str | None = None
@@ -148,19 +152,19 @@ class RunHandle:
             returncode = self.process.wait()
             _wait_for_group(self.process.pid)
             ends.logs.wait()  # the stderr tail is read from the complete, scrubbed log
+            end = AttemptExit(
+                self.attempt,
+                ends.attempt_dir,
+                returncode,
+                crashed_on_purpose=returncode == CRASH_EXIT_CODE,
+                deadline_hit=self._deadline_hit,
+                confinement=report,
+            )
             with lend_session(ends.backend, lock.session):  # no new session to settle
                 self._outcome = settle_attempt(
-                    self.folder,
-                    attempt=self.attempt,
-                    attempt_dir=ends.attempt_dir,
-                    returncode=returncode,
-                    crashed_on_purpose=returncode == CRASH_EXIT_CODE,
-                    deadline_hit=self._deadline_hit,
-                    on_event=self._on_event,
-                    confinement=report,
-                    backend=ends.backend,
-                    secrets=self._secrets(ends.logs.secrets),
-                )
+                    self.folder, ends.record, end, on_event=self._on_event,
+                    backend=ends.backend, secrets=ends.secrets,
+                )  # fmt: skip
         finally:
             lock.release()
             if ends.lifeline is not None:
@@ -168,11 +172,6 @@ class RunHandle:
             self._ended.set()
             if not self._go_on():
                 self._complete(self._outcome)
-
-    def _secrets(self, vault: dict[str, str]) -> dict[str, str]:
-        """The values the attempt could read: the vault's, and those of the environment it
-        inherited (this process's, see ``launch_attempt``) that ``vault()`` falls back to."""
-        return attempt_secrets(Path(RunRecord.load(self.folder).code_dir), vault, os.environ)
 
     def _go_on(self) -> bool:
         """After a ``waiting`` end: follow the next attempt if the wait was answered meanwhile."""

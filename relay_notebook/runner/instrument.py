@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
-from dbos._error import DBOSException
+from dbos import error as dbos_error
 
 from agentworks._runtime import Runtime, StepCall
 from agentworks._sites import call_site, track_origins
@@ -282,7 +282,7 @@ class Instrumentation:
 
     def _after_raise(self, call: _Call, exc: BaseException) -> None:
         """A call that raised without running its body replayed its checkpointed error."""
-        if not call.executed and not isinstance(exc, DBOSException):
+        if not call.executed and not isinstance(exc, dbos_error.DBOSException):
             self._reused(call, raised=type(exc).__name__)
 
     @contextlib.contextmanager

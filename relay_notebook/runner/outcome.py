@@ -27,6 +27,7 @@ from relay_notebook.workspace.file_io import write_json_atomic
 __all__ = [
     "EXIT_CODES",
     "TRACE_LIMIT",
+    "AttemptExit",
     "RunOutcome",
     "settle_attempt",
     "settle_lost_attempts",
@@ -103,8 +104,8 @@ def _exit_description(returncode: int) -> str:
 
 def _classify(
     folder: RunFolder,
+    record: RunRecord,
     attempt: int,
-    t0: float | None,
     events: list[Event],
     backend: Backend | None = None,
 ) -> tuple[list[int], list[int]]:
@@ -114,7 +115,12 @@ def _classify(
     replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
     reused; DBOS's own operations before the last reused or executed id count as reused too.
     """
-    rows = read_checkpoints(folder, backend, live=False)  # the attempt has ended
+    start = next(
+        (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
+        None,
+    )
+    t0 = _started_ms(record, attempt, start)
+    rows = read_checkpoints(folder, backend, live=False, record=record)  # the attempt has ended
     if t0 is None:
         return [], []
     executed = [r.function_id for r in rows if (r.completed_at_ms or 0) >= t0]
@@ -139,44 +145,53 @@ def _classify(
     return sorted(executed), sorted(reused)
 
 
-def _started_ms(folder: RunFolder, attempt: int, start: Event | None) -> float | None:
+def _started_ms(record: RunRecord, attempt: int, start: Event | None) -> float | None:
     """When the attempt began, as the supervisor recorded it before starting the child.
 
     Not the child's ``attempt_start`` event: the relay can rewrite the ledger, and which
     checkpoints count as saved (what ``checkpoints-lost`` later relies on) must not depend on it.
     """
-    entry = RunRecord.load(folder).attempt_entry(attempt)
+    entry = record.attempt_entry(attempt)
     if entry is not None and isinstance(entry.started_at, int | float):
         return float(entry.started_at)
     return float(start["t0"]) if start else None
 
 
+@dataclass(frozen=True)
+class AttemptExit:
+    """How an attempt's child ended, as its supervisor saw it."""
+
+    attempt: int
+    attempt_dir: Path
+    returncode: int
+    crashed_on_purpose: bool = False
+    deadline_hit: bool = False
+    #: the child's own report of its confinement check, if it sent one
+    confinement: dict[str, Any] | None = None
+
+
 def settle_attempt(
     folder: RunFolder,
+    record: RunRecord,
+    end: AttemptExit,
     *,
-    attempt: int,
-    attempt_dir: Path,
-    returncode: int,
-    crashed_on_purpose: bool,
-    deadline_hit: bool,
-    on_event: Callable[[Event], None] | None,
-    confinement: dict[str, Any] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     backend: Backend | None = None,
     secrets: Mapping[str, str] | None = None,
 ) -> RunOutcome:
-    """Record the end of an attempt in the ledger and run.json; return its outcome.
+    """Record the end of an attempt in the ledger and in ``record`` (saved to run.json); return
+    its outcome.
 
-    ``confinement`` is the child's own report of its confinement check, if it sent one;
-    ``backend`` is the live database setting (it carries a PostgreSQL run's password);
-    ``secrets`` are the values the attempt could read: first, whatever the attempt left is
-    checked for them (``runner.leak_check``), and a hit fails it with ``secret-leak``.
+    ``record`` is the run's record as read under the run lock, which is still held: no other
+    process writes run.json meanwhile. ``backend`` is the live database setting (it carries a
+    PostgreSQL run's password); ``secrets`` are the values the attempt could read: first,
+    whatever the attempt left is checked for them (``runner.leak_check``), and a hit fails it
+    with ``secret-leak``.
     """
+    attempt, attempt_dir, returncode = end.attempt, end.attempt_dir, end.returncode
     leak = _check_secrets(folder, attempt_dir, secrets, backend)
     events = read_events(folder.events)
-    mine = [e for e in events if e.get("attempt") == attempt]
-    start = next((e for e in mine if e.get("kind") == "attempt_start"), None)
-    t0 = _started_ms(folder, attempt, start)
-    executed, reused = _classify(folder, attempt, t0, events, backend)
+    executed, reused = _classify(folder, record, attempt, events, backend)
     outcome_file = _child_file(attempt_dir, "outcome.json")
     stderr_tail = _tail(attempt_dir / "stderr.log")
     result: Any = None
@@ -200,7 +215,7 @@ def settle_attempt(
                     f"Attempt {attempt} of run {folder.run_id} ended waiting without saying "
                     f"what for. Recover it with: relay recover {folder.run_id}"
                 )
-    elif deadline_hit:
+    elif end.deadline_hit:
         status = "failed"
         error = codes.DEADLINE_EXCEEDED.record(
             f"Run {folder.run_id} passed its deadline and was stopped; a run keeps "
@@ -209,16 +224,18 @@ def settle_attempt(
     else:
         status = "interrupted"
         how = (
-            "crashed on purpose (--crash)" if crashed_on_purpose else _exit_description(returncode)
+            "crashed on purpose (--crash)"
+            if end.crashed_on_purpose
+            else _exit_description(returncode)
         )
         error = codes.INTERRUPTED.record(
             f"Attempt {attempt} of run {folder.run_id} {how} before finishing. "
             f"Recover it with: relay recover {folder.run_id}"
         )
-        if stderr_tail and not crashed_on_purpose:
+        if stderr_tail and not end.crashed_on_purpose:
             error["stderr"] = stderr_tail
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
-    end = writer.emit(
+    ended = writer.emit(
         "attempt_end",
         status=status,
         returncode=returncode,
@@ -231,13 +248,13 @@ def settle_attempt(
     writer.close()
     if on_event is not None:
         with contextlib.suppress(Exception):
-            on_event(end)
-    record = RunRecord.load(folder)
+            on_event(ended)
     record.status, record.error = status, error
     record.raw["waiting"] = waiting
     entry = record.attempt_entry(attempt)
     if entry is not None:
         more: dict[str, Any] = {"waiting": waiting} if waiting is not None else {}
+        confinement = end.confinement
         if confinement is not None:
             details = {k: v for k, v in confinement.items() if k != "confined"}
             more["confined"] = confinement["confined"] is True
@@ -290,45 +307,34 @@ def _waiting(data: Any) -> dict[str, Any] | None:
 
 def settle_lost_attempts(
     folder: RunFolder,
+    record: RunRecord,
     backend: Backend | None = None,
     secrets: Mapping[str, str] | None = None,
 ) -> list[int]:
-    """Settle attempts whose supervisor went away before it could; returns their numbers.
+    """Settle attempts whose supervisor went away before it could, in ``record`` (saved);
+    returns their numbers.
 
     Call only while holding the run lock: then no process of those attempts is running. A
     child that finished on its own (a kernel killed mid-run leaves its child going) left its
     outcome file, which is settled as usual; otherwise the attempt is ``interrupted`` and
     marked ``lost``. Either way it counts against the run's budget of attempts.
     """
-    lost = [a for a in RunRecord.load(folder).attempts if not a.ended]
+    lost = [a for a in record.attempts if not a.ended]
     for a in lost:
         attempt_dir = folder.ipc / f"attempt-{a.id}"
         if _child_file(attempt_dir, "outcome.json").is_file():
-            settle_attempt(
-                folder,
-                attempt=a.attempt,
-                attempt_dir=attempt_dir,
-                returncode=0,
-                crashed_on_purpose=False,
-                deadline_hit=False,
-                on_event=None,
-                backend=backend,
-                secrets=secrets,
-            )
+            end = AttemptExit(a.attempt, attempt_dir, returncode=0)
+            settle_attempt(folder, record, end, backend=backend, secrets=secrets)
         else:
-            _settle_lost(folder, a, backend)
+            _settle_lost(folder, record, a, backend)
     return [a.attempt for a in lost]
 
 
-def _settle_lost(folder: RunFolder, a: AttemptRecord, backend: Backend | None) -> None:
+def _settle_lost(
+    folder: RunFolder, record: RunRecord, a: AttemptRecord, backend: Backend | None
+) -> None:
     attempt = a.attempt
-    events = read_events(folder.events)
-    start = next(
-        (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
-        None,
-    )
-    t0 = _started_ms(folder, attempt, start)
-    executed, reused = _classify(folder, attempt, t0, events, backend)
+    executed, reused = _classify(folder, record, attempt, read_events(folder.events), backend)
     where = a.executor_id or "its supervisor"
     error = codes.INTERRUPTED.record(
         f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
@@ -347,17 +353,14 @@ def _settle_lost(folder: RunFolder, a: AttemptRecord, backend: Backend | None) -
     )
     writer.sync()
     writer.close()
-    record = RunRecord.load(folder)
-    entry = record.attempt_entry(attempt)
-    if entry is not None:
-        entry.end(
-            ended_at=now_ms(),
-            returncode=None,
-            status="interrupted",
-            executed=executed,
-            reused=reused,
-            lost=True,
-        )
+    a.end(
+        ended_at=now_ms(),
+        returncode=None,
+        status="interrupted",
+        executed=executed,
+        reused=reused,
+        lost=True,
+    )
     record.status, record.error = "interrupted", error
     record.raw["waiting"] = None
     write_trace(folder, record)

@@ -15,6 +15,7 @@ from typing import Any
 from relay_notebook.errors import DatabaseUnavailableError
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.dbos_private import client_engine, run_client_migrations
 
 __all__ = [
     "INVOCATION",
@@ -60,7 +61,7 @@ def _client(backend: Backend) -> Any:
             # DBOS's tables at their latest version, before any worker ran (the client never
             # migrates by itself). DBOS serialises migrations on an advisory lock and skips
             # them when the schema is current, so this is safe while a worker is starting.
-            client._sys_db.run_migrations()  # private to DBOS 3.x (pinned <4)
+            run_client_migrations(client)
         except Exception as exc:  # DBOS wraps driver errors in several types
             raise DatabaseUnavailableError(
                 f"Cannot use PostgreSQL at {backend.display}: {backend.scrub(str(exc))}"
@@ -115,9 +116,9 @@ def wait_for_invocation(
 
     deadline = None if timeout is None else time.monotonic() + timeout
     client = _client(backend)
-    # polled on the client's pooled connections (private to DBOS 3.x, pinned <4): a session of
-    # its own per wait would cost the server about 9 ms of CPU for each queued run
-    engine = client._sys_db.engine
+    # polled on the client's pooled connections: a session of its own per wait would cost the
+    # server about 9 ms of CPU for each queued run
+    engine = client_engine(client)
     query = sa.text("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :id")
     while True:
         try:

@@ -10,8 +10,7 @@ finished handle a caller gets back (the run as it was, or held with a status), s
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentworks.journal import Journal
 from relay_notebook.errors import (
@@ -33,12 +32,13 @@ from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.checkpoints import guard_checkpoints
-from relay_notebook.runner.leak_check import attempt_secrets
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
 from relay_notebook.runner.supervisor import RunHandle, record_event
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.access import AccessPolicy
-from relay_notebook.workspace.vault import Vault
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.attempt_request import AttemptRequest
 
 __all__ = [
     "REFUSALS",
@@ -64,11 +64,12 @@ class NotWaiting(Exception):
 
 class Held(Exception):
     """Under the run lock the rules held the attempt back (e.g. the vanished supervisor's
-    attempt had finished the run after all)."""
+    attempt had finished the run after all); ``record`` is the run as read there."""
 
-    def __init__(self, decision: Decision) -> None:
+    def __init__(self, decision: Decision, record: RunRecord) -> None:
         super().__init__(decision.code)
         self.decision = decision
+        self.record = record
 
 
 REFUSALS: dict[str, type[RelayError]] = {
@@ -110,46 +111,39 @@ def rule_facts(
     )
 
 
-def check_under_lock(
-    workspace: Workspace,
-    folder: RunFolder,
-    backend: Backend,
-    *,
-    accept_lost: bool = False,
-    resume: bool = False,
-) -> None:
-    """The rules again under the run lock, now with the bindings and the checkpoints.
+def check_under_lock(workspace: Workspace, request: AttemptRequest) -> RunRecord:
+    """The rules again under the run lock, now with the bindings and the checkpoints; returns
+    the run's record as read there (the one the attempt is recorded in).
 
-    ``resume``: only a waiting run whose wait is answered goes (a message, a due timer).
+    ``request.resume``: only a waiting run whose wait is answered goes (a message, a due timer).
     """
+    folder, backend = request.folder, request.backend
     record = RunRecord.load(folder)
     if any(not a.ended for a in record.attempts):  # under the run lock: none is running
         # the environment the attempt inherited is this process's (see launch_attempt)
-        vault = Vault(workspace.home).values()
-        secrets = attempt_secrets(Path(record.code_dir), vault, os.environ)
-        settle_lost_attempts(folder, backend, secrets)
-        record = RunRecord.load(folder)
+        settle_lost_attempts(folder, record, backend, request.secrets)
     if record.finished:
-        raise Held(decide(rule_facts(workspace, folder, record)))
-    if resume and record.waiting is None:
+        raise Held(decide(rule_facts(workspace, folder, record)), record)
+    if request.resume and record.waiting is None:
         raise NotWaiting(record.status)
     changed = bindings_changed(workspace, record)
     lost = None
-    if record.attempts and not accept_lost:
+    if record.attempts and not request.accept_lost:
         lost = find_lost_checkpoints(folder, record, backend)
-    ready = backend if resume else None
+    ready = backend if request.resume else None
     decision = decide(
         rule_facts(workspace, folder, record, changed=changed, lost=lost, resume=ready)
     )
     if decision.verdict == "hold":
-        raise Held(decision)
+        raise Held(decision, record)
     if decision.verdict == "refuse":
         assert decision.code is not None and decision.message is not None
         if decision.code == codes.BINDING_CHANGED.code:
             record_event(folder, record.attempts_used, "recovery_rejected", changed=changed)
         raise REFUSALS[decision.code](decision.message)
-    if record.attempts and accept_lost:
+    if record.attempts and request.accept_lost:
         guard_checkpoints(folder, record, backend, accept=True)
+    return record
 
 
 def held_handle(folder: RunFolder, record: RunRecord, decision: Decision) -> RunHandle:

@@ -102,7 +102,7 @@ class _Replay:
         return stop
 
     def _guard(self, wrapped: Callable[..., Any], name: str) -> Callable[..., Any]:
-        from dbos._error import DBOSUnexpectedStepError
+        from dbos import error as dbos_error
 
         if asyncio.iscoroutinefunction(wrapped):
 
@@ -111,7 +111,7 @@ class _Replay:
                 self._note(name)
                 try:
                     return await wrapped(*args, **kwargs)
-                except DBOSUnexpectedStepError as exc:
+                except dbos_error.DBOSUnexpectedStepError as exc:
                     self._diverged(exc)
 
             return async_call
@@ -121,7 +121,7 @@ class _Replay:
             self._note(name)
             try:
                 return wrapped(*args, **kwargs)
-            except DBOSUnexpectedStepError as exc:
+            except dbos_error.DBOSUnexpectedStepError as exc:
                 self._diverged(exc)
 
         return call
@@ -138,11 +138,11 @@ class _Replay:
     def run_step(self, options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
         self._note(name)
-        from dbos._error import DBOSUnexpectedStepError
+        from dbos import error as dbos_error
 
         try:
             return self.original_run_step(options, self._stopper(func, name), *args, **kwargs)
-        except DBOSUnexpectedStepError as exc:
+        except dbos_error.DBOSUnexpectedStepError as exc:
             self._diverged(exc)
 
     async def run_step_async(
@@ -150,22 +150,22 @@ class _Replay:
     ) -> Any:
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
         self._note(name)
-        from dbos._error import DBOSUnexpectedStepError
+        from dbos import error as dbos_error
 
         try:
             return await self.original_run_step_async(
                 options, self._stopper(func, name), *args, **kwargs
             )
-        except DBOSUnexpectedStepError as exc:
+        except dbos_error.DBOSUnexpectedStepError as exc:
             self._diverged(exc)
 
 
 async def _replay(spec: dict[str, Any]) -> Any:
     from dbos import DBOS
-    from dbos._dbos import _get_or_create_dbos_registry
 
-    # private to DBOS 3.x (pinned <4): poll the internal queue at once, as the child does
-    _get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec = 0.01
+    from relay_notebook.runner.dbos_private import set_internal_queue_poll
+
+    set_internal_queue_poll(0.01)  # the workflow is dequeued at once, as the child's is
     handle = await DBOS.fork_workflow_async(
         spec["run_id"], spec["start_step"], application_version=spec["app_version"]
     )
@@ -186,7 +186,7 @@ def main(spec_path: str) -> None:
     report_path = Path(spec["report_path"])
     code_dir = Path(spec["code_dir"])
     from dbos import DBOS
-    from dbos._error import DBOSUnexpectedStepError
+    from dbos import error as dbos_error
 
     from relay_notebook.record.ledger import EventWriter
     from relay_notebook.runner.child import _load_relay
@@ -229,7 +229,7 @@ def main(spec_path: str) -> None:
     DBOS.launch()
     try:
         result = asyncio.run(_replay(spec))
-    except DBOSUnexpectedStepError as exc:
+    except dbos_error.DBOSUnexpectedStepError as exc:
         _write(report_path, _divergence(exc, None))
     except Exception as exc:
         _write(report_path, {"outcome": "raised", "message": f"{type(exc).__name__}: {exc}"})

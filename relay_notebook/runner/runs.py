@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import (
@@ -17,7 +15,6 @@ from relay_notebook.errors import (
 )
 from relay_notebook.record.bindings import (
     compute_bindings,
-    current_code,
     draft_code,
     release_code,
 )
@@ -26,6 +23,7 @@ from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.messages import wait_ready
 from relay_notebook.record.rules import decide
 from relay_notebook.record.run_record import MAX_ATTEMPTS, RunRecord
+from relay_notebook.runner.attempt_request import AttemptChoices, AttemptRequest
 from relay_notebook.runner.backend import (
     Backend,
     backend_for_run,
@@ -33,7 +31,6 @@ from relay_notebook.runner.backend import (
     workspace_backend,
 )
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.leak_check import attempt_secrets
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.preflight import (
     Held,
@@ -43,20 +40,20 @@ from relay_notebook.runner.preflight import (
     rule_facts,
 )
 from relay_notebook.runner.run_input import check_run_input
-from relay_notebook.runner.spec import AttemptContext
 from relay_notebook.runner.supervisor import EventCallback, RunHandle, launch_attempt
 from relay_notebook.workspace import (
     Draft,
     Workspace,
 )
 from relay_notebook.workspace.access import AccessPolicy
-from relay_notebook.workspace.vault import VAULT_DIR, Vault
+from relay_notebook.workspace.vault import Vault
 
 __all__ = [
     "DEFAULT_DEADLINE_S",
     "MAX_ATTEMPTS",
     "advance_run",
     "create_run",
+    "record_new_run",
     "record_refusal",
     "resume_waiting",
     "start_recovery",
@@ -65,27 +62,6 @@ __all__ = [
 
 
 DEFAULT_DEADLINE_S = 3600.0
-
-
-def _hidden(workspace: Workspace) -> tuple[Path, ...]:
-    """Folders the child must not see: the workspace's secrets."""
-    return (workspace.home / VAULT_DIR,)
-
-
-def _context(workspace: Workspace, record: RunRecord) -> AttemptContext:
-    """What the child needs besides the spec basics: for agentworks' Runtime."""
-    if record.has_default_model:
-        model = record.default_model
-    else:  # a run recorded before the model was kept in run.json
-        model = current_code(workspace, record).default_model
-    return AttemptContext(
-        workspace=workspace.home,
-        variables=record.variables,
-        default_model=model,
-        release=record.release,
-        durable=record.durable,
-        wait_grace_s=workspace.wait_grace_s,
-    )
 
 
 def _refuse_vault_values(workspace: Workspace, relay: str, run_input: Any) -> None:
@@ -115,6 +91,26 @@ def create_run(
     keeps its database (``backend``, default: the workspace's ``database_url``) for all its
     attempts.
     """
+    backend = workspace_backend(workspace, backend)
+    folder, _ = record_new_run(
+        workspace, draft, run_input=run_input, release=release, deadline_s=deadline_s,
+        backend=backend, queued=queued,
+    )  # fmt: skip
+    return folder
+
+
+def record_new_run(
+    workspace: Workspace,
+    draft: Draft,
+    *,
+    run_input: Any,
+    release: str | None,
+    backend: Backend,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    queued: bool = False,
+) -> tuple[RunFolder, RunRecord]:
+    """``create_run``'s folder and the record it wrote (so its first attempt, or a fork that
+    edits it, need not read run.json back)."""
     run_input = {} if run_input is None else run_input
     check_run_input(run_input)
     _refuse_vault_values(workspace, draft.name, run_input)
@@ -124,13 +120,12 @@ def create_run(
             f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
             f"relay grant {draft.name}"
         )
-    backend = workspace_backend(workspace, backend)
     if backend.is_postgres:
         prepare_database(backend, workspace.home)
         ensure_dbos_schema(backend)
     folder = allocate_run(workspace, draft.name)
     created = now_ms()
-    RunRecord(
+    record = RunRecord(
         run_id=folder.run_id,
         relay=draft.name,
         workflow_id=folder.run_id,
@@ -149,8 +144,9 @@ def create_run(
         status="queued" if queued else "pending",
         attempts=[],
         database=backend.record() if backend.is_postgres else None,
-    ).save(folder)
-    return folder
+    )
+    record.save(folder)
+    return folder, record
 
 
 def start_run(
@@ -169,12 +165,14 @@ def start_run(
     ``run_input`` is the JSON value passed as ``INPUT``; ``None`` means an empty object.
     """
     backend = workspace_backend(workspace, backend)
-    folder = create_run(
+    folder, record = record_new_run(
         workspace, draft, run_input=run_input, release=release, deadline_s=deadline_s,
         backend=backend,
     )  # fmt: skip
-    record = RunRecord.load(folder)
-    return _launch(workspace, folder, record, 1, crash=crash, on_event=on_event, backend=backend)
+    request = AttemptRequest.of_run(
+        workspace, folder, record, backend, crash=crash, on_event=on_event
+    )
+    return _launch(workspace, request, record, checked=False)
 
 
 def draft_hash(draft: Draft) -> str:
@@ -185,90 +183,44 @@ def draft_hash(draft: Draft) -> str:
 def launch_first_attempt(
     workspace: Workspace,
     folder: RunFolder,
+    record: RunRecord,
     *,
     crash: CrashSpec | None = None,
     on_event: EventCallback | None = None,
     backend: Backend | None = None,
 ) -> RunHandle:
-    """Attempt 1 of a run already created (a fork, whose workflow waits in its database)."""
-    record = RunRecord.load(folder)
+    """Attempt 1 of a run already created (a fork, whose workflow waits in its database), as
+    ``record`` (its run.json, as its maker wrote it) describes it."""
     backend = backend_for_run(record, workspace_backend(workspace, backend))
-    return _launch(workspace, folder, record, 1, crash=crash, on_event=on_event, backend=backend)
+    request = AttemptRequest.of_run(
+        workspace, folder, record, backend, crash=crash, on_event=on_event
+    )
+    return _launch(workspace, request, record, checked=False)
 
 
 def _launch(
-    workspace: Workspace,
-    folder: RunFolder,
-    record: RunRecord,
-    attempt: int,
-    *,
-    crash: CrashSpec | None,
-    on_event: EventCallback | None,
-    backend: Backend,
-    preflight: bool = False,
-    executor_id: str = "relay-local",
-    lifeline: bool = False,
-    accept_lost: bool = False,
-    resume: bool = False,
+    workspace: Workspace, request: AttemptRequest, record: RunRecord, *, checked: bool
 ) -> RunHandle:
+    """The attempt ``request`` asks for: ``checked``, the rules are applied again under the run
+    lock (every attempt but a new run's first); ``record`` is the run as the command read it."""
+
+    def preflight() -> RunRecord:
+        return check_under_lock(workspace, request)
+
     try:
-        handle = _launch_attempt(
-            workspace, folder, record, attempt, crash=crash, on_event=on_event, backend=backend,
-            preflight=preflight, executor_id=executor_id, lifeline=lifeline,
-            accept_lost=accept_lost, resume=resume,
-        )  # fmt: skip
+        handle = launch_attempt(request, record, preflight if checked else None)
     except Held as held:
-        return held_handle(folder, RunRecord.load(folder), held.decision)
+        return held_handle(request.folder, held.record, held.decision)
 
     def answered() -> RunHandle | None:
         # the attempt ended waiting: a message that came while it left resumes it at once
         return resume_waiting(
-            workspace, folder.run_id, on_event=on_event, backend=backend,
-            executor_id=executor_id, lifeline=lifeline,
+            workspace, request.run_id, on_event=request.on_event, backend=request.backend,
+            executor_id=request.executor_id, lifeline=request.lifeline,
         )  # fmt: skip
 
     handle.continue_with = answered
     return handle
-
-
-def _launch_attempt(
-    workspace: Workspace,
-    folder: RunFolder,
-    record: RunRecord,
-    attempt: int,
-    *,
-    crash: CrashSpec | None,
-    on_event: EventCallback | None,
-    backend: Backend,
-    preflight: bool,
-    executor_id: str,
-    lifeline: bool,
-    accept_lost: bool = False,
-    resume: bool = False,
-) -> RunHandle:
-    def checks() -> None:
-        check_under_lock(workspace, folder, backend, accept_lost=accept_lost, resume=resume)
-
-    return launch_attempt(
-        folder,
-        attempt=None if preflight else attempt,
-        code_dir=Path(record.code_dir),
-        app_version=record.app_version,
-        run_input=record.input,
-        crash=crash,
-        deadline_ms=record.deadline_at(now_ms()),
-        on_event=on_event,
-        preflight=checks if preflight else None,
-        hidden=_hidden(workspace),
-        # the environment's too: vault() falls back to it (see runner.leak_check)
-        secrets=attempt_secrets(Path(record.code_dir), Vault(workspace.home).values(), os.environ),
-        context=_context(workspace, record),
-        backend=backend,
-        executor_id=executor_id,
-        lifeline=lifeline,
-        confine=workspace.confine,
-        warm_start=workspace.warm_start,
-    )
 
 
 def start_recovery(
@@ -289,11 +241,9 @@ def start_recovery(
     the run's records name but its database lacks refuse the attempt (``checkpoints-lost``)
     unless ``accept_lost_checkpoints``: then their steps run again.
     """
-    folder = find_run(workspace, run_id)
     return _next_attempt(
-        workspace, folder, RunRecord.load(folder), crash=None, on_event=on_event,
-        backend=backend, executor_id=executor_id, lifeline=lifeline,
-        accept_lost=accept_lost_checkpoints,
+        workspace, run_id, backend, on_event=on_event, executor_id=executor_id,
+        lifeline=lifeline, accept_lost=accept_lost_checkpoints,
     )  # fmt: skip
 
 
@@ -319,12 +269,12 @@ def resume_waiting(
     run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     if not wait_ready(folder, record, run_backend, now_ms()):
         return None  # checked again under the run lock
+    request = AttemptRequest.of_run(
+        workspace, folder, record, run_backend, on_event=on_event, executor_id=executor_id,
+        lifeline=lifeline, resume=True,
+    )  # fmt: skip
     try:
-        handle = _launch(
-            workspace, folder, record, record.attempts_used + 1, crash=None,
-            on_event=on_event, backend=run_backend, preflight=True, executor_id=executor_id,
-            lifeline=lifeline, resume=True,
-        )  # fmt: skip
+        handle = _launch(workspace, request, record, checked=True)
     except (RunLockedError, NotWaiting):
         return None
     return handle if handle.process is not None else None
@@ -332,40 +282,28 @@ def resume_waiting(
 
 def _next_attempt(
     workspace: Workspace,
-    folder: RunFolder,
-    record: RunRecord,
-    *,
-    crash: CrashSpec | None,
-    on_event: EventCallback | None,
+    run_id: str,
     backend: Backend | None,
-    executor_id: str,
-    lifeline: bool,
-    accept_lost: bool = False,
+    **choices: Unpack[AttemptChoices],
 ) -> RunHandle:
     """The checks before any attempt after ``create_run``, then the attempt (see the callers).
 
-    The rules that need no lock decide here; the attempt re-applies them all under the lock.
+    The rules that need no lock decide here, on the record as the command read it; the attempt
+    re-applies them all under the lock, on the record read again there (another process may
+    have changed it in between).
     """
-    first = not record.attempts
+    folder = find_run(workspace, run_id)
+    record = RunRecord.load(folder)
+    if record.attempts:  # a crash applies to a run's first attempt only
+        choices.pop("crash", None)
     run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     decision = decide(rule_facts(workspace, folder, record, resume=run_backend))
     if decision.verdict == "hold":
         return held_handle(folder, record, decision)
     if decision.code == codes.NOT_DURABLE.code:
         raise NotDurableError(str(decision.message))
-    return _launch(
-        workspace,
-        folder,
-        record,
-        record.attempts_used + 1,
-        crash=crash if first else None,
-        on_event=on_event,
-        backend=run_backend,
-        preflight=True,
-        executor_id=executor_id,
-        lifeline=lifeline,
-        accept_lost=accept_lost,
-    )
+    request = AttemptRequest.of_run(workspace, folder, record, run_backend, **choices)
+    return _launch(workspace, request, record, checked=True)
 
 
 def record_refusal(workspace: Workspace, run_id: str, exc: RunRejectedError) -> None:
@@ -393,8 +331,7 @@ def advance_run(
     Workers call this for queued runs. A first attempt waits in a queue, so it is checked
     like a recovery (bindings, budget, deadline, access); ``crash`` applies to it only.
     """
-    folder = find_run(workspace, run_id)
     return _next_attempt(
-        workspace, folder, RunRecord.load(folder), crash=crash, on_event=on_event,
-        backend=backend, executor_id=executor_id, lifeline=lifeline,
+        workspace, run_id, backend, crash=crash, on_event=on_event, executor_id=executor_id,
+        lifeline=lifeline,
     )  # fmt: skip

@@ -38,6 +38,7 @@ from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.manifest import MANIFEST_FILE, load_manifest, network_endpoints
 
 if TYPE_CHECKING:
+    from relay_notebook.runner.attempt_request import AttemptRequest
     from relay_notebook.runner.confine import WriteRules
 
 __all__ = [
@@ -126,19 +127,20 @@ def _with_links(paths: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]
 
 
 def make_plan(
+    rules: WriteRules,
     *,
     staging: Path,
     code_dir: Path,
     run_dir: Path,
-    writable: Sequence[Path],
-    cwd: Path,
     extra_reads: Sequence[Path] = (),
     network: str = "outside",
     allow: Sequence[str] = (),
     net_fd: int,
 ) -> dict[str, Any]:
-    """The plan ``runner.sandbox.enter_sandbox`` builds (JSON); ``net_fd`` is the descriptor
-    number the child is given its network word at."""
+    """The plan ``runner.sandbox.enter_sandbox`` builds (JSON): ``rules``' writable areas and
+    working folder; ``net_fd`` is the descriptor number the child is given its network word
+    at."""
+    writable, cwd = rules.writable, rules.cwd
     staging.mkdir(mode=0o700, exist_ok=True)
     system, links = _with_links(SYSTEM_READS)
     etc_links = [p for p in ("/etc/resolv.conf", "/etc/localtime") if os.path.islink(p)]
@@ -167,26 +169,23 @@ def make_plan(
 
 
 def attempt_plan(
+    request: AttemptRequest,
     rules: WriteRules,
     *,
     staging: Path,
-    code_dir: Path,
-    run_dir: Path,
-    workspace: Path,
-    database_url: str | None,
-    secrets: Mapping[str, str],
     environ: Mapping[str, str],
     net_fd: int,
 ) -> dict[str, Any]:
-    """The plan of one attempt: its relay's manifest says what it may reach; the run's database
-    and the workspace's model server (``OPENAI_BASE_URL``) on loopback are reachable too, since
-    the workspace, not the relay, declared them. Run by root, the writable areas are handed to
-    the sandbox's uid first. ``environ`` is the child's environment, ``net_fd`` the descriptor
-    number its network word is given at."""
+    """The plan of the attempt ``request`` asks for: its relay's manifest says what it may
+    reach; the run's database and the workspace's model server (``OPENAI_BASE_URL``) on
+    loopback are reachable too, since the workspace, not the relay, declared them. Run by root,
+    the writable areas are handed to the sandbox's uid first. ``environ`` is the child's
+    environment, ``net_fd`` the descriptor number its network word is given at."""
+    code_dir, secrets = request.code_dir, request.secrets
     mode, allow = "outside", list[str]()
     with contextlib.suppress(OSError, RelayError):
         mode, allow = network_endpoints(load_manifest(code_dir / MANIFEST_FILE))
-    for url in (database_url, secrets.get(_MODEL_URL), environ.get(_MODEL_URL)):
+    for url in (request.backend.url, secrets.get(_MODEL_URL), environ.get(_MODEL_URL)):
         endpoint = loopback_endpoint(url)
         if endpoint is not None and mode == "outside":
             allow.append(endpoint)
@@ -194,12 +193,11 @@ def attempt_plan(
         mode = "isolated"  # no way out: nothing reachable but the sandbox's own loopback
     hand_over(rules, sandbox_uid())
     return make_plan(
+        rules,
         staging=staging,
         code_dir=code_dir,
-        run_dir=run_dir,
-        writable=rules.writable,
-        cwd=rules.cwd,
-        extra_reads=_workspace_reads(workspace),
+        run_dir=request.folder.path,
+        extra_reads=_workspace_reads(request.context.workspace),
         network=mode,
         allow=allow,
         net_fd=net_fd,

@@ -24,15 +24,16 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.record.ledger_events import Event, EventFields, EventKind
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import lend_session
-from relay_notebook.runner.backend import ENV_VAR, Backend, app_name_for_run
+from relay_notebook.runner.backend import ENV_VAR, app_name_for_run
 from relay_notebook.runner.confine import (
     TURNED_OFF,
     Confinement,
@@ -41,14 +42,16 @@ from relay_notebook.runner.confine import (
     confine_command,
     landlock_confinement,
 )
-from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallback, RunHandle
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.sandbox_plan import attempt_plan, hand_over, sandbox_probe
-from relay_notebook.runner.spec import AttemptContext, AttemptSpec
+from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.runner.warm import ForkedProcess, WarmParent, restart_warm_parent, warm_parent
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.attempt_request import AttemptRequest
 
 __all__ = ["EventCallback", "RunHandle", "launch_attempt"]
 
@@ -60,28 +63,32 @@ def _warm_next(_: RunOutcome) -> None:
     restart_warm_parent()
 
 
-def _spawn(
-    argv: list[str],
-    cwd: Path,
-    env: dict[str, str],
-    logs: AttemptLogs,
-    fds: tuple[int, ...],
-    private: dict[str, Any],
-) -> subprocess.Popen[bytes]:
+@dataclass(frozen=True)
+class _ChildStart:
+    """What a child gets however it starts (spawned or forked): its environment, its logs, the
+    descriptors it inherits and what travels on its stdin (secrets, the database password)."""
+
+    env: dict[str, str]
+    logs: AttemptLogs
+    fds: tuple[int, ...]
+    private: dict[str, Any]
+
+
+def _spawn(argv: list[str], cwd: Path, start: _ChildStart) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         argv,
         cwd=cwd,
         stdin=subprocess.PIPE,
-        stdout=logs.stdout,
-        stderr=logs.stderr,
-        pass_fds=fds,
+        stdout=start.logs.stdout,
+        stderr=start.logs.stderr,
+        pass_fds=start.fds,
         start_new_session=True,
-        env=env,
+        env=start.env,
     )
     # secrets (and the database password) travel through a pipe: never a file
     assert process.stdin is not None
     try:
-        process.stdin.write(json.dumps(private).encode())
+        process.stdin.write(json.dumps(start.private).encode())
         process.stdin.close()
     except BrokenPipeError:
         pass  # the child died at once; the reader thread reports it
@@ -124,20 +131,17 @@ def _fileno(stream: Any) -> int:
 
 def _fork(
     parent: WarmParent,
-    *,
     spec_path: Path,
     rules: WriteRules,
-    env: dict[str, str],
+    start: _ChildStart,
+    *,
     confined: bool,
-    logs: AttemptLogs,
-    fds: tuple[int, ...],
-    private: dict[str, Any],
     plan: dict[str, Any] | None,
 ) -> ForkedProcess:
     """The attempt forked by the warm parent, with the same descriptors a spawned one gets."""
     request: dict[str, Any] = {
-        "spec": str(spec_path), "cwd": str(rules.cwd), "env": env, "targets": list(fds),
-        "confine": None,
+        "spec": str(spec_path), "cwd": str(rules.cwd), "env": start.env,
+        "targets": list(start.fds), "confine": None,
     }  # fmt: skip
     if confined:  # (env carries its TMPDIR: see launch_attempt)
         request["confine"] = {
@@ -146,64 +150,55 @@ def _fork(
             "plan": plan,
         }
     stdin_r, stdin_w = os.pipe()
+    logs = start.logs
     try:
-        process = parent.fork(request, [stdin_r, _fileno(logs.stdout), _fileno(logs.stderr), *fds])
+        process = parent.fork(
+            request, [stdin_r, _fileno(logs.stdout), _fileno(logs.stderr), *start.fds]
+        )
     finally:
         os.close(stdin_r)
     with contextlib.suppress(BrokenPipeError), os.fdopen(stdin_w, "wb") as stdin:
-        stdin.write(json.dumps(private).encode())
+        stdin.write(json.dumps(start.private).encode())
     return process
 
 
 def launch_attempt(
-    folder: RunFolder,
-    *,
-    attempt: int | None,
-    code_dir: Path,
-    app_version: str,
-    run_input: Any,
-    crash: CrashSpec | None,
-    deadline_ms: float,
-    on_event: EventCallback | None,
-    preflight: Callable[[], None] | None = None,
-    hidden: tuple[Path, ...] = (),
-    secrets: dict[str, str] | None = None,
-    context: AttemptContext,
-    backend: Backend | None = None,
-    executor_id: str = "relay-local",
-    lifeline: bool = False,
-    confine: bool = True,
-    warm_start: bool = True,
+    request: AttemptRequest,
+    record: RunRecord,
+    preflight: Callable[[], RunRecord] | None = None,
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child.
 
-    ``attempt=None`` numbers the attempt from run.json once the lock is held.
+    ``record`` is the run as the command read it; ``preflight`` reads it again under the lock
+    and returns that (the attempt is numbered and recorded in the record it returns, so two
+    recoveries cannot both be attempt N). Without ``preflight`` (a new run's first attempt,
+    which no other process knows yet) ``record`` is used as it is.
 
-    ``lifeline`` ties the child to this process: it exits when the supervisor is gone (a
-    worker that dies must not leave attempts running that nobody settles). ``confine=False``
-    starts the child unconfined (the workspace's setting; the attempt records it).
-    ``warm_start`` forks the child from this process's warm parent when one is ready (see
-    ``runner.warm``), confined with Landlock; otherwise it is spawned, under bubblewrap.
+    ``request.lifeline`` ties the child to this process: it exits when the supervisor is gone
+    (a worker that dies must not leave attempts running that nobody settles).
+    ``request.confine=False`` starts the child unconfined (the workspace's setting; the attempt
+    records it). ``request.warm_start`` forks the child from this process's warm parent when
+    one is ready (see ``runner.warm``), confined with Landlock; otherwise it is spawned, under
+    bubblewrap.
     """
-    backend = backend or Backend(None)
+    folder, backend, confine = request.folder, request.backend, request.confine
     lock = take_run_lock(folder, backend)
     life_r = life_w = report_r = report_w = None
     try:
         if preflight is not None:
             with lend_session(backend, lock.session):  # its reads share the lock's session
-                preflight()
-        if attempt is None:  # numbered under the lock: two recoveries cannot both be attempt N
-            attempt = RunRecord.load(folder).attempts_used + 1
+                record = preflight()
+        attempt = record.attempts_used + 1
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
-        rules = attempt_write_rules(folder, attempt_dir, hidden)
-        parent = warm_parent() if warm_start else None
+        rules = attempt_write_rules(folder, attempt_dir, request.hidden)
+        parent = warm_parent() if request.warm_start else None
         if parent is not None and confine and not parent.can_confine():
             parent = None  # no Landlock or namespaces here: bubblewrap, spawned, as before
         # live events go through a pipe only when someone listens (it costs per step)
-        pipe_r, pipe_w = os.pipe() if on_event is not None else (None, None)
-        if lifeline:
+        pipe_r, pipe_w = os.pipe() if request.on_event is not None else (None, None)
+        if request.lifeline:
             life_r, life_w = os.pipe()
         if confine:
             report_r, report_w = os.pipe()
@@ -216,10 +211,8 @@ def launch_attempt(
 
         def plan_for() -> dict[str, Any]:
             return attempt_plan(
-                rules, staging=attempt_dir / "root", code_dir=code_dir, run_dir=folder.path,
-                workspace=context.workspace, database_url=backend.url, secrets=secrets or {},
-                environ=env, net_fd=net_fd,
-            )  # fmt: skip
+                request, rules, staging=attempt_dir / "root", environ=env, net_fd=net_fd
+            )
 
         plan: dict[str, Any] | None = None
         if parent is not None:
@@ -241,10 +234,10 @@ def launch_attempt(
             relay=folder.relay,
             attempt=attempt,
             attempt_id=attempt_id,
-            code_dir=code_dir,
-            app_version=app_version,
-            input=run_input,
-            crash=crash,
+            code_dir=request.code_dir,
+            app_version=request.app_version,
+            input=request.run_input,
+            crash=request.crash,
             database=folder.database,
             events_path=folder.events,
             result_path=attempt_dir / "child" / "result.json",
@@ -252,37 +245,38 @@ def launch_attempt(
             run_dir=folder.path,
             database_kind=backend.kind,
             app_name=app_name_for_run(folder.run_id),
-            executor_id=executor_id,
+            executor_id=request.executor_id,
             pipe_fd=pipe_w,
             lifeline_fd=life_r,
             report_fd=report_w,
             net_ready_fd=_net_ready_fd(plan),
             confinement=confinement.check,
-            context=context,
+            context=request.context,
         )
         spec.write(attempt_dir / "spec.json")
-        record = RunRecord.load(folder)
         entry = record.begin_attempt(
             attempt,
             id=attempt_id,
             started_at=now_ms(),
-            crash=crash.to_dict() if crash else None,
+            crash=request.crash.to_dict() if request.crash else None,
             host=socket.gethostname(),
-            executor_id=executor_id,
+            executor_id=request.executor_id,
             **confinement.record(),
         )
         record.save(folder)
         child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
+        secrets = dict(request.secrets)
         logs = AttemptLogs(attempt_dir, secrets)  # scrubbed of vault values: see log_scrubber
-        private = {"vault": secrets or {}, "database_url": backend.url}
+        start = _ChildStart(
+            env, logs, lock.pass_fds + child_fds, {"vault": secrets, "database_url": backend.url}
+        )
         try:
             process: AttemptProcess | None = None
             if parent is not None:
                 with contextlib.suppress(OSError):  # it died since it was checked: spawn
                     process = _fork(
-                        parent, spec_path=attempt_dir / "spec.json", rules=rules, env=env,
-                        confined=confinement.mechanism is not None, logs=logs,
-                        fds=lock.pass_fds + child_fds, private=private, plan=plan,
+                        parent, attempt_dir / "spec.json", rules, start,
+                        confined=confinement.mechanism is not None, plan=plan,
                     )  # fmt: skip
                 if process is None:
                     parent = None
@@ -292,7 +286,7 @@ def launch_attempt(
                     entry.update(**confinement.record())
                     record.save(folder)
             if process is None:
-                process = _spawn(argv, rules.cwd, env, logs, lock.pass_fds + child_fds, private)
+                process = _spawn(argv, rules.cwd, start)
         finally:
             logs.started()
             for fd in child_fds:
@@ -305,16 +299,17 @@ def launch_attempt(
         raise
     entry.update(pid=process.pid)
     record.save(folder)
-    handle = RunHandle(folder, attempt, process=process, on_event=on_event)
-    if warm_start and parent is None:  # spawned: warm the next attempt, after this one
+    handle = RunHandle(folder, attempt, process=process, on_event=request.on_event)
+    if request.warm_start and parent is None:  # spawned: warm the next attempt, after this one
         handle.add_done_callback(_warm_next)
     ends = AttemptEnds(
-        attempt_dir, logs, backend, lifeline=life_w, report_fd=report_r,
+        attempt_dir, logs, record, backend, secrets, lifeline=life_w, report_fd=report_r,
         mechanism=confinement.mechanism,
     )  # fmt: skip
     threading.Thread(
         target=handle._read, args=(pipe_r, lock, ends), name=f"relay-{folder.run_id}", daemon=True
     ).start()
+    deadline_ms = record.deadline_at(now_ms())  # moved on by the time the run waited
     threading.Thread(
         target=handle._watch_deadline, args=(deadline_ms,), name="relay-deadline", daemon=True
     ).start()

@@ -27,6 +27,7 @@ from typing import Any
 
 from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.run_record import WaitState
+from relay_notebook.runner.dbos_private import message_pending
 
 __all__ = ["WaitWatch"]
 
@@ -60,7 +61,7 @@ class WaitWatch:
         self._leave = leave
         self.grace_s = grace_s
         self._timer = timer or _dbos_timer
-        self._pending = pending or _dbos_pending
+        self._pending = pending or message_pending
         self._lock = threading.Lock()
         self._waits: dict[int, _Wait] = {}
         self._tokens = iter(range(1, 1 << 62))
@@ -214,24 +215,3 @@ def _dbos_timer(workflow_id: str) -> tuple[int, float] | None:
         return None
     last = max(timers, key=lambda s: int(s["function_id"]))
     return int(last["function_id"]), float(last["output"] or 0) * 1000
-
-
-def _dbos_pending(workflow_id: str, topic: str | None) -> bool:
-    """Whether a message on ``topic`` waits for the workflow (DBOS's ``notifications``)."""
-    import sqlalchemy as sa
-    from dbos._dbos import _get_dbos_instance
-    from dbos._sys_db import _dbos_null_topic
-
-    sys_db = _get_dbos_instance()._sys_db
-    table = sys_db.tables.notifications
-    with sys_db.engine.begin() as conn:
-        row = conn.execute(
-            sa.select(sa.literal(1))
-            .where(
-                table.c.destination_uuid == workflow_id,
-                table.c.topic == (topic if topic is not None else _dbos_null_topic),
-                table.c.consumed == sa.false(),
-            )
-            .limit(1)
-        ).fetchone()
-    return row is not None

@@ -38,6 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
+from relay_notebook.runner.dbos_private import PRELOAD_MODULES
 from relay_notebook.runner.sandbox import FAILED, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import Spare, make_spare
@@ -46,9 +47,7 @@ __all__ = ["main"]
 
 _PRELOAD = (
     "dbos",
-    "dbos._dbos",
-    "dbos._sys_db_sqlite",
-    "dbos._client",
+    *PRELOAD_MODULES,
     "sqlalchemy",
     "sqlalchemy.dialects.sqlite",
     "sqlalchemy.dialects.postgresql.psycopg",

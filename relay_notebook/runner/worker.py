@@ -11,8 +11,8 @@ step, up to the budget.
 DBOS leaves a dead executor's workflows ``PENDING`` (without Conductor, nothing notices).
 So each worker heartbeats a lease row in PostgreSQL and, on the same beat, looks for
 ``PENDING`` invocations whose executor holds no live lease; it hands them back to the queue
-with DBOS's own recovery (``_recover_pending_workflows``: idempotent, it re-enqueues only
-rows still ``PENDING`` for the dead executor). Any worker then takes them; the invocation's
+with DBOS's own recovery (``runner.dbos_private``: idempotent, it re-enqueues only rows still
+``PENDING`` for the dead executor). Any worker then takes them; the invocation's
 finished steps are reused, and its interrupted attempt is settled as lost and recovered.
 A worker's children watch a lifeline pipe and exit with it, so a killed worker leaves no
 attempt running; were one still running, the run lock keeps a second executor out until it
@@ -43,6 +43,7 @@ from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect, prepare_database
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.dbos_private import recover_pending_workflows
 from relay_notebook.runner.pool import (
     INVOCATION,
     QUEUE,
@@ -240,7 +241,7 @@ class Worker:
                 self._wake_due()
                 dead = self._dead_executors()
                 if dead:
-                    handles = DBOS._recover_pending_workflows(dead)
+                    handles = recover_pending_workflows(dead)
                     if handles:
                         self.log(
                             f"worker {self.settings.executor_id}: lease of {', '.join(dead)} "

@@ -22,6 +22,7 @@ from tornado import web
 
 from relay_notebook.commands.inputs import parse_json_text
 from relay_notebook.commands.run_files import run_file, run_files
+from relay_notebook.commands.runs import RunOutcome
 from relay_notebook.errors import (
     AdmissionError,
     IdempotencyKeyReusedError,
@@ -185,7 +186,7 @@ class RelaysHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply(await self.call(self.service.list_relays))
+        self.reply([r.to_dict() for r in await self.call(self.service.list_relays)])
 
 
 class RelayHandler(RelayAPIHandler):
@@ -202,21 +203,22 @@ class RelayHandler(RelayAPIHandler):
             raise InvalidRequestError(
                 f"Query parameter force must be true or false, got {force[:20]!r}."
             )
-        self.reply(await self.call(self.service.delete_relay, name, force=force == "true"))
+        deleted = await self.call(self.service.delete_relay, name, force=force == "true")
+        self.reply(deleted.to_dict())
 
 
 class ReleasesHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        self.reply(await self.call(self.service.releases, name))
+        self.reply([r.to_dict() for r in await self.call(self.service.releases, name)])
 
     @web.authenticated
     @authorized
     async def post(self, name: str) -> None:
         self.body()  # publish takes no fields, but a malformed body is still an error
-        release, created = await self.call(self.service.publish, name)
-        self.reply(release, 201 if created else 200)
+        published = await self.call(self.service.publish, name)
+        self.reply(published.to_dict(), 201 if published.created else 200)
 
 
 class AccessHandler(RelayAPIHandler):
@@ -244,7 +246,7 @@ class RunsHandler(RelayAPIHandler):
     @authorized
     async def get(self) -> None:
         relay = self.get_query_argument("relay", None)
-        self.reply(await self.call(self.service.list_runs, relay or None))
+        self.reply([s.to_dict() for s in await self.call(self.service.list_runs, relay or None)])
 
 
 class RunHandler(RelayAPIHandler):
@@ -256,7 +258,7 @@ class RunHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
     async def delete(self, run_id: str) -> None:
-        self.reply(await self.call(self.service.delete_run, run_id))
+        self.reply((await self.call(self.service.delete_run, run_id)).to_dict())
 
 
 class RecoverHandler(RelayAPIHandler):
@@ -264,8 +266,12 @@ class RecoverHandler(RelayAPIHandler):
     @authorized
     async def post(self, run_id: str) -> None:
         self.body()
-        run, started = await self.call(self.service.recover, run_id)
-        self.reply(run, 202 if started else 200)
+        run = await self.call(self.service.recover, run_id)
+        # an outcome: no attempt started; a brief: the next attempt goes
+        if isinstance(run, RunOutcome):
+            self.reply(run.to_dict(), 200)
+        else:
+            self.reply(run, 202)
 
 
 class ForkHandler(RelayAPIHandler):
@@ -282,8 +288,8 @@ class MessagesHandler(RelayAPIHandler):
     @authorized
     async def post(self, run_id: str) -> None:
         key = self.request.headers.get("Idempotency-Key")
-        delivery, resumed = await self.call(self.service.send_message, run_id, self.body(), key)
-        self.reply(delivery, 202 if resumed else 200)
+        delivery = await self.call(self.service.send_message, run_id, self.body(), key)
+        self.reply(delivery.to_dict(), 202 if delivery.handle is not None else 200)
 
 
 class LineageHandler(RelayAPIHandler):
@@ -297,7 +303,7 @@ class RunEventsHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        self.reply(await self.call(self.service.events, run_id))
+        self.reply((await self.call(self.service.events, run_id)).to_dict())
 
 
 class ReconcileHandler(RelayAPIHandler):

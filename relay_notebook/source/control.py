@@ -169,16 +169,29 @@ class ControlFlow(GraphBuilder):
         return node_id, label
 
     def _if(self, stmt: ast.If) -> None:
-        self.expr(stmt.test)
+        body, orelse = stmt.body, stmt.orelse
+        self._branch(stmt, lambda: self.block(body), lambda: self.block(orelse), jumps=True)
+
+    def _branch(
+        self,
+        node: ast.If | ast.IfExp,
+        then: Callable[[], None],
+        otherwise: Callable[[], None],
+        *,
+        jumps: bool,
+    ) -> None:
+        """A decision on ``node.test``: ``then`` walked from its condition, ``otherwise`` from its
+        else, the two joined after it (``jumps``: a branch may return, break or continue)."""
+        self.expr(node.test)
         mark = self.mark()
-        decision, label = self._decision(stmt.test, stmt.lineno)
+        decision, label = self._decision(node.test, node.lineno)
         self.frontier = [(decision, label)]
-        self.block(stmt.body)
+        then()
         taken = self.frontier
         self.frontier = [(decision, "else")]
-        self.block(stmt.orelse)
+        otherwise()
         self.frontier = merge(taken, self.frontier)
-        self.settle(mark, jumps=True)
+        self.settle(mark, jumps=jumps)
 
     def _match(self, stmt: ast.Match) -> None:
         self.expr(stmt.subject)
@@ -291,16 +304,8 @@ class ControlFlow(GraphBuilder):
                 stack.extend(reversed(children))
 
     def _ifexp(self, node: ast.IfExp) -> None:
-        self.expr(node.test)
-        mark = self.mark()
-        decision, label = self._decision(node.test, node.lineno)
-        self.frontier = [(decision, label)]
-        self.expr(node.body)
-        taken = self.frontier
-        self.frontier = [(decision, "else")]
-        self.expr(node.orelse)
-        self.frontier = merge(taken, self.frontier)
-        self.settle(mark, jumps=False)
+        body, orelse = node.body, node.orelse
+        self._branch(node, lambda: self.expr(body), lambda: self.expr(orelse), jumps=False)
 
     def _comprehension_body(self, node: Comprehension, skip_first: bool) -> None:
         for i, generator in enumerate(node.generators):

@@ -19,6 +19,7 @@ from typing import Final
 from relay_notebook.errors import codes
 from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.source import awaits
+from relay_notebook.source.source_text import dotted_name
 
 __all__ = ["CODES", "lint_source"]
 
@@ -133,21 +134,7 @@ class Names:
 
     def qualify(self, expr: ast.expr) -> str | None:
         """The dotted name ``expr`` refers to, or None when it is not a plain dotted name."""
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return None
-        root = self.aliases.get(expr.id) or _IMPLICIT.get(expr.id, expr.id)
-        segments = [*root.split("."), *reversed(parts)]
-        # dbos re-exports DBOS from private modules (dbos._dbos.DBOS): one canonical spelling.
-        if segments[0] == "dbos":
-            for marker in ("DBOS", "DBOSConfig"):
-                if marker in segments:
-                    segments = ["dbos", *segments[segments.index(marker) :]]
-                    break
-        return ".".join(segments)
+        return dotted_name(expr, lambda name: self.aliases.get(name) or _IMPLICIT.get(name, name))
 
     def decorator_names(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
         """The qualified names of ``fn``'s decorators, called (``@x()``) or not (``@x``)."""

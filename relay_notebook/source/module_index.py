@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from relay_notebook.source.source_text import MISSING, literal, short
+from relay_notebook.source.source_text import MISSING, dotted_name, literal, short
 
 __all__ = [
     "BUILTINS",
@@ -128,22 +128,14 @@ class ModuleIndex:
 
     def qualify(self, expr: ast.expr, scope: Scope | None = None) -> str | None:
         """The dotted name ``expr`` spells through the imports, or None if it is not imported."""
-        parts: list[str] = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name):
-            return None
-        root = (scope.imports.get(expr.id) if scope else None) or self.imports.get(expr.id)
-        if root is None:
-            if expr.id != "DBOS" or expr.id in self.nodes:
-                return None
-            root = DBOS_CLASS
-        segments = [*root.split("."), *reversed(parts)]
-        # dbos re-exports DBOS from private modules (dbos._dbos.DBOS): one canonical spelling
-        if segments[0] == "dbos" and "DBOS" in segments:
-            segments = ["dbos", *segments[segments.index("DBOS") :]]
-        return ".".join(segments)
+
+        def resolve(name: str) -> str | None:
+            root = (scope.imports.get(name) if scope else None) or self.imports.get(name)
+            if root is None and name == "DBOS" and name not in self.nodes:
+                return DBOS_CLASS
+            return root
+
+        return dotted_name(expr, resolve)
 
     def role(self, node: FunctionNode) -> tuple[Role, ast.Call | None]:
         """The role ``node``'s decorators give it, and the decorator call carrying options."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MISSING", "SourceText", "id_base", "literal", "short", "slug"]
+__all__ = ["MISSING", "SourceText", "dotted_name", "id_base", "literal", "short", "slug"]
 
 _LIMIT: Final = 60
 _LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")
@@ -15,6 +16,26 @@ _NOT_ID: Final = re.compile(r"[^A-Za-z0-9_-]+")
 MISSING: Final = object()
 _SAFE_INT: Final = 2**53 - 1
 _LITERAL_SHAPES: Final = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.UnaryOp, ast.BinOp)
+
+
+def dotted_name(expr: ast.expr, resolve: Callable[[str], str | None]) -> str | None:
+    """The dotted name ``expr`` spells, its first name resolved by ``resolve`` (the imports);
+    None if ``expr`` is not a plain dotted name or ``resolve`` does not know its first name."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    root = resolve(expr.id) if isinstance(expr, ast.Name) else None
+    if root is None:
+        return None
+    segments = [*root.split("."), *reversed(parts)]
+    # dbos re-exports DBOS from private modules (dbos._dbos.DBOS): one canonical spelling
+    if segments[0] == "dbos":
+        for marker in ("DBOS", "DBOSConfig"):
+            if marker in segments:
+                segments = ["dbos", *segments[segments.index(marker) :]]
+                break
+    return ".".join(segments)
 
 
 def short(text: str, limit: int = _LIMIT) -> str:

@@ -113,24 +113,24 @@ def postgres_server(*, fsync: bool = False) -> Iterator[PostgresServer]:
     """
     bindir = find_postgres_bin()
     system_user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
-    uid = system_user.pw_uid if system_user else None
-    gid = system_user.pw_gid if system_user else None
-    groups: list[int] | None = [] if system_user else None
     folder = Path(tempfile.mkdtemp(prefix="relay-pg-"))
     data = folder / "data"
+    # initdb and the server run in the folder, as the postgres user when we are root
+    as_server: dict[str, Any] = {
+        "env": {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"},
+        "cwd": folder,
+        "user": system_user.pw_uid if system_user else None,
+        "group": system_user.pw_gid if system_user else None,
+        "extra_groups": [] if system_user else None,
+    }
     if system_user is not None:
         os.chown(folder, system_user.pw_uid, system_user.pw_gid)
     db_user = "relay"
-    env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
     subprocess.run(
         [str(bindir / "initdb"), "-D", str(data), "-U", db_user, "--auth=trust", "-E", "UTF8"],
         check=True,
         capture_output=True,
-        env=env,
-        cwd=folder,
-        user=uid,
-        group=gid,
-        extra_groups=groups,
+        **as_server,
     )
     port = _free_port()
     options = [
@@ -147,12 +147,8 @@ def postgres_server(*, fsync: bool = False) -> Iterator[PostgresServer]:
         [str(bindir / "postgres"), "-D", str(data), *options],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=env,
-        cwd=folder,
         start_new_session=True,
-        user=uid,
-        group=gid,
-        extra_groups=groups,
+        **as_server,
     )
     server = PostgresServer(folder, port, db_user, process)
     try:

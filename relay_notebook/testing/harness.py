@@ -88,12 +88,7 @@ class RelayHarness:
 
     def executions(self, run_id: str) -> Counter[str]:
         """How many times each call's body ran over all attempts (``{"charge#1": 2}``)."""
-        return Counter(
-            {
-                f"{s['name']}#{s['occurrence']}": len(s["executed_in"])
-                for s in self.logs(run_id).steps
-            }
-        )
+        return Counter({s.label: len(s.executed_in) for s in self.logs(run_id).steps})
 
     def crash_each(self, name: str, input: Any = None) -> CrashEachReport:
         """``relay test NAME --crash-each``: a clean run, then one crashed run per crash point,

@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from relay_notebook.history.lineage import LineageNode, lineage_text
+from relay_notebook.history.lineage import CallDiff, LineageNode, edited_calls, lineage_text
 
 __all__ = ["LineageView", "diff_frame"]
 
@@ -20,8 +20,8 @@ class LineageView:
     def _item(self, node: LineageNode) -> str:
         about = ""
         if node.fork:
-            edits = node.fork.get("edits") or {}
-            edited = [*(["input"] if edits.get("input") else []), *(edits.get("outputs") or [])]
+            edits = node.fork.get("edits")
+            edited = edited_calls(edits) if edits else []
             about = f" — from <code>{html.escape(str(node.fork.get('from')))}</code>"
             about += f" · {html.escape(str(node.fork.get('code')))} code"
             if edited:
@@ -40,21 +40,25 @@ class LineageView:
         }
 
 
-def diff_frame(rows: list[dict[str, Any]], a: str, b: str) -> Any:
+def diff_frame(rows: list[CallDiff], a: str, b: str) -> Any:
     """The diff of runs ``a`` and ``b`` as a DataFrame indexed by call (``STEP#N``)."""
     import pandas as pd
 
-    columns = {
-        "call": "call",
-        "status_a": f"status {a}",
-        "status_b": f"status {b}",
-        "attempts_a": f"attempts {a}",
-        "attempts_b": f"attempts {b}",
-        "output_preview_a": f"output {a}",
-        "output_preview_b": f"output {b}",
-        "differs": "differs",
-    }
-    frame = pd.DataFrame([{new: r[old] for old, new in columns.items()} for r in rows])
+    frame = pd.DataFrame(
+        [
+            {
+                "call": r["call"],
+                f"status {a}": r["status_a"],
+                f"status {b}": r["status_b"],
+                f"attempts {a}": r["attempts_a"],
+                f"attempts {b}": r["attempts_b"],
+                f"output {a}": r["output_preview_a"],
+                f"output {b}": r["output_preview_b"],
+                "differs": r["differs"],
+            }
+            for r in rows
+        ]
+    )
     if not frame.empty:
         frame["differs"] = frame["differs"].map(lambda d: ", ".join(d) or "same")
         for column in (f"attempts {a}", f"attempts {b}"):

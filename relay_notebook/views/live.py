@@ -20,6 +20,7 @@ from typing import Any
 
 from relay_notebook.errors import RelayError
 from relay_notebook.history import RunLog, overlay_run
+from relay_notebook.history.run_events import LatestEvents
 from relay_notebook.history.run_graph import overlay_events
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
@@ -90,7 +91,7 @@ class RunMonitor:
         *,
         run_id: str | None = None,
         surface: Surface = "notebook",
-        read_events: Callable[[str], dict[str, Any]] | None = None,
+        read_events: Callable[[str], LatestEvents] | None = None,
     ) -> None:
         if any(n.x is None for n in flow.nodes):
             layout_graph(flow)
@@ -148,7 +149,8 @@ class RunMonitor:
         with self._lock:
             graph = self.graph
         doc = graph.to_dict()
-        strip = latest_lines((graph.run or {}).get("events") or {})
+        events = (graph.run or {}).get("events")  # what overlay_events put there
+        strip = latest_lines(events) if events else []
         svg = render_svg(graph, title=title, strip=strip)
         text = "\n".join([title, *strip, graph_text(graph)])
         return {GRAPH_MIME: doc, "image/svg+xml": svg, "text/plain": text}

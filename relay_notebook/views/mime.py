@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay_notebook.errors.diagnostics import Diagnostic
+from relay_notebook.history.run_list import RunSummary
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
 from relay_notebook.views.svg import render_svg
@@ -80,33 +81,31 @@ class RunsView:
     """A table of runs: status, attempts, reused checkpoints, duration (active time, with
     the wall time beside when the run also waited)."""
 
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[RunSummary] = field(default_factory=list)
 
     def text(self) -> str:
         if not self.runs:
             return "no runs yet"
         return "\n".join(
-            f"{r['run_id']:<20} {r['status']:<21} attempts {r['attempts']}  reused {r['reused']}"
+            f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused}"
             for r in self.runs
         )
 
     def html(self) -> str:
         rows = []
         for r in self.runs:
-            colour = _BADGE.get(r["status"], "#64748b")
-            took = duration_text(
-                r.get("active_ms"), r.get("duration_ms"), int(r.get("attempts") or 1)
-            )
+            colour = _BADGE.get(r.status, "#64748b")
+            took = duration_text(r.active_ms, r.duration_ms, int(r.attempts or 1))
             reused = (
-                f'<span class="relay-badge relay-badge--reused">{r["reused"]} reused</span>'
-                if r["reused"]
+                f'<span class="relay-badge relay-badge--reused">{r.reused} reused</span>'
+                if r.reused
                 else ""
             )
             rows.append(
-                f'<tr><td style="white-space:nowrap"><code>{html.escape(r["run_id"])}</code></td>'
+                f'<tr><td style="white-space:nowrap"><code>{html.escape(r.run_id)}</code></td>'
                 f'<td><span class="relay-badge" style="background:{colour};color:white;'
-                f'padding:1px 6px;border-radius:8px">{html.escape(r["status"])}</span></td>'
-                f"<td>{r['attempts']}</td><td>{reused}</td>"
+                f'padding:1px 6px;border-radius:8px">{html.escape(r.status)}</span></td>'
+                f"<td>{r.attempts}</td><td>{reused}</td>"
                 f'<td style="white-space:nowrap">{html.escape(took)}</td></tr>'
             )
         return (
@@ -117,4 +116,8 @@ class RunsView:
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {RUNS_MIME: {"runs": self.runs}, "text/html": self.html(), "text/plain": self.text()}
+        return {
+            RUNS_MIME: {"runs": [r.to_dict() for r in self.runs]},
+            "text/html": self.html(),
+            "text/plain": self.text(),
+        }

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from relay_notebook.history.preview import RecoveryPreview
+from relay_notebook.history.log_records import Receipt, RunHeader, StepCall
+from relay_notebook.history.preview import PreviewCall, RecoveryPreview
 from relay_notebook.history.records import RunLog, RunSummary
 from relay_notebook.views.wording import duration_text, reword
 
@@ -33,8 +34,8 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def _release(run: dict[str, Any]) -> str:
-    release = run.get("release")
+def _release(run: RunHeader) -> str:
+    release = run.release
     return f"v{release['version']}" if isinstance(release, dict) else "draft"
 
 
@@ -42,30 +43,30 @@ def _attempts(values: Sequence[int]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def _step_label(step: dict[str, Any]) -> str:
-    return str(step["name"]) + (f" #{step['occurrence']}" if (step["occurrence"] or 1) > 1 else "")
+def _step_label(step: StepCall) -> str:
+    return step.name + (f" #{step.occurrence}" if (step.occurrence or 1) > 1 else "")
 
 
-def _step_line(step: dict[str, Any], width: int) -> str:
+def _step_line(step: StepCall, width: int) -> str:
     label = _step_label(step)
     marks = []
-    if step["executed_in"]:
-        marks.append(f"ran in {_attempts(step['executed_in'])}")
-    if step["reused_in"]:
-        marks.append(f"reused in {_attempts(step['reused_in'])}")
-    if step["retries"]:
-        marks.append(_plural(len(step["retries"]), "failed try").replace("trys", "tries"))
-    if step["receipts"]:
-        marks.append(_plural(len(step["receipts"]), "platform call"))
-    if step["child_workflow_id"] and step["kind"] == "workflow":
-        marks.append(f"started {step['child_workflow_id']}")
+    if step.executed_in:
+        marks.append(f"ran in {_attempts(step.executed_in)}")
+    if step.reused_in:
+        marks.append(f"reused in {_attempts(step.reused_in)}")
+    if step.retries:
+        marks.append(_plural(len(step.retries), "failed try").replace("trys", "tries"))
+    if step.receipts:
+        marks.append(_plural(len(step.receipts), "platform call"))
+    if step.child_workflow_id and step.kind == "workflow":
+        marks.append(f"started {step.child_workflow_id}")
     return (
-        f"  {step['function_id']:>5}  {label:<{width}}  {step['kind']:<8}  "
-        f"{step['status']:<12}  {'; '.join(marks)}".rstrip()
+        f"  {step.function_id:>5}  {label:<{width}}  {step.kind:<8}  "
+        f"{step.status:<12}  {'; '.join(marks)}".rstrip()
     )
 
 
-def _steps_block(steps: list[dict[str, Any]], limit: int) -> list[str]:
+def _steps_block(steps: Sequence[StepCall], limit: int) -> list[str]:
     head, tail = (steps, []) if len(steps) <= limit else (steps[: limit - _TAIL], steps[-_TAIL:])
     width = min(max((len(_step_label(s)) for s in [*head, *tail]), default=8), 40)
     if not tail:
@@ -81,51 +82,51 @@ def _steps_block(steps: list[dict[str, Any]], limit: int) -> list[str]:
 def run_log_text(log: RunLog, *, limit: int = STEP_LINES) -> str:
     """A run's attempts, step calls, child workflows and platform calls, one line each."""
     run = log.run
-    status = str(run.get("status"))
-    if run.get("live"):
+    status = run.status
+    if run.live:
         status = f"running (attempt {len(log.attempts)} going)"
-    reused = sum(len(a.get("reused") or ()) for a in log.attempts)
+    reused = sum(len(a.reused) for a in log.attempts)
     head = [
-        f"run {log.run_id} of {run['relay']} ({_release(run)}): {status}",
-        f"  DBOS {run.get('dbos_status') or 'no workflow yet'} · "
+        f"run {log.run_id} of {run.relay} ({_release(run)}): {status}",
+        f"  DBOS {run.dbos_status or 'no workflow yet'} · "
         f"{_plural(len(log.attempts), 'attempt')} · {_plural(reused, 'checkpoint')} reused",
     ]
-    error = run.get("error")
+    error = run.error
     if isinstance(error, dict) and error.get("code") and status != "succeeded":
         first = str(error.get("message", "")).splitlines()[0] if error.get("message") else ""
         head.append(f"  error [{error['code']}]: {reword(first, 'notebook')}")
     lines = [*head, "attempts:"]
     for a in log.attempts:
-        crash = a.get("crash")
+        crash = a.crash
         spec = f"  crash {crash['when']}:{crash['step']}#{crash['occurrence']}" if crash else ""
         lines.append(
-            f"  {a['attempt']:>5}  {a['status']:<21} executed {len(a.get('executed') or ())}, "
-            f"reused {len(a.get('reused') or ())}{spec}"
+            f"  {a.attempt:>5}  {a.status:<21} executed {len(a.executed)}, "
+            f"reused {len(a.reused)}{spec}"
         )
     lines.append(f"steps of {log.run_id}: {_plural(len(log.steps), 'call')}")
     lines += _steps_block(log.steps, limit)
     for child in log.children:
-        started = child.get("parent_function_id")
+        started = child.parent_function_id
         by = f", started by call {started}" if started is not None else ""
         lines.append(
-            f"child workflow {child['workflow_id']} ({child['name']}): {child['status']}{by}, "
-            f"{_plural(len(child['steps']), 'call')}"
+            f"child workflow {child.workflow_id} ({child.name}): {child.status}{by}, "
+            f"{_plural(len(child.steps), 'call')}"
         )
-        lines += _steps_block(child["steps"], limit)
+        lines += _steps_block(child.steps, limit)
     if log.receipts:
         lines.append(f"platform calls: {len(log.receipts)}")
-        for r in log.receipts[:limit]:
-            where = f"call {r['step_id']}" if r["step_id"] is not None else "no step"
-            if r["workflow_id"] not in (None, log.run_id):
-                where += f" of {r['workflow_id']}"
-            extra = f", reused in {_attempts(r['reused_in'])}" if r["reused_in"] else ""
-            lines.append(
-                f"  {r['kind']} {r['name']!r}: {r['state']} ({where}, attempt {r['attempt']}"
-                f"{extra})"
-            )
+        lines += [_receipt_line(r, log.run_id) for r in log.receipts[:limit]]
         if len(log.receipts) > limit:
             lines.append(f"  … {_plural(len(log.receipts) - limit, 'more call')}")
     return "\n".join(lines)
+
+
+def _receipt_line(r: Receipt, run_id: str) -> str:
+    where = f"call {r.step_id}" if r.step_id is not None else "no step"
+    if r.workflow_id not in (None, run_id):
+        where += f" of {r.workflow_id}"
+    extra = f", reused in {_attempts(r.reused_in)}" if r.reused_in else ""
+    return f"  {r.kind} {r.name!r}: {r.state} ({where}, attempt {r.attempt}{extra})"
 
 
 def runs_text(runs: Sequence[RunSummary]) -> str:
@@ -142,7 +143,7 @@ def runs_text(runs: Sequence[RunSummary]) -> str:
     return "\n".join(lines)
 
 
-def _call_names(calls: list[dict[str, Any]], limit: int = 8) -> str:
+def _call_names(calls: list[PreviewCall], limit: int = 8) -> str:
     names = [
         c["name"] + (f" #{c['occurrence']}" if (c["occurrence"] or 1) > 1 else "") for c in calls
     ]
@@ -165,15 +166,15 @@ def preview_text(preview: RecoveryPreview) -> str:
             f"  reused: {_plural(len(preview.reused), 'checkpoint')} "
             f"({_call_names(preview.reused)})"
         )
-    for call in preview.rerun:
+    for again in preview.rerun:
         lines.append(
-            f"  runs again: {call['name']} (call {call['function_id']}, started in attempt "
-            f"{_attempts(call['started_in'])}, no checkpoint)"
+            f"  runs again: {again['name']} (call {again['function_id']}, started in attempt "
+            f"{_attempts(again['started_in'])}, no checkpoint)"
         )
     for call in preview.replayed_calls:
         lines.append(f"  called again (replay-safe): {call['call']} (key {call['key']})")
     for call in preview.blocking:
-        step = f" in {call['step']}" if call.get("step") else ""
+        step = f" in {call['step']}" if call["step"] else ""
         lines.append(f"  uncertain: {call['call']}{step} (key {call['key']}): stops recovery")
     if preview.reason and preview.outcome != "recover":
         lines.append(f"  {reword(preview.reason['message'], 'notebook')}")
@@ -216,13 +217,7 @@ class RunLogView:
         attempts = _table(
             ("attempt", "status", "duration", "executed", "reused"),
             [
-                (
-                    a["attempt"],
-                    a["status"],
-                    _ms(a.get("duration_ms")),
-                    len(a["executed"]),
-                    len(a["reused"]),
-                )
+                (a.attempt, a.status, _ms(a.duration_ms), len(a.executed), len(a.reused))
                 for a in log.attempts
             ],
             nowrap=(0, 2),
@@ -242,15 +237,15 @@ class RunLogView:
             ),
             [
                 (
-                    s["workflow_id"],
-                    s["function_id"],
-                    s["name"],
-                    s["status"],
-                    _attempts(s["executed_in"]),
-                    _attempts(s["reused_in"]),
-                    len(s["retries"]),
-                    _ms(s["duration_ms"]),
-                    s["output_preview"] or s["error_preview"] or "",
+                    s.workflow_id,
+                    s.function_id,
+                    s.name,
+                    s.status,
+                    _attempts(s.executed_in),
+                    _attempts(s.reused_in),
+                    len(s.retries),
+                    _ms(s.duration_ms),
+                    s.output_preview or s.error_preview or "",
                 )
                 for s in steps
             ],

@@ -1,13 +1,15 @@
 """A run's events and stream values for people: terminal lines, a DataFrame, and the short
 lines a run view's fallbacks show under the header.
 
-Everything here takes the plain documents of ``history.run_events`` (``RunEvents.to_dict``
-and ``RunEvents.latest``), whose values are already decoded safely and redacted.
+Everything here takes the records of ``history.run_events`` (``RunEvents`` and
+``RunEvents.latest``), whose values are already decoded safely and redacted.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
+
+from relay_notebook.history.run_events import EventValue, LatestEvents, RunEvents, StreamValue
 
 __all__ = ["EVENT_TABLE_COLUMNS", "events_frame", "events_lines", "latest_lines"]
 
@@ -22,60 +24,65 @@ EVENT_TABLE_COLUMNS: Final = (
 )
 
 
-def _where(row: dict[str, Any], run_id: str) -> str:
+def _where(row: EventValue | StreamValue, run_id: str) -> str:
     return "" if row["workflow_id"] == run_id else f" (workflow {row['workflow_id']})"
 
 
-def events_lines(doc: dict[str, Any]) -> list[str]:
+def events_lines(found: RunEvents) -> list[str]:
     """``relay events RUN``: each event's latest value, each stream's values, the messages."""
-    run_id = doc["run_id"]
+    run_id = found.run_id
     lines = []
-    if not (doc["events"] or doc["streams"] or doc["messages"]):
+    if not (found.events or found.streams or found.messages):
         return [f"run {run_id}: no events, stream values or messages yet"]
-    for row in doc["events"]:
+    for row in found.events:
         calls = sum(
             1
-            for h in doc["history"]
+            for h in found.history
             if (h["workflow_id"], h["key"]) == (row["workflow_id"], row["key"])
         )
         times = f", set {calls} times" if calls > 1 else ""
         lines.append(f"event {row['key']}{_where(row, run_id)}: {row['preview']}{times}")
-    closed = {(c["workflow_id"], c["key"]) for c in doc["closed"]}
+    closed = {(c["workflow_id"], c["key"]) for c in found.closed}
     shown: set[tuple[str, str]] = set()
-    for row in doc["streams"]:
-        key = (row["workflow_id"], row["key"])
+    for value in found.streams:
+        key = (value["workflow_id"], value["key"])
         if key not in shown:
             shown.add(key)
-            count = sum(1 for r in doc["streams"] if (r["workflow_id"], r["key"]) == key)
+            count = sum(1 for r in found.streams if (r["workflow_id"], r["key"]) == key)
             state = "closed" if key in closed else "open"
-            lines.append(f"stream {row['key']}{_where(row, run_id)}: {count} values, {state}")
-        lines.append(f"  [{row['offset']}] {row['preview']}")
+            lines.append(f"stream {value['key']}{_where(value, run_id)}: {count} values, {state}")
+        lines.append(f"  [{value['offset']}] {value['preview']}")
     for key in sorted(closed - shown):
         lines.append(f"stream {key[1]}: 0 values, closed")
-    for row in doc["messages"]:
-        state = "received" if row["consumed"] else "not received yet"
-        lines.append(f"message on topic {row['topic']!r}: {row['preview']} ({state})")
+    for message in found.messages:
+        state = "received" if message["consumed"] else "not received yet"
+        lines.append(f"message on topic {message['topic']!r}: {message['preview']} ({state})")
     return lines
 
 
-def events_frame(doc: dict[str, Any]) -> Any:
+def events_frame(found: RunEvents) -> Any:
     """``%relay events RUN``: one row per event (its latest value), stream value and message."""
     import pandas as pd
 
-    rows = [
-        {"kind": "event", **{k: r.get(k) for k in EVENT_TABLE_COLUMNS[1:]}} for r in doc["events"]
-    ]
+    # a message has no offset or function id: left out, not None (pandas reads them as NaN)
+    rows: list[dict[str, object]] = [
+        {"kind": "event", "workflow_id": r["workflow_id"], "key": r["key"], "offset": None,
+         "function_id": r["function_id"], "value": r["value"]}
+        for r in found.events
+    ]  # fmt: skip
     rows += [
-        {"kind": "stream", **{k: r.get(k) for k in EVENT_TABLE_COLUMNS[1:]}} for r in doc["streams"]
-    ]
+        {"kind": "stream", "workflow_id": r["workflow_id"], "key": r["key"],
+         "offset": r["offset"], "function_id": r["function_id"], "value": r["value"]}
+        for r in found.streams
+    ]  # fmt: skip
     rows += [
         {"kind": "message", "workflow_id": r["workflow_id"], "key": r["topic"], "value": r["value"]}
-        for r in doc["messages"]
+        for r in found.messages
     ]
     return pd.DataFrame(rows, columns=list(EVENT_TABLE_COLUMNS))
 
 
-def latest_lines(latest: dict[str, Any], limit: int = 4) -> list[str]:
+def latest_lines(latest: LatestEvents, limit: int = 4) -> list[str]:
     """A run view's events strip as short lines (the SVG and text fallbacks):
     ``event draft: {...}``, ``stream output (3): "part 2"``."""
     lines = [f"event {e['key']}: {e['preview']}" for e in latest.get("events", [])]

@@ -162,7 +162,7 @@ def steps_dataframe(log: RunLog, *, children: bool = True, outputs: bool = False
 def attempts_dataframe(log: RunLog) -> pd.DataFrame:
     """One row per process attempt, with the function ids it executed and reused."""
     rows = log.attempts
-    cols: dict[str, Any] = {name: [a.get(name) for a in rows] for name in ATTEMPT_COLUMNS}
+    cols: dict[str, Any] = {name: [getattr(a, name) for a in rows] for name in ATTEMPT_COLUMNS}
     cols["started_at"] = _times(cols["started_at"])
     cols["ended_at"] = _times(cols["ended_at"])
     cols["duration_ms"] = pd.Series(cols["duration_ms"], dtype="Float64")
@@ -191,7 +191,7 @@ def events_dataframe(log: RunLog) -> pd.DataFrame:
 def receipts_dataframe(log: RunLog) -> pd.DataFrame:
     """One row per platform call (agent, MCP, legacy step, journaled tool) of the run."""
     receipts = log.receipts
-    cols: dict[str, Any] = {name: [r.get(name) for r in receipts] for name in RECEIPT_COLUMNS}
+    cols: dict[str, Any] = {name: [getattr(r, name) for r in receipts] for name in RECEIPT_COLUMNS}
     cols["step_id"] = pd.Series(cols["step_id"], dtype="Int64")
     cols["turns"] = pd.Series(cols["turns"], dtype="Int64")
     cols["tool_calls"] = [len(t or ()) for t in cols["tool_calls"]]

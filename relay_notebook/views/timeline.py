@@ -10,10 +10,11 @@ so the same run always gives the same document.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 import plotly.graph_objects as go
 
+from relay_notebook.history.log_records import Attempt
 from relay_notebook.history.records import RunLog
 
 __all__ = ["TRACE_NAMES", "timeline_figure"]
@@ -35,24 +36,24 @@ def _when(epoch_ms: float) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _row(attempt: dict[str, Any]) -> str:
-    return f"attempt {attempt['attempt']} · {attempt['status']}"
+def _row(attempt: Attempt) -> str:
+    return f"attempt {attempt.attempt} · {attempt.status}"
 
 
 def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
     """The run's attempts and step bodies on a time axis (see the module docstring)."""
-    rows = {a["attempt"]: _row(a) for a in log.attempts}
-    order = [rows[a["attempt"]] for a in log.attempts]
+    rows = {a.attempt: _row(a) for a in log.attempts}
+    order = [rows[a.attempt] for a in log.attempts]
     steps = log.all_steps()
-    latest = max((s["completed_at_ms"] or s["started_at_ms"] or 0 for s in steps), default=0)
+    latest = max((s.completed_at_ms or s.started_at_ms or 0 for s in steps), default=0)
     starts, spans, names = [], [], []
     for a in log.attempts:
-        if a.get("started_at") is None:
+        if a.started_at is None:
             continue
-        end = a.get("ended_at") or max(a["started_at"], latest)
-        starts.append(_when(a["started_at"]))
-        spans.append(max(end - a["started_at"], 1))
-        names.append(rows[a["attempt"]])
+        end = a.ended_at or max(a.started_at, latest)
+        starts.append(_when(a.started_at))
+        spans.append(max(end - a.started_at, 1))
+        names.append(rows[a.attempt])
     attempts = go.Bar(
         uid="relay-attempts",
         name="attempts",
@@ -66,18 +67,18 @@ def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
     )
     ex_base, ex_x, ex_y, ex_text = [], [], [], []
     for step in steps:
-        done = step["executed_in"][-1] if step["executed_in"] else None
-        begin, end = step["started_at_ms"], step["completed_at_ms"]
+        done = step.executed_in[-1] if step.executed_in else None
+        begin, completed = step.started_at_ms, step.completed_at_ms
         if done is None or begin is None or done not in rows:
             continue
-        finish = end if end is not None else begin
+        finish = completed if completed is not None else begin
         ex_base.append(_when(begin))
         ex_x.append(max(finish - begin, 1))
         ex_y.append(rows[done])
         ex_text.append(
-            f"{step['name']} #{step['occurrence'] or 1} (call {step['function_id']}"
-            f"{'' if step['workflow_id'] == log.run_id else ' of ' + step['workflow_id']})"
-            f"<br>{step['status']}, {finish - begin:g} ms"
+            f"{step.name} #{step.occurrence or 1} (call {step.function_id}"
+            f"{'' if step.workflow_id == log.run_id else ' of ' + step.workflow_id})"
+            f"<br>{step.status}, {finish - begin:g} ms"
         )
     executed = go.Bar(
         uid="relay-executed",
@@ -103,21 +104,20 @@ def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
         hoverinfo="text",
     )
     tries = [
-        (step, r)
+        (step, r, r.ts, r.attempt)
         for step in steps
-        for r in step["retries"]
-        if r.get("ts") is not None and r.get("attempt") in rows
+        for r in step.retries
+        if r.ts is not None and r.attempt is not None and r.attempt in rows
     ]
     failed = go.Scatter(
         uid="relay-failed-tries",
         name="failed tries",
         mode="markers",
-        x=[_when(r["ts"]) for _, r in tries],
-        y=[rows[r["attempt"]] for _, r in tries],
+        x=[_when(ts) for _, _, ts, _ in tries],
+        y=[rows[attempt] for _, _, _, attempt in tries],
         marker={"symbol": "x", "size": 10, "color": _COLOURS["failed"]},
         hovertext=[
-            f"{s['name']} try {r.get('step_attempt')}: {r.get('error_type')}: {r.get('error')}"
-            for s, r in tries
+            f"{s.name} try {r.step_attempt}: {r.error_type}: {r.error}" for s, r, _, _ in tries
         ],
         hoverinfo="text",
     )
@@ -136,7 +136,7 @@ def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
     )
     figure = go.Figure(data=[attempts, executed, reused, failed, crashes])
     figure.update_layout(
-        title={"text": title or f"run {log.run_id}: {log.run.get('status')}"},
+        title={"text": title or f"run {log.run_id}: {log.run.status}"},
         barmode="overlay",
         height=140 + _ROW_HEIGHT * max(len(order), 1),
         margin={"l": 10, "r": 10, "t": 50, "b": 40},

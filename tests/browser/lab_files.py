@@ -1,12 +1,17 @@
-"""Files the browser tests put where JupyterLab serves them."""
+"""Files the browser tests put where JupyterLab serves them, and notebooks opened from there."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
-__all__ = ["write_notebook"]
+__all__ = ["notebook_run", "open_notebook", "open_panel", "run_all", "write_notebook"]
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:
@@ -19,3 +24,52 @@ def write_notebook(path: Path, cells: list[str]) -> None:
         "language": "python",
     }
     nbformat.write(nb, path)
+
+
+def open_notebook(context: Any, lab: Any, name: str) -> Any:
+    """A new page of ``context`` showing notebook ``name`` in ``lab``, once its kernel is idle."""
+    page = context.new_page()
+    page.goto(lab.lab_url(name))
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.wait_for_function(
+        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
+        "?.status === 'idle'"
+    )
+    return page
+
+
+def run_all(page: Any) -> None:
+    """Start every cell of the notebook ``page`` shows (run all), without waiting for them."""
+    # don't return the command's promise: it settles only when every cell has run
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+
+def open_panel(context: Any, lab: Any, relay: str) -> tuple[Any, Any]:
+    """A new page of ``context`` showing ``lab`` (its layout reset) with the Relays panel open on
+    ``relay``: the page and the panel."""
+    page = context.new_page()
+    page.goto(f"{lab.url}lab?token={lab.token}&reset")
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
+    panel = page.locator("#relay-panel")
+    panel.locator(f'li[data-relay="{relay}"]').click()
+    return page, panel
+
+
+@contextlib.contextmanager
+def notebook_run(context: Any, lab: Any, name: str, cells: list[str], until: str) -> Iterator[Any]:
+    """Notebook ``name`` of ``cells`` written into ``lab``, opened and run all: its page once
+    ``until`` shows (else a full screenshot, ``artifacts/NAME_setup_failed.png``), closed on
+    leaving."""
+    write_notebook(lab.root / name, cells)
+    page = open_notebook(context, lab, name)
+    run_all(page)
+    try:
+        page.wait_for_selector(until, timeout=120_000)
+    except Exception:
+        failed = ARTIFACTS / f"{Path(name).stem}_setup_failed.png"
+        page.screenshot(path=str(failed), full_page=True)
+        raise
+    try:
+        yield page
+    finally:
+        page.close()

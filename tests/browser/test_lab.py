@@ -20,7 +20,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import write_notebook
+from tests.browser.lab_files import open_notebook, run_all, write_notebook
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -53,10 +53,10 @@ log = commands.logs(ws, {run_id!r})
 run_graph = commands.graph(ws, "five")
 run_graph.kind = "run"
 for node in run_graph.nodes:
-    records = [s for s in log.steps if s["name"] == node.details.get("name")]
+    records = [s for s in log.steps if s.name == node.details.get("name")]
     if node.type == "step" and records:
         node.details["status"] = "succeeded"
-        node.details["reused"] = any(s["reused_in"] for s in records)
+        node.details["reused"] = any(s.reused_in for s in records)
 display(bundle(run_graph), raw=True)
 """
 
@@ -103,22 +103,6 @@ def recovered_run(workspace: Workspace) -> str:
     return first.run_id
 
 
-def _open_notebook(context: Any, lab: LabServer, name: str) -> Any:
-    page = context.new_page()
-    page.goto(lab.lab_url(name))
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_function(
-        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
-        "?.status === 'idle'"
-    )
-    return page
-
-
-def _run_all(page: Any) -> None:
-    # don't return the command's promise: it settles only when every cell has run
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-
-
 def _shot(page: Any, name: str) -> Path:
     path = ARTIFACTS / name
     page.screenshot(path=str(path))
@@ -134,8 +118,8 @@ def demo_page(
         lab.root / "demo.ipynb",
         [SETUP_CELL, FLOW_CELL, RUN_GRAPH_CELL.format(run_id=recovered_run), RUNS_CELL],
     )
-    page = _open_notebook(browser_context, lab, "demo.ipynb")
-    _run_all(page)
+    page = open_notebook(browser_context, lab, "demo.ipynb")
+    run_all(page)
     page.wait_for_selector(".jp-RelayRunsOutput tr[data-run-id]")
     page.wait_for_function(
         "() => document.querySelectorAll('.jp-RelayGraph[data-nodes]').length >= 2"
@@ -251,7 +235,7 @@ def test_200_step_relay_graph_renders(
     """The graph of a generated 200-step relay renders in full; its render time is reported."""
     graph = commands.graph(workspace, "big")
     write_notebook(lab.root / "big.ipynb", [SETUP_CELL, BIG_CELL])
-    page = _open_notebook(browser_context, lab, "big.ipynb")
+    page = open_notebook(browser_context, lab, "big.ipynb")
     page.evaluate(
         """n => {
           const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
@@ -280,7 +264,7 @@ def test_200_step_relay_graph_renders(
         }""",
         len(graph.nodes),
     )
-    _run_all(page)
+    run_all(page)
     page.wait_for_function("() => window.__relay.rendered !== null")
     timing = page.evaluate("() => window.__relay")
     assert timing["arrived"] is not None

@@ -13,6 +13,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
+from tests.browser.lab_files import open_panel
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -53,11 +54,7 @@ def panel_page(browser_context: Any, lab: LabServer) -> Any:
     """Lab with the Relays panel open on the order relay (saved, no runs yet)."""
     ws = Workspace(lab.home)
     ws.save_draft("order", ORDER)
-    page = browser_context.new_page()
-    page.goto(f"{lab.url}lab?token={lab.token}&reset")
-    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
-    panel = page.locator("#relay-panel")
-    panel.locator('li[data-relay="order"]').click()
+    page, panel = open_panel(browser_context, lab, "order")
     panel.locator(".jp-RelayPanel-relay .jp-RelayGraph g.relay-node").first.wait_for()
     yield page
     page.close()
@@ -96,7 +93,7 @@ def test_a_crash_test_at_a_chosen_step_ends_interrupted_not_in_error(
     assert note.inner_text().startswith("crashed on purpose during ship (--crash)")
     assert run.locator(".jp-RelayPanel-error").count() == 0
     log = commands.logs(Workspace(lab.home), "order-1")
-    assert log.attempts[0]["crash"] == {"when": "during", "step": "ship", "occurrence": 1}
+    assert log.attempts[0].crash == {"when": "during", "step": "ship", "occurrence": 1}
     recover = panel.get_by_role("button", name="Recover")
     assert recover.is_enabled()
     panel_page.screenshot(path=str(ARTIFACTS / "panel_crash_test.png"))
@@ -180,7 +177,7 @@ def test_fork_from_the_panels_run_graph_then_delete_a_run(panel_page: Any, lab: 
     )
     tree.screenshot(path=str(ARTIFACTS / "panel_lineage.png"))
     log = commands.logs(Workspace(lab.home), "order-3")
-    assert [s["name"] for s in log.steps if s["copied_from"] == "order-1"] == [
+    assert [s.name for s in log.steps if s.copied_from == "order-1"] == [
         "price",
         "pack",
         "pack",

@@ -10,6 +10,7 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.history.run_files import PREVIEW_LIMIT
 from relay_notebook.workspace import Workspace
+from tests.browser.lab_files import open_panel
 from tests.integration.test_agentworks_run import setup_relay
 from tests.integration.test_run_files import RELAY, SCRIPT
 
@@ -26,11 +27,7 @@ def files_page(browser_context: Any, lab: LabServer) -> Any:
     assert commands.recover(ws, first.run_id).wait(120).status == "succeeded"
     execution = ws.relay_dir("r") / "runs/iteration-1-hook/execution"
     (execution / "big.log").write_text("z" * (PREVIEW_LIMIT + 10))
-    page = browser_context.new_page()
-    page.goto(f"{lab.url}lab?token={lab.token}&reset")
-    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
-    panel = page.locator("#relay-panel")
-    panel.locator('li[data-relay="r"]').click()
+    page, panel = open_panel(browser_context, lab, "r")
     panel.locator('.jp-RelayPanel-relay [data-run-id="r-1"]').first.click()
     panel.locator('.jp-RelayFiles-folder[data-folder="call-3"]').wait_for()
     yield page

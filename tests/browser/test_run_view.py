@@ -25,7 +25,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import write_notebook
+from tests.browser.lab_files import notebook_run, open_panel
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -42,6 +42,8 @@ CELLS = [
     "%relay run order --input '{\"items\": []}' --wait",
     '%relay run order --input \'{"items": [{"sku": "c", "qty": 2, "unit": 5}]}\'',
 ]
+#: the notebook is set up once the last cell's run has succeeded
+LAST_RUN_DONE = '.jp-RelayRunHeader[data-run-id="order-3"][data-status="succeeded"]'
 
 
 def _shot(page: Any, name: str, *, view: Any = None, full: bool = False) -> Path:
@@ -71,24 +73,8 @@ def _node_status(view: Any, node_id: str) -> str | None:
 @pytest.fixture(scope="module")
 def order_page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
     """order.ipynb opened in Lab and run all (the last run left going live)."""
-    write_notebook(lab.root / "order.ipynb", CELLS)
-    page = browser_context.new_page()
-    page.goto(lab.lab_url("order.ipynb"))
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_function(
-        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
-        "?.status === 'idle'"
-    )
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    try:
-        page.wait_for_selector(
-            '.jp-RelayRunHeader[data-run-id="order-3"][data-status="succeeded"]', timeout=120_000
-        )
-    except Exception:
-        _shot(page, "run_view_setup_failed.png", full=True)
-        raise
-    yield page
-    page.close()
+    with notebook_run(browser_context, lab, "order.ipynb", CELLS, LAST_RUN_DONE) as page:
+        yield page
 
 
 def test_a_crashed_run_says_interrupted_and_what_to_type(order_page: Any, lab: LabServer) -> None:
@@ -119,16 +105,16 @@ def test_a_recovered_run_greys_the_untaken_branch_and_counts_reuse_per_call(
     assert header.get_attribute("data-status") == "succeeded"
     assert "attempt 2 of 3" in header.inner_text()
     log = commands.logs(Workspace(lab.home), "order-1")
-    reused = {s["function_id"] for s in log.steps if 2 in s["reused_in"]}
-    executed = {s["function_id"] for s in log.steps if 2 in s["executed_in"]}
+    reused = {s.function_id for s in log.steps if 2 in s.reused_in}
+    executed = {s.function_id for s in log.steps if 2 in s.executed_in}
     assert f"{len(executed)} executed" in header.inner_text()
     assert f"{len(reused)} reused" in header.inner_text()
     # total is 120 > 100: the first ship call (express, line 35) ran, the other never did
     assert _node_status(view, "step-ship") == "succeeded"
     assert _node_status(view, "step-ship-2") == "not_reached"
     assert _node_status(view, "step-notify-2") == "not_reached"  # nothing raised: no except
-    packs = [s for s in log.steps if s["name"] == "pack"]
-    assert all(s["reused_in"] == [2] for s in packs)
+    packs = [s for s in log.steps if s.name == "pack"]
+    assert all(list(s.reused_in) == [2] for s in packs)
     pack = view.locator('g.relay-node[data-node-id="step-pack"]')
     badge = pack.locator(".relay-badge--reused").text_content()
     assert badge == f"{len(packs)} of {len(packs)} reused"
@@ -165,7 +151,7 @@ def test_a_live_run_view_reaches_its_final_state(order_page: Any, lab: LabServer
     """The view of a run left going (no --wait) updates in place to what its record says."""
     view = _view(order_page, 5)
     log = commands.logs(Workspace(lab.home), "order-3")
-    assert log.run["status"] == "succeeded"
+    assert log.run.status == "succeeded"
     assert _node_status(view, "step-ship") == "not_reached"  # 10 is not over 100
     assert _node_status(view, "step-ship-2") == "succeeded"
     label = view.locator('g.relay-node[data-node-id="loop-L32"]').text_content() or ""
@@ -195,8 +181,8 @@ def test_header_buttons_start_runs_whose_views_update(order_page: Any, lab: LabS
         '.jp-RelayRunHeader[data-run-id="order-4"][data-status="succeeded"]', timeout=120_000
     )
     log = commands.logs(Workspace(lab.home), "order-4")
-    assert log.run["status"] == "succeeded"
-    reused = sum(1 for s in log.steps if 2 in s["reused_in"])
+    assert log.run.status == "succeeded"
+    reused = sum(1 for s in log.steps if 2 in s.reused_in)
     assert f"{reused} reused" in header.inner_text() and reused == 3
     assert _node_status(view, "step-ship") == "succeeded"
     _shot(order_page, "run_view_button_recovered.png")
@@ -224,7 +210,7 @@ def test_fork_from_a_node_in_the_run_view(order_page: Any, lab: LabServer) -> No
     fork_id = header.get_attribute("data-run-id") or ""
     assert f"forked from {parent} at ship#1" in header.inner_text()
     log = commands.logs(Workspace(lab.home), fork_id)
-    copied = [s["name"] for s in log.steps if s["copied_from"] == parent]
+    copied = [s.name for s in log.steps if s.copied_from == parent]
     assert copied == ["price", "pack"]
     assert _node_status(view, "step-price") == "copied"
     assert _node_status(view, "step-ship-2") == "succeeded"
@@ -275,11 +261,7 @@ def test_the_side_panels_run_graph_uses_the_same_call_sites(
 ) -> None:
     """The Relays panel's graph of the recovered run greys the untaken ship and the unused
     except path exactly as the notebook's view does (the server paints it with overlay_run)."""
-    page = browser_context.new_page()
-    page.goto(f"{lab.url}lab?token={lab.token}&reset")
-    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
-    panel = page.locator("#relay-panel")
-    panel.locator('li[data-relay="order"]').click()
+    page, panel = open_panel(browser_context, lab, "order")
     panel.locator('.jp-RelayRunList-item[data-run-id="order-1"]').click()
     graph = panel.locator(".jp-RelayPanel-run .jp-RelayGraph")
     graph.locator('g.relay-node[data-node-id="step-ship-2"]').wait_for()

@@ -23,7 +23,7 @@ from relay_notebook import commands
 from relay_notebook.history.run_events import read_run_events
 from relay_notebook.record.folders import find_run
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import write_notebook
+from tests.browser.lab_files import notebook_run, open_panel
 from tests.polling import wait_until
 
 REPO = Path(__file__).parents[2]
@@ -39,6 +39,8 @@ CELLS = [
     "%%relay streamer --no-graph\n" + STREAMER,
     '%relay run streamer --input \'{"parts": 6, "pause": 1.0}\'',
 ]
+#: the notebook is set up once the streamer's run view shows
+STREAMER_SHOWN = '.jp-RelayRunHeader[data-run-id="streamer-1"]'
 
 
 def _view(page: Any, cell: int) -> Any:
@@ -60,22 +62,8 @@ def _shot(page: Any, view: Any, name: str) -> None:
 @pytest.fixture(scope="module")
 def waiting_page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
     """waiting.ipynb opened in Lab and run all: approval-1 waiting, streamer-1 going."""
-    write_notebook(lab.root / "waiting.ipynb", CELLS)
-    page = browser_context.new_page()
-    page.goto(lab.lab_url("waiting.ipynb"))
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_function(
-        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
-        "?.status === 'idle'"
-    )
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    try:
-        page.wait_for_selector('.jp-RelayRunHeader[data-run-id="streamer-1"]', timeout=120_000)
-    except Exception:
-        page.screenshot(path=str(ARTIFACTS / "waiting_setup_failed.png"), full_page=True)
-        raise
-    yield page
-    page.close()
+    with notebook_run(browser_context, lab, "waiting.ipynb", CELLS, STREAMER_SHOWN) as page:
+        yield page
 
 
 def test_a_streamed_value_appears_while_the_run_goes(waiting_page: Any, lab: LabServer) -> None:
@@ -145,7 +133,7 @@ def test_approve_resumes_the_run_to_its_end(waiting_page: Any, lab: LabServer) -
     result = find_run(ws, "approval-1").read_result()
     assert result == {"paid": 42, "note": "ok by the browser test"}
     log = commands.logs(ws, "approval-1")
-    assert log.run["status"] == "succeeded" and len(log.attempts) >= 2
+    assert log.run.status == "succeeded" and len(log.attempts) >= 2
     assert _node_status(view, "wait") == "succeeded"
     assert view.locator(".jp-RelayRunHeader-answer").count() == 0
     view.locator('g.relay-node[data-node-id="step-act_on"]').click()
@@ -171,11 +159,7 @@ def test_the_side_panel_shows_events_and_a_waiting_run(
         timeout=120,
         what=f"{run_id} to wait",
     )
-    page = browser_context.new_page()
-    page.goto(f"{lab.url}lab?token={lab.token}&reset")
-    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="relay-panel"]').click()
-    panel = page.locator("#relay-panel")
-    panel.locator('li[data-relay="streamer"]').click()
+    page, panel = open_panel(browser_context, lab, "streamer")
     panel.locator('.jp-RelayRunList-item[data-run-id="streamer-1"]').click()
     row = panel.locator('.jp-RelayRunEvents-stream[data-key="output"]')
     row.wait_for()

@@ -74,7 +74,7 @@ def test_mcp_call_from_a_step_and_from_the_workflow(with_orders_server: Workspac
     assert out.status == "succeeded", out.error
     # the checkpointed create_order was not repeated: one order, one attempt
     assert out.result == {"first": "ord-1", "count": 1, "attempts": 1}
-    names = [s["name"] for s in read_run_log(ws, first.run_id).steps]
+    names = [s.name for s in read_run_log(ws, first.run_id).steps]
     assert names == ["order", "mcp:orders.list_orders"]
 
 
@@ -102,8 +102,8 @@ def test_a_failed_platform_call_in_the_workflow_records_step_error(workspace: Wo
     native, platform = steps["prepare", "step_start"], steps["agent:looper", "step_start"]
     assert set(platform) == set(native) - {"input_preview"}
     assert set(failed) - set(platform) == {"duration_ms", "error_type", "error"}
-    [row] = [s for s in read_run_log(workspace, out.run_id).steps if s["name"] == "agent:looper"]
-    assert [(r["error_type"], r["step_attempt"]) for r in row["retries"]] == [("AgentError", 1)]
+    [row] = [s for s in read_run_log(workspace, out.run_id).steps if s.name == "agent:looper"]
+    assert [(r.error_type, r.step_attempt) for r in row.retries] == [("AgentError", 1)]
 
 
 def test_a_failed_platform_call_replayed_by_recovery_is_reused(workspace: Workspace) -> None:

@@ -199,7 +199,7 @@ def test_generated_relays_crashed_anywhere_paint_what_the_ledger_says(
     workspace.save_draft(name, source)
     clean = commands.run(workspace, name, run_input={"x": x}).wait(120)
     assert clean.status == "succeeded", clean.error
-    ledger = Path(commands.logs(workspace, clean.run_id).run["folder"]) / "dbos_events.jsonl"
+    ledger = Path(commands.logs(workspace, clean.run_id).run.folder) / "dbos_events.jsonl"
     # during: any call whose body ran; after: one whose checkpoint was saved (not raised)
     when = data.draw(st.sampled_from(["after", "during"]))
     kind = "step_end" if when == "after" else "step_start"
@@ -219,7 +219,7 @@ def test_generated_relays_crashed_anywhere_paint_what_the_ledger_says(
     assert [n["details"].get("status") for n in live["nodes"]] == [
         n["details"].get("status") for n in overlay["nodes"]
     ]
-    expected = _expected_from_ledger(Path(log.run["folder"]), flow)
+    expected = _expected_from_ledger(Path(log.run.folder), flow)
     for node in overlay["nodes"]:
         details = node["details"]
         if node["id"] in expected:

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +28,7 @@ import pytest
 
 from relay_notebook.errors import RelayError
 from relay_notebook.history import read_run_log
+from relay_notebook.history.records import StepCall
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import read_events
 from relay_notebook.runner import MAX_ATTEMPTS, RunHandle, RunOutcome, start_recovery, start_run
@@ -353,20 +354,20 @@ def test_an_uncrashed_run_executes_each_step_body_once(baseline: Baseline, tmp_p
     assert outcome.status == "succeeded" and outcome.result == baseline.result
     assert sorted((s, a) for s, a, _ in side_effects(handle.folder)) == sorted(CALLS)
     steps = read_run_log(ws, outcome.run_id).steps
-    assert [(s["function_id"], s["name"]) for s in steps] == [
+    assert [(s.function_id, s.name) for s in steps] == [
         (fid, name) for (name, _), fid in FUNCTION_IDS.items()
     ]
 
 
 def check_side_effects(
-    folder: RunFolder, steps: list[dict[str, Any]], kills: list[Kill], context: str
+    folder: RunFolder, steps: Sequence[StepCall], kills: list[Kill], context: str
 ) -> None:
     """No step body ran again once its checkpoint existed, and each ran at least once."""
     # Attempts run one after another: a body belongs to the last attempt started before it
     # (pids cannot tell them apart, since each confined child has its own PID namespace).
     starts = [e for e in read_events(folder.events) if e.get("kind") == "attempt_start"]
     killed = {k.attempt: k.at_ms for k in kills}
-    by_fid = {s["function_id"]: s for s in steps}
+    by_fid = {s.function_id: s for s in steps}
     ran: dict[int, list[int]] = {fid: [] for fid in FUNCTION_IDS.values()}
     for step, args, ms in side_effects(folder):
         assert (step, args) in FUNCTION_IDS, f"unexpected side effect {step} {args}\n{context}"
@@ -375,8 +376,8 @@ def check_side_effects(
         ran[FUNCTION_IDS[(step, args)]].append(began[-1]["attempt"])
     for fid, executions in ran.items():
         row = by_fid[fid]
-        name = f"step {fid} ({row['name']})"
-        completed = row["completed_at_ms"]
+        name = f"step {fid} ({row.name})"
+        completed = row.completed_at_ms
         assert executions, f"{name} is checkpointed but its body never ran\n{context}"
         assert len(executions) == len(set(executions)), (
             f"{name} ran twice within one attempt: attempts {executions}\n{context}"
@@ -395,9 +396,9 @@ def check_side_effects(
             f"{name} ran in attempt {last} although its checkpoint was saved before that "
             f"attempt started\n{context}"
         )
-        assert set(executions) <= set(row["executed_in"]), (
+        assert set(executions) <= set(row.executed_in), (
             f"{name}: side effects in attempts {executions}, ledger says executed_in "
-            f"{row['executed_in']}\n{context}"
+            f"{list(row.executed_in)}\n{context}"
         )
 
 
@@ -406,22 +407,22 @@ def attempts_by_number(folder: RunFolder) -> dict[int, dict[str, Any]]:
     return {a["attempt"]: a for a in folder.read_meta()["attempts"]}
 
 
-def check_reuse(folder: RunFolder, steps: list[dict[str, Any]], context: str) -> None:
+def check_reuse(folder: RunFolder, steps: Sequence[StepCall], context: str) -> None:
     """If the last attempt replayed the workflow, the ledger says it reused every earlier step."""
     attempts = attempts_by_number(folder)
     final = max(attempts)
     final_start = attempts[final]["started_at"]
-    replayed = any(s["completed_at_ms"] > final_start for s in steps)
+    replayed = any(s.completed_at_ms > final_start for s in steps)
     for s in steps:
-        for attempt in s["reused_in"]:
-            assert s["completed_at_ms"] < attempts[attempt]["started_at"], (
-                f"step {s['function_id']} ({s['name']}) is reported reused in attempt "
+        for attempt in s.reused_in:
+            assert s.completed_at_ms < attempts[attempt]["started_at"], (
+                f"step {s.function_id} ({s.name}) is reported reused in attempt "
                 f"{attempt}, but its checkpoint was saved during it\n{context}"
             )
-        if replayed and s["completed_at_ms"] < final_start:
-            assert final in s["reused_in"], (
-                f"step {s['function_id']} ({s['name']}) was checkpointed before attempt {final}, "
-                f"which replayed the workflow, but reused_in is {s['reused_in']}\n{context}"
+        if replayed and s.completed_at_ms < final_start:
+            assert final in s.reused_in, (
+                f"step {s.function_id} ({s.name}) was checkpointed before attempt {final}, "
+                f"which replayed the workflow, but reused_in is {list(s.reused_in)}\n{context}"
             )
 
 
@@ -532,10 +533,10 @@ def fuzz_case(seed: int, baseline: Baseline, draft: tuple[Workspace, Draft]) -> 
     assert (again.status, again.result) == ("succeeded", baseline.result), context
 
     log = read_run_log(ws, outcome.run_id)
-    statuses = [a["status"] for a in log.attempts]
+    statuses = [a.status for a in log.attempts]
     assert statuses == ["interrupted"] * len(kills) + ["succeeded"], context
-    assert log.run["status"] == "succeeded" and log.run["dbos_status"] == "SUCCESS", context
-    assert [(s["function_id"], s["name"], s["status"]) for s in log.steps] == [
+    assert log.run.status == "succeeded" and log.run.dbos_status == "SUCCESS", context
+    assert [(s.function_id, s.name, s.status) for s in log.steps] == [
         (fid, name, "checkpointed") for (name, _), fid in FUNCTION_IDS.items()
     ], context
     check_side_effects(folder, log.steps, kills, context)

@@ -27,17 +27,18 @@ def test_the_installed_dbos_is_the_tested_minor_version() -> None:
 
 
 def test_private_callables_the_runner_uses_exist_with_their_shape() -> None:
-    """The registry's internal queue (fast recovery poll, runner/child.py and replay_child.py),
-    pending-workflow
-    recovery (runner/child.py, runner/worker.py), the error classes matched on
-    (runner/child.py, runner/instrument.py) and the client's migrations (runner/pool.py)."""
-    from dbos._client import DBOSClient
+    """The registry's internal queue (fast recovery poll) and pending-workflow recovery
+    (runner/dbos_private.py, for runner/child.py, replay_child.py and worker.py), the error
+    classes matched on through the public ``dbos.error`` (runner/child.py, instrument.py,
+    replay_child.py, agentworks/platform.py) and the client (runner/pool.py)."""
+    from dbos import DBOSClient
     from dbos._dbos import _get_or_create_dbos_registry
-    from dbos._error import (
-        DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded,
-        DBOSException,
-        DBOSUnexpectedStepError,
+
+    DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded = (
+        dbos.error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
     )
+    DBOSException = dbos.error.DBOSException
+    DBOSUnexpectedStepError = dbos.error.DBOSUnexpectedStepError
 
     registry = _get_or_create_dbos_registry()
     queue = registry.get_internal_queue()
@@ -101,7 +102,7 @@ def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
 
     client = DBOSClient(system_database_url=url)
     try:
-        assert callable(client._sys_db.run_migrations)  # runner/pool.py
+        assert callable(client._sys_db.run_migrations)  # runner/dbos_private.py, for pool.py
         # runner/pool.py's wait polls a run's status on the client's pooled connections
         import sqlalchemy as sa
 
@@ -138,8 +139,9 @@ def test_the_public_apis_the_next_issues_build_on_are_there(name: str) -> None:
 
 
 def test_what_waiting_runs_rely_on_is_there() -> None:
-    """Waiting runs (runner/waits.py, record/messages.py, runner/messages.py): the stored form
-    of topic ``None``, the sleep recorder behind recv's timeout and the client's ``send``."""
+    """Waiting runs (runner/dbos_private.py for waits.py, record/messages.py, runner/messages.py):
+    the stored form of topic ``None``, the sleep recorder behind recv's timeout and the
+    client's ``send``."""
     from dbos import _sys_db
     from dbos._client import DBOSClient
 
@@ -193,3 +195,196 @@ def test_a_waiting_workflows_rows_read_as_the_kit_reads_them(tmp_path: Path) -> 
             (status.workflow_id,),
         ).fetchall()
     assert rows == [(f"k::{status.workflow_id}", "t", 0)]
+
+
+# -- runner/dbos_private.py: one check per private name the kit uses -------------------------
+
+
+def _check_internal_queue_poll() -> None:
+    from relay_notebook.runner import dbos_private
+
+    before = dbos_private.internal_queue_poll()
+    dbos_private.set_internal_queue_poll(0.5)
+    try:
+        assert dbos_private.internal_queue_poll() == 0.5
+    finally:
+        dbos_private.set_internal_queue_poll(before)
+
+
+def _check_recover_pending_workflows() -> None:
+    params = inspect.signature(DBOS._recover_pending_workflows).parameters
+    assert list(params)[:1] == ["executor_ids"], list(params)
+
+
+def _check_client_sys_db(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from relay_notebook.runner import dbos_private
+
+    client = dbos.DBOSClient(system_database_url=f"sqlite:///{tmp_path / 'client.sqlite'}")
+    try:
+        dbos_private.run_client_migrations(client)
+        assert isinstance(dbos_private.client_engine(client), sa.Engine)
+    finally:
+        client.destroy()
+
+
+def _check_serializers() -> None:
+    from dbos import _serialization
+
+    for cls in (_serialization.DefaultSerializer, _serialization.DBOSPortableJSONSerializer):
+        assert callable(cls.serialize), cls
+    # DBOS looks the converter up in its module at each call: replacing it there takes effect
+    assert "exception_to_workflow_error_data(value)" in inspect.getsource(
+        _serialization.serialize_exception
+    )
+
+
+def _check_serialize_value_and_args() -> None:
+    from dbos._serialization import (
+        DefaultSerializer,
+        deserialize_args,
+        deserialize_value,
+    )
+
+    from relay_notebook.runner import dbos_private
+
+    serializer = DefaultSerializer()
+    text = dbos_private._serialize_value({"total": 12}, serializer.name())
+    assert deserialize_value(text, serializer.name(), serializer) == {"total": 12}
+    args = deserialize_args(dbos_private._serialize_input({"n": 3}), None, serializer)
+    assert args == {"args": ({"n": 3},), "kwargs": {}}
+
+
+def _check_null_topic_and_notifications() -> None:
+    from dbos import _sys_db
+    from dbos._dbos import _get_dbos_instance
+
+    from relay_notebook.record.messages import NULL_TOPIC
+
+    assert _sys_db._dbos_null_topic == NULL_TOPIC
+    assert callable(_get_dbos_instance)
+    source = inspect.getsource(_sys_db.SystemDatabase)
+    assert "self.tables.notifications" in source and "self.engine" in source
+
+
+def _check_preload_modules() -> None:
+    import importlib
+
+    from relay_notebook.runner.dbos_private import PRELOAD_MODULES
+
+    for name in PRELOAD_MODULES:
+        importlib.import_module(name)
+
+
+def _check_schema_files() -> None:
+    from relay_notebook.runner.dbos_private import SCHEMA_FILES
+
+    package = Path(str(dbos.__file__)).parent
+    missing = [name for name in SCHEMA_FILES if not (package / name).is_file()]
+    assert not missing, f"DBOS no longer has {missing}"
+
+
+def _check_fork_rows(tmp_path: Path) -> None:
+    from relay_notebook.runner import dbos_private
+
+    url = f"sqlite:///{tmp_path / 'fork.sqlite'}"
+    DBOS.destroy(destroy_registry=True)
+    DBOS(config={"name": "canary-fork", "system_database_url": url})
+
+    @DBOS.step()
+    async def price() -> int:
+        return 10
+
+    @DBOS.workflow()
+    async def flow(run_input: Any) -> int:
+        return await price()
+
+    DBOS.launch()
+    try:
+        from dbos import SetWorkflowID
+
+        with SetWorkflowID("canary-1"):
+            assert asyncio.run(flow({"n": 1})) == 10
+    finally:
+        DBOS.destroy(destroy_registry=True)
+    with sqlite3.connect(tmp_path / "fork.sqlite") as conn:
+        assert dbos_private.root_calls(conn, "canary-1", pg=False)[0][1].endswith("price")
+        dbos_private.edit_fork_rows(
+            conn, "canary-1", pg=False, outputs={1: 8}, attributes={"relay_fork": {}},
+            run_input={"n": 2}, input_edited=True,
+        )  # fmt: skip
+    client = dbos.DBOSClient(system_database_url=url)
+    try:
+        steps = client.list_workflow_steps("canary-1")
+        status = client.list_workflows(workflow_ids=["canary-1"], load_input=True)[0]
+    finally:
+        client.destroy()
+    assert steps[0]["output"] == 8, steps
+    assert status.input == {"args": ({"n": 2},), "kwargs": {}}, status.input
+    with sqlite3.connect(tmp_path / "fork.sqlite") as conn:
+        dbos_private.delete_workflow_rows(conn, "canary-1")
+        assert conn.execute("SELECT count(*) FROM workflow_status").fetchone() == (0,)
+
+
+#: every private name of DBOS that runner/dbos_private.py uses, and its check
+_PRIVATE_CHECKS: dict[str, Any] = {
+    "dbos._dbos._get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec": (
+        _check_internal_queue_poll
+    ),
+    "DBOS._recover_pending_workflows": _check_recover_pending_workflows,
+    "DBOSClient._sys_db.run_migrations / .engine": _check_client_sys_db,
+    "dbos._serialization serializers and exception_to_workflow_error_data": _check_serializers,
+    "dbos._serialization.serialize_value_as / serialize_args": _check_serialize_value_and_args,
+    "dbos._sys_db._dbos_null_topic and dbos._dbos._get_dbos_instance()._sys_db": (
+        _check_null_topic_and_notifications
+    ),
+    "PRELOAD_MODULES (dbos._dbos, dbos._sys_db_sqlite, dbos._client)": _check_preload_modules,
+    "SCHEMA_FILES (_migration.py, _sys_db_sqlite.py, _sys_db.py)": _check_schema_files,
+    "fork rows: operation_outputs, workflow_input, workflow_status by SQL": _check_fork_rows,
+}
+
+
+@pytest.mark.parametrize("name", list(_PRIVATE_CHECKS))
+def test_each_private_dbos_name_the_kit_uses_is_there(name: str, tmp_path: Path) -> None:
+    """Each private DBOS name runner/dbos_private.py relies on still works as the kit uses it;
+    a failure names it."""
+    check = _PRIVATE_CHECKS[name]
+    try:
+        if "tmp_path" in inspect.signature(check).parameters:
+            check(tmp_path)
+        else:
+            check()
+    except Exception as exc:  # the name first: what changed in DBOS, then how
+        pytest.fail(f"DBOS changed {name} (runner/dbos_private.py): {type(exc).__name__}: {exc}")
+
+
+def test_every_private_dbos_name_in_the_kit_has_a_check() -> None:
+    """runner/dbos_private.py reaches no private DBOS module or attribute without a check above,
+    and no other module of the kit reaches one at all."""
+    import re
+
+    import relay_notebook
+    from relay_notebook.runner import dbos_private
+
+    source = inspect.getsource(dbos_private)
+    own = set(re.findall(r"^(?:def|class) (_\w+)|^(_[A-Z_]+)\b", source, re.M))
+    own_names = {n for pair in own for n in pair if n}
+    modules = set(re.findall(r"\bdbos\.(_\w+)", source)) | set(
+        re.findall(r"from dbos import (_\w+)", source)
+    )
+    attributes = set(re.findall(r"\.(_[a-z]\w*)", source)) - own_names
+    checked = " ".join(_PRIVATE_CHECKS)
+    unchecked = sorted(n for n in modules | attributes if n not in checked)
+    assert not unchecked, f"private DBOS names without a canary: {unchecked}"
+    root = Path(str(relay_notebook.__file__)).parent
+    pattern = re.compile(r"dbos\._|_recover_pending|_sys_db|_serialization")
+    elsewhere = sorted(
+        str(path.relative_to(root.parent))
+        for folder in (root, root.parent / "agentworks")
+        for path in folder.rglob("*.py")
+        if path.name != "dbos_private.py"
+        and any(pattern.search(line) and not line.lstrip().startswith("#")
+                for line in path.read_text(encoding="utf-8").splitlines())
+    )  # fmt: skip
+    assert not elsewhere, f"private DBOS names outside runner/dbos_private.py: {elsewhere}"

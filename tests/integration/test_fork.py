@@ -14,7 +14,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.runner.crash import parse_crash_spec
-from relay_notebook.runner.fork import ForkError, start_fork
+from relay_notebook.runner.fork import ForkError, ForkRequest, start_fork
 from relay_notebook.workspace import Workspace
 from tests.relays import relay_source
 
@@ -24,15 +24,13 @@ BIG = {"items": [{"sku": "a", "qty": 1, "unit": 50}, {"sku": "b", "qty": 1, "uni
 
 
 def effects(ws: Workspace, run_id: str) -> list[str]:
-    folder = Path(commands.logs(ws, run_id).run["folder"])
+    folder = Path(commands.logs(ws, run_id).run.folder)
     path = folder / "execution" / "effects.txt"
     return path.read_text().split() if path.exists() else []
 
 
 def steps(ws: Workspace, run_id: str) -> list[tuple[str, list[int], str | None]]:
-    return [
-        (s["name"], s["executed_in"], s["copied_from"]) for s in commands.logs(ws, run_id).steps
-    ]
+    return [(s.name, list(s.executed_in), s.copied_from) for s in commands.logs(ws, run_id).steps]
 
 
 @pytest.fixture
@@ -51,7 +49,7 @@ def test_a_fork_onto_fixed_code_finishes_a_failed_run_without_repaying(
     """Fixed, the draft forked from check#1 copies fetch and price (their bodies do not run),
     runs check and ship fresh, and succeeds; the parent stays failed."""
     workspace.save_draft("shipping", SHIPPING.replace("LIMIT = 10", "LIMIT = 100"))
-    fork = start_fork(workspace, failed, from_call="check#1", draft=True).wait(120)
+    fork = start_fork(workspace, failed, ForkRequest("check#1", draft=True)).wait(120)
     assert fork.status == "succeeded" and fork.result == {"shipped": 12}
     assert effects(workspace, fork.run_id) == ["check", "ship"]
     assert steps(workspace, fork.run_id) == [
@@ -61,9 +59,9 @@ def test_a_fork_onto_fixed_code_finishes_a_failed_run_without_repaying(
         ("ship", [1], None),
     ]
     log = commands.logs(workspace, fork.run_id)
-    assert log.run["fork"]["parent"] == failed and log.run["fork"]["from"] == "check#1"
-    assert log.run["fork"]["code"] == "the draft"
-    assert commands.logs(workspace, failed).run["status"] == "failed"
+    assert log.run.fork["parent"] == failed and log.run.fork["from"] == "check#1"
+    assert log.run.fork["code"] == "the draft"
+    assert commands.logs(workspace, failed).run.status == "failed"
 
 
 def test_an_edited_step_output_flows_into_the_later_steps(
@@ -71,11 +69,11 @@ def test_an_edited_step_output_flows_into_the_later_steps(
 ) -> None:
     """--set price#1=8 replaces the copied output: check sees 8, passes the old limit, and
     the run ships 8; the edit is recorded on the fork and its step."""
-    fork = start_fork(workspace, failed, from_call="check", sets={"price#1": 8}).wait(120)
+    fork = start_fork(workspace, failed, ForkRequest("check", sets={"price#1": 8})).wait(120)
     assert fork.status == "succeeded" and fork.result == {"shipped": 8}
     log = commands.logs(workspace, fork.run_id)
-    assert log.run["fork"]["edits"] == {"input": False, "outputs": ["price#1"]}
-    assert [s["edited"] for s in log.steps] == [False, True, False, False]
+    assert log.run.fork["edits"] == {"input": False, "outputs": ["price#1"]}
+    assert [s.edited for s in log.steps] == [False, True, False, False]
 
 
 def test_an_edited_input_reaches_the_calls_that_run_fresh(
@@ -83,11 +81,11 @@ def test_an_edited_input_reaches_the_calls_that_run_fresh(
 ) -> None:
     """--input {"n": 3} forked from fetch#1 copies nothing and runs every step on n = 3."""
     fork = start_fork(
-        workspace, failed, from_call="fetch", run_input={"n": 3}, input_given=True
+        workspace, failed, ForkRequest("fetch", run_input={"n": 3}, input_given=True)
     ).wait(120)
     assert fork.status == "succeeded" and fork.result == {"shipped": 6}
     assert effects(workspace, fork.run_id) == ["fetch", "price", "check", "ship"]
-    assert commands.logs(workspace, fork.run_id).run["input"] == {"n": 3}
+    assert commands.logs(workspace, fork.run_id).run.input == {"n": 3}
 
 
 def test_a_fork_onto_code_that_no_longer_calls_a_copied_step_is_refused(
@@ -96,7 +94,7 @@ def test_a_fork_onto_code_that_no_longer_calls_a_copied_step_is_refused(
     """A draft that renamed fetch cannot take fetch's copied checkpoint: refused, naming it."""
     workspace.save_draft("shipping", SHIPPING.replace("fetch", "load"))
     with pytest.raises(ForkError, match=r"the copied call fetch \(function 1\)") as caught:
-        start_fork(workspace, failed, from_call="check", draft=True)
+        start_fork(workspace, failed, ForkRequest("check", draft=True))
     assert caught.value.code == "fork-refused"
 
 
@@ -105,7 +103,7 @@ def test_a_call_the_parent_never_made_is_refused_with_the_calls_it_made(
 ) -> None:
     """--from ship#1 (never reached) and price#2 (one call only) name the recorded calls."""
     with pytest.raises(ForkError, match=r"fetch#1, price#1, check#1"):
-        start_fork(workspace, failed, from_call="price#2")
+        start_fork(workspace, failed, ForkRequest("price#2"))
 
 
 def test_forks_from_a_loops_second_call_and_from_an_except_path(workspace: Workspace) -> None:
@@ -114,11 +112,11 @@ def test_forks_from_a_loops_second_call_and_from_an_except_path(workspace: Works
     workspace.save_draft("order", ORDER)
     parent = commands.run(workspace, "order", run_input={**BIG, "note": "boom"}).wait(120)
     assert parent.status == "succeeded" and parent.result["sent"] == "fallback"
-    loop = start_fork(workspace, parent.run_id, from_call="pack#2").wait(120)
+    loop = start_fork(workspace, parent.run_id, ForkRequest("pack#2")).wait(120)
     assert loop.status == "succeeded" and loop.result == parent.result
     names = [(n, c is not None) for n, _, c in steps(workspace, loop.run_id)]
     assert names[:3] == [("price", True), ("pack", True), ("pack", False)]
-    handler = start_fork(workspace, parent.run_id, from_call="notify#2").wait(120)
+    handler = start_fork(workspace, parent.run_id, ForkRequest("notify#2")).wait(120)
     assert handler.status == "succeeded"
     assert [c is not None for _, _, c in steps(workspace, handler.run_id)] == [
         True, True, True, True, True, False,
@@ -132,13 +130,13 @@ def test_a_fork_crashes_and_recovers_and_can_be_forked_again(
     (bodies run once), and a fork of that fork copies from it."""
     workspace.save_draft("shipping", SHIPPING.replace("LIMIT = 10", "LIMIT = 100"))
     crashed = start_fork(
-        workspace, failed, from_call="check", draft=True, crash=parse_crash_spec("after:check")
+        workspace, failed, ForkRequest("check", draft=True), crash=parse_crash_spec("after:check")
     ).wait(120)
     assert crashed.status == "interrupted"
     recovered = commands.recover(workspace, crashed.run_id).wait(120)
     assert recovered.status == "succeeded" and recovered.result == {"shipped": 12}
     assert effects(workspace, crashed.run_id) == ["check", "ship"]
-    again = start_fork(workspace, crashed.run_id, from_call="ship").wait(120)
+    again = start_fork(workspace, crashed.run_id, ForkRequest("ship")).wait(120)
     assert again.status == "succeeded"
     assert effects(workspace, again.run_id) == ["ship"]
     assert [c for _, _, c in steps(workspace, again.run_id)][:3] == [crashed.run_id] * 3
@@ -159,7 +157,7 @@ def test_a_fork_on_postgresql_lives_in_the_same_database(
     assert parent.status == "failed"
     workspace.save_draft("shipping", SHIPPING.replace("LIMIT = 10", "LIMIT = 100"))
     fork = start_fork(
-        workspace, parent.run_id, from_call="check", draft=True, backend=backend
+        workspace, parent.run_id, ForkRequest("check", draft=True), backend=backend
     ).wait(120)
     assert fork.status == "succeeded" and fork.result == {"shipped": 12}
     assert effects(workspace, fork.run_id) == ["check", "ship"]
@@ -176,7 +174,7 @@ def test_a_fork_on_postgresql_lives_in_the_same_database(
         parent.run_id: app_name_for_run(parent.run_id),
         fork.run_id: app_name_for_run(fork.run_id),
     }
-    assert commands.logs(workspace, parent.run_id).run["status"] == "failed"
+    assert commands.logs(workspace, parent.run_id).run.status == "failed"
 
 
 def test_lineage_and_diff_show_forks_and_what_changed(workspace: Workspace, failed: str) -> None:
@@ -184,8 +182,8 @@ def test_lineage_and_diff_show_forks_and_what_changed(workspace: Workspace, fail
     of the parent and the fork names the edited output and the calls that ran differently."""
     from relay_notebook.history.lineage import diff_runs, lineage, lineage_text
 
-    first = start_fork(workspace, failed, from_call="check", sets={"price#1": 8}).wait(120)
-    second = start_fork(workspace, first.run_id, from_call="ship").wait(120)
+    first = start_fork(workspace, failed, ForkRequest("check", sets={"price#1": 8})).wait(120)
+    second = start_fork(workspace, first.run_id, ForkRequest("ship")).wait(120)
     tree = lineage(workspace, second.run_id)
     assert tree.run_id == failed
     assert [c.run_id for c in tree.children] == [first.run_id]
@@ -246,9 +244,9 @@ def test_forks_before_and_at_a_child_workflows_call(workspace: Workspace) -> Non
     workspace.save_draft("child", CHILD)
     parent = commands.run(workspace, "child", run_input={"x": 1}).wait(120)
     assert parent.status == "succeeded" and parent.result == 30
-    after = start_fork(workspace, parent.run_id, from_call="scale").wait(120)
+    after = start_fork(workspace, parent.run_id, ForkRequest("scale")).wait(120)
     assert after.status == "succeeded" and after.result == 30
     assert effects(workspace, after.run_id) == ["scale"]
-    at = start_fork(workspace, parent.run_id, from_call="twice", sets={}).wait(120)
+    at = start_fork(workspace, parent.run_id, ForkRequest("twice", sets={})).wait(120)
     assert at.status == "succeeded" and at.result == 30
     assert effects(workspace, at.run_id) == ["inc", "inc", "scale"]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from relay_notebook.cli import main
 from relay_notebook.server.handlers import MAX_BODY_BYTES
 from relay_notebook.workspace import Workspace
-from tests.integration.test_rest_api import Server, start_server, stop_server
+from tests.integration.test_rest_api import Server, seeded_server
 from tests.relays import relay_path, relay_source
 
 FUZZ = settings(
@@ -160,14 +160,8 @@ def test_fuzzed_command_lines_never_end_in_an_internal_error(home: Path) -> None
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One real Jupyter server with the relay extension, on a seeded workspace."""
-    root = tmp_path_factory.mktemp("fuzz-api") / "root"
-    root.mkdir()
-    seed(root / "relays")
-    srv = start_server(root)
-    try:
+    with seeded_server(tmp_path_factory, "fuzz-api", seed) as srv:
         yield srv
-    finally:
-        stop_server(srv)
     assert "Uncaught exception" not in srv.log.read_text()
 
 

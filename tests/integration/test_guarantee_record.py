@@ -21,7 +21,7 @@ def test_a_step_killed_during_its_body_is_marked_as_ran_again(workspace: Workspa
     second = commands.recover(workspace, first.run_id).wait(120)
     assert second.status == "succeeded" and second.result == {"total": 30}
     log = commands.logs(workspace, first.run_id)
-    twice = [f"{s['name']}#{s['occurrence']}" for s in log.steps if len(s["executed_in"]) > 1]
+    twice = [f"{s.name}#{s.occurrence}" for s in log.steps if len(s.executed_in) > 1]
     assert twice == ["fetch#2"]  # the ground truth: the ledger's attempts per call
     graph = overlay_run(commands.graph(workspace, "five"), log)
     fetch, add = graph.node("step-fetch"), graph.node("step-add")
@@ -73,7 +73,7 @@ def test_what_the_body_hands_to_dbos_is_drawn_recorded_once_and_painted(
     out = commands.run(workspace, "appr", run_input={"x": 1}).wait(120)
     assert out.status == "succeeded" and out.result == {"d": {"draft": 1}, "answer": None}
     log = commands.logs(workspace, out.run_id)
-    recorded = [s["name"] for s in log.steps]
+    recorded = [s.name for s in log.steps]
     assert recorded == [
         "draft", "DBOS.setEvent", "DBOS.sleep", "DBOS.recv", "DBOS.sleep", "DBOS.writeStream",
     ]  # fmt: skip

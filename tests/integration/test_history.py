@@ -213,7 +213,7 @@ def read_everything(ws: Workspace, run_id: str) -> RunLog:
     events_dataframe(log)
     timeline_figure(log)
     build_run_graph(log)
-    overlay_run(build_flow_graph(ws.load_draft(log.run["relay"]).source), log)
+    overlay_run(build_flow_graph(ws.load_draft(log.run.relay).source), log)
     preview_recovery(ws, run_id)
     list_runs(ws)
     assert relay_cli(ws, "logs", run_id, "--json").returncode == 0
@@ -223,13 +223,13 @@ def read_everything(ws: Workspace, run_id: str) -> RunLog:
 def test_records_match_what_happened_attempt_by_attempt(recovered: Workspace) -> None:
     """Each call says in which attempts its body ran and its checkpoint was reused."""
     log = read_run_log(recovered, "mixed-1")
-    assert log.run["status"] == "succeeded" and log.run["dbos_status"] == "SUCCESS"
-    assert [(a["attempt"], a["status"], a["executed"], a["reused"]) for a in log.attempts] == [
+    assert log.run.status == "succeeded" and log.run.dbos_status == "SUCCESS"
+    assert [(a.attempt, a.status, list(a.executed), list(a.reused)) for a in log.attempts] == [
         (1, "interrupted", [1, 2, 3, 4], []),
         (2, "succeeded", [5, 6, 7, 8, 9, 10], [1, 2, 3, 4]),
     ]
     assert [
-        (s["function_id"], s["name"], s["kind"], s["occurrence"], s["executed_in"], s["reused_in"])
+        (s.function_id, s.name, s.kind, s.occurrence, list(s.executed_in), list(s.reused_in))
         for s in log.steps
     ] == [
         (1, "extract_invoice", "step", 1, [1], [2]),
@@ -243,58 +243,55 @@ def test_records_match_what_happened_attempt_by_attempt(recovered: Workspace) ->
         (9, "DBOS.getResult", "dbos", 1, [2], []),
         (10, "agent:final", "agent", 1, [2], []),
     ]
-    assert all(s["status"] == "checkpointed" for s in log.all_steps())
+    assert all(s.status == "checkpointed" for s in log.all_steps())
 
 
 def test_a_retried_step_shows_each_failed_try(recovered: Workspace) -> None:
     """The retried step lists its two failed tries with their error, then succeeds."""
-    flaky = next(s for s in read_run_log(recovered, "mixed-1").steps if s["name"] == "flaky")
-    assert [
-        (r["attempt"], r["step_attempt"], r["error_type"], r["error"]) for r in flaky["retries"]
-    ] == [
+    flaky = next(s for s in read_run_log(recovered, "mixed-1").steps if s.name == "flaky")
+    assert [(r.attempt, r.step_attempt, r.error_type, r.error) for r in flaky.retries] == [
         (2, 1, "ConnectionError", "service down"),
         (2, 2, "ConnectionError", "service down"),
     ]
-    assert flaky["output_preview"] == "1"
+    assert flaky.output_preview == "1"
 
 
 def test_a_child_workflow_has_its_own_steps(recovered: Workspace) -> None:
     """The child workflow is listed with the call that started it and the step it ran."""
     log = read_run_log(recovered, "mixed-1")
     (child,) = log.children
-    assert (child["workflow_id"], child["name"], child["status"], child["parent_function_id"]) == (
+    assert (child.workflow_id, child.name, child.status, child.parent_function_id) == (
         "mixed-1-8",
         "child",
         "SUCCESS",
         8,
     )
-    assert [(s["function_id"], s["name"], s["executed_in"]) for s in child["steps"]] == [
+    assert [(s.function_id, s.name, list(s.executed_in)) for s in child.steps] == [
         (1, "double", [2])
     ]
-    assert child["steps"][0]["output_preview"] == "10"
+    assert child.steps[0].output_preview == "10"
 
 
 def test_agent_receipts_link_to_the_step_that_made_them(recovered: Workspace) -> None:
     """The agent call inside a step and the one in the workflow each link to their step."""
     log = read_run_log(recovered, "mixed-1")
     assert [
-        (r["kind"], r["name"], r["step_id"], r["state"], r["attempt"], r["model"], r["turns"])
-        for r in log.receipts
+        (r.kind, r.name, r.step_id, r.state, r.attempt, r.model, r.turns) for r in log.receipts
     ] == [
         ("agent", "extract", 1, "done", 1, "scripted:fixtures.json", 1),
         ("agent", "final", 10, "done", 2, "scripted:fixtures.json", 1),
     ]
     extract = log.steps[0]
-    assert [r["name"] for r in log.receipts_of(extract)] == ["extract"]
-    assert log.receipts[0]["result_preview"] == '{"amount": 1200}'
+    assert [r.name for r in log.receipts_of(extract)] == ["extract"]
+    assert log.receipts[0].result_preview == '{"amount": 1200}'
 
 
 def test_outputs_are_previewed_without_importing_the_relay(recovered: Workspace) -> None:
     """Plain values are shown; a value of a relay class is named, never unpickled."""
-    steps = {s["name"]: s for s in read_run_log(recovered, "mixed-1").steps}
-    assert steps["extract_invoice"]["output_preview"] == '{"amount": 1200}'
-    assert steps["review"]["output_preview"] == '{"amount": 1200, "reviewed": true}'
-    assert steps["as_record"]["output_preview"] == "<relay.Invoice>"
+    steps = {s.name: s for s in read_run_log(recovered, "mixed-1").steps}
+    assert steps["extract_invoice"].output_preview == '{"amount": 1200}'
+    assert steps["review"].output_preview == '{"amount": 1200, "reviewed": true}'
+    assert steps["as_record"].output_preview == "<relay.Invoice>"
     assert "relay" not in sys.modules
 
 
@@ -444,7 +441,7 @@ def test_reading_an_interrupted_run_changes_nothing(workspace: Workspace) -> Non
     before = folder_hashes(folder)
     log = read_everything(workspace, first.run_id)
     assert folder_hashes(folder) == before
-    assert [s["name"] for s in log.steps] == ["extract_invoice", "review", "double"]
+    assert [s.name for s in log.steps] == ["extract_invoice", "review", "double"]
     assert recover(workspace, first.run_id).status == "succeeded"
 
 
@@ -455,12 +452,12 @@ def test_a_running_run_can_be_read(workspace: Workspace) -> None:
 
     def waiting() -> RunLog | None:
         log = read_run_log(workspace, handle.run_id)
-        names = [(s["name"], s["status"]) for s in log.steps]
+        names = [(s.name, s.status) for s in log.steps]
         return log if ("wait_for_go", "running") in names else None
 
     log = wait_until(waiting, what="the second step to start")
-    assert log.run["live"] is True and log.run["status"] == "running"
-    assert [(s["name"], s["status"], s["executed_in"]) for s in log.steps] == [
+    assert log.run.live is True and log.run.status == "running"
+    assert [(s.name, s.status, list(s.executed_in)) for s in log.steps] == [
         ("first", "checkpointed", [1]),
         ("wait_for_go", "running", [1]),
     ]
@@ -476,8 +473,8 @@ def test_a_running_run_can_be_read(workspace: Workspace) -> None:
     out = handle.wait(120)
     assert out.status == "succeeded" and out.result == {"first": "ready", "go": True}
     done = read_run_log(workspace, handle.run_id)
-    assert [s["status"] for s in done.steps] == ["checkpointed", "checkpointed"]
-    assert done.run["live"] is False
+    assert [s.status for s in done.steps] == ["checkpointed", "checkpointed"]
+    assert done.run.live is False
 
 
 def test_the_preview_names_reused_steps_and_the_one_to_run_again(workspace: Workspace) -> None:
@@ -492,10 +489,10 @@ def test_the_preview_names_reused_steps_and_the_one_to_run_again(workspace: Work
         ("double", 2, [1])
     ]
     interrupted = read_run_log(workspace, first.run_id).steps[1]
-    assert (interrupted["status"], interrupted["executed_in"]) == ("interrupted", [1])
+    assert (interrupted.status, list(interrupted.executed_in)) == ("interrupted", [1])
     assert recover(workspace, first.run_id).status == "succeeded"
     log = read_run_log(workspace, first.run_id)
-    assert [(s["executed_in"], s["reused_in"]) for s in log.steps] == [
+    assert [(list(s.executed_in), list(s.reused_in)) for s in log.steps] == [
         ([1], [2]),
         ([1, 2], []),
         ([2], []),
@@ -515,7 +512,7 @@ def test_the_preview_names_the_uncertain_call_that_stops_recovery(workspace: Wor
     ]
     assert [c["name"] for c in preview.rerun] == ["extract_invoice"]
     receipt = read_run_log(workspace, first.run_id).receipts[0]
-    assert (receipt["state"], receipt["blocking"]) == ("pending", True)
+    assert (receipt.state, receipt.blocking) == ("pending", True)
     proc = relay_cli(workspace, "logs", first.run_id, "--json")
     doc = json.loads(proc.stdout)
     assert doc["preview"]["blocking"][0]["call"] == "agent 'extract'"

@@ -72,7 +72,7 @@ def test_a_legacy_program_runs_with_ctx(workspace: Workspace) -> None:
         "region": "eu",
         "token_len": 15,
     }
-    steps = [s["name"] for s in read_run_log(workspace, out.run_id).steps]
+    steps = [s.name for s in read_run_log(workspace, out.run_id).steps]
     assert steps == ["agent:clerk", "step:charge"]
     for path in workspace.relay_dir("shop").rglob("*"):
         if path.is_file():

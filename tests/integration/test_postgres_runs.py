@@ -52,7 +52,7 @@ def test_a_run_keeps_its_state_in_postgres_and_recovers(five: Any, database_url:
         ["load", "square 0", "square 1", "square 2", "total"]
     )
     steps = read_run_log(ws, first.run_id).steps
-    assert [s["reused_in"] for s in steps] == [[2]] * 3 + [[]] * 2
+    assert [list(s.reused_in) for s in steps] == [[2]] * 3 + [[]] * 2
     with psycopg.connect(database_url) as conn:
         row = conn.execute(
             "SELECT status, application_name FROM dbos.workflow_status WHERE workflow_uuid = %s",
@@ -164,7 +164,7 @@ def test_reading_while_dbos_creates_its_tables_reads_nothing(five: Any, database
         conn.execute("CREATE TABLE dbos.operation_outputs (workflow_uuid text, function_id int)")
     assert read_checkpoints(folder) == [] and read_workflow_status(folder) is None
     log = read_run_log(ws, folder.run_id)
-    assert log.steps == [] and log.run["status"] == "pending"
+    assert log.steps == () and log.run.status == "pending"
 
 
 SLOW_STEPS = (

@@ -9,7 +9,6 @@ import sys
 import textwrap
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 from relay_notebook import commands
@@ -17,6 +16,7 @@ from relay_notebook.commands.lab import LAB_RELAY, Lab, OrderService
 from relay_notebook.history import read_run_log
 from relay_notebook.record.ledger import read_events
 from relay_notebook.workspace import Workspace
+from tests.integration.test_secret_leaks import scan_postgres
 from tests.polling import wait_until
 
 
@@ -43,15 +43,7 @@ def assert_no_secret_on_disk(lab: Lab) -> None:
             assert token not in path.read_bytes(), f"secret found in {path}"
     url = lab.workspace.database_url
     if url:
-        with psycopg.connect(url) as conn:
-            tables = conn.execute(
-                "SELECT table_schema, table_name FROM information_schema.tables "
-                "WHERE table_schema IN ('dbos', 'relay_kit')"
-            ).fetchall()
-            assert len(tables) > 5
-            for schema, table in tables:
-                rows = conn.execute(f'SELECT t::text FROM "{schema}"."{table}" t').fetchall()
-                assert not any(token.decode() in r[0] for r in rows), f"secret in {table}"
+        assert scan_postgres(url, {"token": token}) == []
 
 
 def test_crash_after_a_checkpoint(lab: Lab) -> None:
@@ -77,7 +69,7 @@ def test_crash_during_a_safe_action(lab: Lab) -> None:
     report = lab.report(first.run_id)
     assert (report["service_attempts"], report["orders"]) == (2, 1)
     place = read_run_log(lab.workspace, first.run_id).steps[2]
-    assert place["name"] == "place" and place["executed_in"] == [1, 2]
+    assert place.name == "place" and list(place.executed_in) == [1, 2]
     assert_no_secret_on_disk(lab)
 
 

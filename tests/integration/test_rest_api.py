@@ -17,7 +17,7 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,6 +211,22 @@ def stop_server(server: Server) -> None:
     server.process.wait(10)
 
 
+@contextlib.contextmanager
+def seeded_server(
+    tmp_path_factory: pytest.TempPathFactory, name: str, seed: Callable[[Path], None]
+) -> Iterator[Server]:
+    """A server on a new root folder whose workspace ``<root>/relays`` ``seed`` filled first,
+    stopped on leaving."""
+    root = tmp_path_factory.mktemp(name) / "root"
+    root.mkdir()
+    seed(root / "relays")
+    server = start_server(root)
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
 def seed(home: Path) -> None:
     """The relays the tests call: five (native DBOS), shop (legacy ctx), nap, and a bad one."""
     ws = Workspace(home)
@@ -223,14 +239,8 @@ def seed(home: Path) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the module, serving ``<root_dir>/relays`` (no RELAY_HOME, no trait)."""
-    root = tmp_path_factory.mktemp("api") / "root"
-    root.mkdir()
-    seed(root / "relays")
-    srv = start_server(root)
-    try:
+    with seeded_server(tmp_path_factory, "api", seed) as srv:
         yield srv
-    finally:
-        stop_server(srv)
     log = srv.log.read_text()
     uncaught = re.findall(r"Uncaught exception (\S+ \S+)", log)
     assert set(uncaught) <= {"POST /relay/api/relays/nap/runs"}, log[-3000:]

@@ -19,6 +19,7 @@ from relay_notebook.errors import (
     RunLockedError,
 )
 from relay_notebook.history import read_run_log
+from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import read_events
 from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
 from relay_notebook.workspace import Manifest, Workspace, freeze_release
@@ -86,8 +87,8 @@ def test_crash_after_each_step_then_recover(five: Any, tmp_path: Path, k: int) -
     effects = side_effects(ws, first.run_id)
     assert effects == Counter(["load", "square 0", "square 1", "square 2", "total"])
     steps = read_run_log(ws, first.run_id).steps
-    assert [s["executed_in"] for s in steps] == [[1]] * k + [[2]] * (5 - k)
-    assert [s["reused_in"] for s in steps] == [[2]] * k + [[]] * (5 - k)
+    assert [list(s.executed_in) for s in steps] == [[1]] * k + [[2]] * (5 - k)
+    assert [list(s.reused_in) for s in steps] == [[2]] * k + [[]] * (5 - k)
 
 
 def test_crash_during_a_step_runs_only_that_step_twice(five: Any) -> None:
@@ -102,7 +103,31 @@ def test_crash_during_a_step_runs_only_that_step_twice(five: Any) -> None:
     assert effects["square 1"] == 2
     assert all(n == 1 for line, n in effects.items() if line != "square 1")
     step3 = read_run_log(ws, first.run_id).steps[2]
-    assert step3["name"] == "square" and step3["executed_in"] == [1, 2]
+    assert step3.name == "square" and list(step3.executed_in) == [1, 2]
+
+
+def test_run_json_is_read_once_per_command_at_most(
+    five: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run`` never reads run.json back (it wrote it and keeps the record); ``recover`` reads it
+    twice: once for the rules that need no lock (a finished, revoked or uncertain run comes back
+    without taking it), once under the run lock, since another process may have changed it in
+    between. Settling the attempt reads it no more: the lock is held until then."""
+    ws, draft, inp = five
+    reads: list[str] = []
+    read_meta = RunFolder.read_meta
+
+    def counted(folder: RunFolder) -> dict[str, Any]:
+        reads.append(folder.run_id)
+        return read_meta(folder)
+
+    monkeypatch.setattr(RunFolder, "read_meta", counted)
+    first = go(start_run(ws, draft, run_input=inp, crash=parse_crash_spec("after:square#1")))
+    assert first.status == "interrupted"
+    assert reads == [], f"expected run to read run.json 0 times, got {len(reads)}"
+    second = go(start_recovery(ws, first.run_id))
+    assert second.status == "succeeded"
+    assert reads == [first.run_id] * 2, f"expected recover to read run.json twice, got {reads}"
 
 
 def test_recovering_a_finished_run_returns_it_unrun(five: Any) -> None:
@@ -116,21 +141,7 @@ def test_recovering_a_finished_run_returns_it_unrun(five: Any) -> None:
     assert len(read_run_log(ws, done.run_id).attempts) == 1
 
 
-SLOW = textwrap.dedent(
-    """
-    import asyncio
-    from dbos import DBOS
-
-    @DBOS.step()
-    async def slow(seconds):
-        await asyncio.sleep(seconds)
-        return seconds
-
-    @DBOS.workflow()
-    async def run(INPUT):
-        return {"slept": await slow(INPUT["seconds"])}
-    """
-)
+SLOW = relay_source("slow")  # one step that sleeps INPUT["seconds"]
 
 
 def test_a_second_executor_is_refused_at_once(workspace: Workspace) -> None:
@@ -286,9 +297,9 @@ def test_step_retries_are_recorded_with_their_errors(workspace: Workspace) -> No
     out = go(start_run(workspace, draft, run_input={"flaky": True}))
     assert out.status == "failed"
     step = read_run_log(workspace, out.run_id).steps[0]
-    assert step["name"] == "flaky" and step["status"] == "error"
-    assert [r["step_attempt"] for r in step["retries"]] == [1, 2, 3]
-    assert all(r["error"] == "service down" for r in step["retries"])
+    assert step.name == "flaky" and step.status == "error"
+    assert [r.step_attempt for r in step.retries] == [1, 2, 3]
+    assert all(r.error == "service down" for r in step.retries)
 
 
 def test_result_over_128_kib_fails_clearly(workspace: Workspace) -> None:
@@ -332,7 +343,7 @@ def test_a_release_runs_its_frozen_files(five: Any) -> None:
     ws.save_draft("five", FIVE_STEPS.replace("x * x", "x + 100"))
     out = go(start_run(ws, ws.load_draft("five"), run_input=inp, release="v1"))
     assert out.result == {"squares": [0, 1, 4], "total": 5}
-    assert read_run_log(ws, out.run_id).run["release"]["version"] == 1
+    assert read_run_log(ws, out.run_id).run.release["version"] == 1
 
 
 def test_a_tampered_release_does_not_run(five: Any) -> None:
@@ -415,7 +426,7 @@ def test_writes_outside_the_run_folder_fail_clearly(
     assert not outside.exists()
     folder = workspace.relay_dir("esc") / "runs" / "iteration-1-hook"
     assert (folder / "execution" / "inside.txt").read_text() == "kept"
-    assert read_run_log(workspace, out.run_id).attempts[0]["status"] == "failed"
+    assert read_run_log(workspace, out.run_id).attempts[0].status == "failed"
     assert folder.joinpath("run.json").read_text().count('"confined": true') == 1
 
 
@@ -441,6 +452,6 @@ def test_without_confinement_the_run_goes_on(workspace: Workspace) -> None:
     workspace = Workspace(workspace.home, confine=False)
     out = go(start_run(workspace, workspace.save_draft("logs", LOGS)))
     assert out.status == "succeeded"
-    assert read_run_log(workspace, out.run_id).run["status"] == "succeeded"
+    assert read_run_log(workspace, out.run_id).run.status == "succeeded"
     meta = json.loads((workspace.relay_dir("logs") / "runs/iteration-1-hook/run.json").read_text())
     assert meta["attempts"][0]["confined"] is False

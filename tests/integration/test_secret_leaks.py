@@ -82,9 +82,9 @@ class _SafeUnpickler(pickle.Unpickler):
         return type(name, (_Stub,), {})
 
 
-def hits_in(data: bytes, where: str) -> list[str]:
-    """Which forms of the secret ``data`` holds, labelled with ``where``."""
-    return [f"{where}: {label}" for label, needle in NEEDLES.items() if needle in data]
+def hits_in(data: bytes, where: str, needles: dict[str, bytes] = NEEDLES) -> list[str]:
+    """Which forms of the secret (``needles``) ``data`` holds, labelled with ``where``."""
+    return [f"{where}: {label}" for label, needle in needles.items() if needle in data]
 
 
 def _decoded(cell: str | bytes) -> list[bytes]:
@@ -102,7 +102,7 @@ def _decoded(cell: str | bytes) -> list[bytes]:
     return out
 
 
-def scan_database(path: Path) -> list[str]:
+def scan_database(path: Path, needles: dict[str, bytes] = NEEDLES) -> list[str]:
     """Every cell of every table of the SQLite file at ``path``, as stored and decoded."""
     found: list[str] = []
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -111,27 +111,27 @@ def scan_database(path: Path) -> list[str]:
         for table in tables:
             for row in conn.execute(f'SELECT * FROM "{table}"'):
                 for cell in row:
-                    found += _cell_hits(cell, f"{path.name}:{table}")
+                    found += cell_hits(cell, f"{path.name}:{table}", needles)
     finally:
         conn.close()
     return found
 
 
-def _cell_hits(cell: Any, where: str) -> list[str]:
-    """One database cell, as stored and decoded."""
+def cell_hits(cell: Any, where: str, needles: dict[str, bytes] = NEEDLES) -> list[str]:
+    """The needles in one database cell, as stored and decoded."""
     if isinstance(cell, memoryview):
         cell = bytes(cell)
     if not isinstance(cell, str | bytes):
         cell = json.dumps(cell, default=str) if isinstance(cell, dict | list) else None
         if cell is None:
             return []
-    found = hits_in(cell.encode() if isinstance(cell, str) else cell, where)
+    found = hits_in(cell.encode() if isinstance(cell, str) else cell, where, needles)
     for data in _decoded(cell):
-        found += hits_in(data, f"{where} (decoded)")
+        found += hits_in(data, f"{where} (decoded)", needles)
     return found
 
 
-def scan_postgres(url: str) -> list[str]:
+def scan_postgres(url: str, needles: dict[str, bytes] = NEEDLES) -> list[str]:
     """Every cell of every table in the DBOS and kit schemas of the database at ``url``."""
     import psycopg
 
@@ -145,20 +145,21 @@ def scan_postgres(url: str) -> list[str]:
         for schema, table in tables:
             for row in conn.execute(f'SELECT * FROM "{schema}"."{table}"'):
                 for cell in row:
-                    found += _cell_hits(cell, f"postgres {schema}.{table}")
+                    found += cell_hits(cell, f"postgres {schema}.{table}", needles)
     return found
 
 
-def scan_workspace(home: Path) -> list[str]:
-    """Every file under the workspace except the vault's own store."""
+def scan_workspace(home: Path, needles: dict[str, bytes] = NEEDLES) -> list[str]:
+    """Every file under the workspace except the vault's own store, and every cell of every
+    SQLite database in it."""
     found: list[str] = []
     for path in sorted(home.rglob("*")):
         if ".relay_vault" in path.parts or not path.is_file():
             continue
         data = path.read_bytes()
-        found += hits_in(data, str(path.relative_to(home)))
+        found += hits_in(data, str(path.relative_to(home)), needles)
         if data.startswith(b"SQLite format 3\0"):
-            found += scan_database(path)
+            found += scan_database(path, needles)
     return found
 
 

@@ -181,9 +181,9 @@ def test_relay_wake_resumes_a_due_durable_sleep(
     assert cli_main(["--home", home, "wake"]) == 0
     assert f"run {run_id}: succeeded (attempt 2)" in capsys.readouterr().out
     log = commands.logs(workspace, run_id)
-    assert log.run["status"] == "succeeded"
-    assert [a["status"] for a in log.attempts] == ["waiting", "succeeded"]
-    reused = {s["name"] for s in log.steps if s.get("reused_in")}
+    assert log.run.status == "succeeded"
+    assert [a.status for a in log.attempts] == ["waiting", "succeeded"]
+    reused = {s.name for s in log.steps if s.reused_in}
     assert any(name.endswith("check_in") for name in reused)
 
 

@@ -143,14 +143,14 @@ def test_a_killed_workers_runs_are_recovered_by_the_others(pool: Any) -> None:
         # the pool waited for the lease to run out before taking the run over
         assert second["started_at"] - killed_at >= (LEASE_S - 0.5) * 1000
         steps = read_run_log(ws, q.run_id).steps
-        reused = [s for s in steps if s["reused_in"]]
-        assert len(reused) >= 3 and all(s["executed_in"] == [1] for s in reused)
+        reused = [s for s in steps if s.reused_in]
+        assert len(reused) >= 3 and all(list(s.executed_in) == [1] for s in reused)
         effects = Counter(
             (find_run(ws, q.run_id).execution / "effects.log").read_text().splitlines()
         )
         assert set(effects) == {f"work {i}" for i in range(20)}
         for s in reused:  # a completed step's body ran once, in the attempt that was killed
-            assert effects[f"work {s['function_id'] - 1}"] == 1
+            assert effects[f"work {s.function_id - 1}"] == 1
         # at most the step in flight at the kill ran twice (at-least-once for unfinished steps)
         assert sum(n - 1 for n in effects.values()) <= 1
 
@@ -311,7 +311,7 @@ def test_a_fork_is_handed_to_the_pool(pool: Any, capsys: pytest.CaptureFixture[s
     effects = (fork.path / "execution" / "effects.log").read_text().split("\n")
     assert "work 0" not in effects and {"work 1", "work 2"} <= set(effects)
     steps = read_run_log(ws, doc["run_id"]).steps
-    assert [s["copied_from"] for s in steps][:1] == [parent.run_id]
+    assert [s.copied_from for s in steps][:1] == [parent.run_id]
 
 
 def test_a_wait_that_loses_the_server_says_so_and_how_to_wait_again(workspace: Workspace) -> None:

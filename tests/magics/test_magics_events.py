@@ -11,13 +11,8 @@ from IPython.utils.capture import capture_output
 
 from relay_notebook.history.run_events import read_run_events
 from relay_notebook.views.mime import GRAPH_MIME
+from tests.magics.relay_magic import magic
 from tests.relays import relay_source
-
-
-def magic(ip: Any, line: str) -> Any:
-    """``%relay LINE``, its printed output captured."""
-    with capture_output():
-        return ip.run_line_magic("relay", line)
 
 
 @pytest.fixture

@@ -8,18 +8,11 @@ from typing import Any
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError
-from IPython.utils.capture import capture_output
 
 from relay_notebook.views.lineage import LineageView
+from tests.magics.relay_magic import magic
 
 SHIPPING = (Path(__file__).parent.parent / "relays" / "shipping.py").read_text(encoding="utf-8")
-
-
-def magic(ip: Any, line: str, cell: str | None = None) -> Any:
-    with capture_output():
-        if cell is not None:
-            return ip.run_cell_magic("relay", line, cell)
-        return ip.run_line_magic("relay", line)
 
 
 def test_fork_a_failed_run_onto_the_fixed_cell_then_see_lineage_and_diff(ip: Any) -> None:

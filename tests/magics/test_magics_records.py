@@ -14,15 +14,10 @@ from IPython.utils.capture import capture_output
 
 from relay_notebook.views.records import RecoveryPreviewView
 from relay_notebook.views.wording import duration_text
+from tests.magics.relay_magic import magic
 from tests.relays import relay_source
 
 BAD_CELL = relay_source("bad")
-
-
-def magic(ip: Any, line: str) -> Any:
-    """``%relay LINE``, its printed output captured."""
-    with capture_output():
-        return ip.run_line_magic("relay", line)
 
 
 @pytest.fixture

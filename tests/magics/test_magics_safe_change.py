@@ -5,21 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from IPython.utils.capture import capture_output
 
 from relay_notebook.commands.crash_each import CrashEachReport
+from tests.magics.relay_magic import magic
 from tests.relays import relay_source
-
-
-def magic(ip: Any, line: str, cell: str | None = None) -> Any:
-    with capture_output() as out:
-        result = (
-            ip.run_cell_magic("relay", line, cell)
-            if cell is not None
-            else ip.run_line_magic("relay", line)
-        )
-    magic.stdout = out.stdout  # type: ignore[attr-defined]
-    return result
 
 
 def test_crash_each_is_a_table_and_the_replay_check_a_frame(ip: Any) -> None:
@@ -38,7 +27,7 @@ def test_crash_each_is_a_table_and_the_replay_check_a_frame(ip: Any) -> None:
     assert set(frame["result"]) == {"same"}
     report = ip.user_ns["report"]
     assert isinstance(report, CrashEachReport) and report.ok
-    assert "five: 4 crash points, ok" in magic.stdout  # type: ignore[attr-defined]
+    assert "five: 4 crash points, ok" in ip.last_stdout
     magic(ip, "five", five.replace("def add(", "def plus(").replace("add(total", "plus(total"))
     checked = magic(ip, "check five --replay")
     assert isinstance(checked, pd.DataFrame)

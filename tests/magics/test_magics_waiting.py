@@ -7,23 +7,12 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.utils.capture import capture_output
 
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
+from tests.magics.relay_magic import magic
 from tests.polling import wait_until
 from tests.relays import relay_source
-
-
-def magic(ip: Any, line: str, cell: str | None = None) -> Any:
-    with capture_output() as out:
-        result = (
-            ip.run_cell_magic("relay", line, cell)
-            if cell is not None
-            else ip.run_line_magic("relay", line)
-        )
-    ip.last_stdout = out.stdout
-    return result
 
 
 @pytest.fixture

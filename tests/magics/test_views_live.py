@@ -241,7 +241,7 @@ def test_the_view_channel_answers_a_waiting_run_and_follows_it(workspace: Worksp
     doc = final[-1]["bundle"][GRAPH_MIME]
     assert doc["run"]["status"] == "succeeded"
     assert statuses_of(doc)["wait-L20"] == "succeeded"
-    assert commands.logs(workspace, "approval-1").run["status"] == "succeeded"
+    assert commands.logs(workspace, "approval-1").run.status == "succeeded"
     channel.handle({"content": {"data": {"action": "send", "run_id": "approval-1"}}})
     assert sent[-1]["type"] == "error" and "named no topic" in sent[-1]["message"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from relay_notebook.commands.settings import Settings
 from relay_notebook.runner.backend import ENV_VAR
 from relay_notebook.server.service import RelayService
 from relay_notebook.workspace import Workspace
-from tests.integration.test_secret_leaks import _decoded, needles, relay
+from tests.integration.test_secret_leaks import cell_hits, hits_in, needles, relay, scan_workspace
 from tests.relays import relay_source
 
 NAME, SECRET = "HOSTILE_TOKEN", "hs7Qz9-vault-VALUE-27182818"
@@ -48,44 +47,6 @@ NEEDLES = (
 )
 
 
-def hits_in(data: bytes, where: str) -> list[str]:
-    return [f"{where}: {label}" for label, needle in NEEDLES.items() if needle in data]
-
-
-def cell_hits(cell: object, where: str) -> list[str]:
-    """The needles in a database cell, as stored and base64-decoded."""
-    if not isinstance(cell, str | bytes) or not cell:
-        return []
-    found = hits_in(cell.encode() if isinstance(cell, str) else cell, where)
-    for data in _decoded(cell):
-        found += hits_in(data, f"{where} (decoded)")
-    return found
-
-
-def scan_workspace(home: Path) -> list[str]:
-    """Every file under the workspace (the vault's aside) and every cell of every SQLite
-    database, as stored and base64-decoded."""
-    found: list[str] = []
-    for path in sorted(home.rglob("*")):
-        if ".relay_vault" in path.parts or not path.is_file():
-            continue
-        data = path.read_bytes()
-        found += hits_in(data, str(path.relative_to(home)))
-        if data.startswith(b"SQLite format 3\0"):
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                tables = [
-                    r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                ]
-                for table in tables:
-                    for row in conn.execute(f'SELECT * FROM "{table}"'):
-                        for cell in row:
-                            found += cell_hits(cell, f"{path.name}:{table}")
-            finally:
-                conn.close()
-    return found
-
-
 @pytest.fixture
 def home(workspace: Workspace) -> Path:
     """A workspace holding the hostile relay and one secret in its vault."""
@@ -108,9 +69,9 @@ def run_hostile(
     shown["GET /runs/{id}"] = json.dumps(
         RelayService(Settings.from_environment(home=str(home))).run(run["run_id"])
     )
-    found = scan_workspace(home)
+    found = scan_workspace(home, NEEDLES)
     for label, text in shown.items():
-        found += hits_in(text.encode(), label)
+        found += hits_in(text.encode(), label, NEEDLES)
     assert found == [], f"{form}: the secret reached {found}"
     return run
 
@@ -131,7 +92,7 @@ def test_a_relay_that_disarms_its_redactor_cannot_keep_the_raw_value(
     """A step returning the raw vault value after the relay emptied its redactor fails the run
     with secret-leak naming the step, and no copy of the value is left or shown."""
     refused(run_hostile(capsys, home, "raw"), NAME, "the result of step")
-    assert "fetch_token" in json.dumps(commands.logs(Workspace(home), "hostile-1").run)
+    assert "fetch_token" in json.dumps(commands.logs(Workspace(home), "hostile-1").run.to_dict())
 
 
 @pytest.mark.parametrize("form", ["base64", "hex", "reversed", "url"])
@@ -190,7 +151,7 @@ def scan_postgres_rows(url: str) -> list[str]:
         for (table,) in tables:
             for row in conn.execute(f'SELECT * FROM dbos."{table}"'):
                 for cell in row:
-                    found += cell_hits(cell, f"postgres dbos.{table}")
+                    found += cell_hits(cell, f"postgres dbos.{table}", NEEDLES)
     return found
 
 

@@ -128,7 +128,7 @@ def test_a_ledger_with_a_gap_or_a_foreign_event_is_rejected(workspace: Workspace
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=1)
     writer.emit("attempt_start")
     writer.close()
-    assert read_run_log(workspace, folder.run_id).steps == []
+    assert read_run_log(workspace, folder.run_id).steps == ()
     other = EventWriter(folder.events, run_id="r-99", attempt=1)
     other.emit("attempt_start")
     other.close()

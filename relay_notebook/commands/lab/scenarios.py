@@ -203,7 +203,7 @@ class Lab:
 
     def reconcile_from_service(self, run_id: str) -> None:
         """Settle the uncertain clerk call with the order the service actually holds."""
-        key = commands.logs(self.workspace, run_id).run["input"]["key"]
+        key = commands.logs(self.workspace, run_id).run.input["key"]
         order = self.service.book.orders.get(key)
         if order is None:
             commands.reconcile(self.workspace, run_id, retry=True)
@@ -213,12 +213,12 @@ class Lab:
     def report(self, run_id: str) -> dict[str, Any]:
         """What the lab shows: attempts, reused checkpoints, service attempts, orders."""
         log = commands.logs(self.workspace, run_id)
-        key = log.run["input"]["key"]
-        reused = sorted({s["name"] for s in log.steps if s["reused_in"]})
+        key = log.run.input["key"]
+        reused = sorted({s.name for s in log.steps if s.reused_in})
         return {
             "run_id": run_id,
-            "status": log.run["status"],
-            "attempts": [a["status"] for a in log.attempts],
+            "status": log.run.status,
+            "attempts": [a.status for a in log.attempts],
             "reused": reused,
             "service_attempts": self.service.attempts_for(key),
             "orders": 1 if key in self.service.book.orders else 0,

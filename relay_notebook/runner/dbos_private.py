@@ -1,0 +1,207 @@
+"""DBOS's private surface: every name the kit uses that DBOS 3.4 does not export, in one module.
+
+Design note: a relay needs only DBOS's public API; the runner needs a little more, and each
+use is here and nowhere else: the internal queue's poll (a recovery starts at once instead of
+after DBOS's one-second poll), the recovery of another executor's pending workflows, a
+client's migrations and pooled engine, the serializers (guarded against secrets; a fork's
+edited values written in DBOS's own format), the topic ``None`` as DBOS stores it, and the
+rows a fork rewrites in DBOS's tables (DBOS has no API for editing a workflow's input or a
+step's output). Everything else uses the public API (``dbos.error``, ``dbos.DBOSClient``...).
+``tests/integration/test_dbos_canary.py`` checks each name used here against the installed
+DBOS, so an upgrade that changes one fails there, naming it, not somewhere in a run. The kit
+pins ``dbos>=3.4,<3.5``. The supervisor side (a fork, the worker pool's client) imports this
+module and must not load DBOS: every DBOS import is inside the function that needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+__all__ = [
+    "PRELOAD_MODULES",
+    "SCHEMA_FILES",
+    "client_engine",
+    "delete_workflow_rows",
+    "edit_fork_rows",
+    "internal_queue_poll",
+    "message_pending",
+    "recover_pending_workflows",
+    "root_calls",
+    "run_client_migrations",
+    "set_internal_queue_poll",
+    "wrap_serializers",
+]
+
+#: DBOS's modules a warm parent imports before it forks attempts (``runner.warm_parent``)
+PRELOAD_MODULES: Final = ("dbos._dbos", "dbos._sys_db_sqlite", "dbos._client")
+#: DBOS's source files whose code decides what a fresh SQLite system database holds
+#: (``runner.dbos_template`` hashes them to name its template)
+SCHEMA_FILES: Final = ("_migration.py", "_sys_db_sqlite.py", "_sys_db.py")
+
+#: a wrapper of one of DBOS's serializing functions (``runner.guards``)
+Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+# -- the internal queue and recovery (the child, the replay child, the worker) ----------------
+
+
+def _internal_queue() -> Any:
+    from dbos._dbos import _get_or_create_dbos_registry
+
+    return _get_or_create_dbos_registry().get_internal_queue()
+
+
+def internal_queue_poll() -> float:
+    """How often, in seconds, DBOS's internal queue (where recovered workflows wait) is polled."""
+    return float(_internal_queue()._polling_interval_sec)
+
+
+def set_internal_queue_poll(seconds: float) -> None:
+    """Poll DBOS's internal queue every ``seconds`` (a recovery is dequeued at once)."""
+    _internal_queue()._polling_interval_sec = seconds
+
+
+def recover_pending_workflows(executor_ids: list[str]) -> list[Any]:
+    """Re-enqueue the ``PENDING`` workflows of ``executor_ids`` for this application (DBOS's
+    launch recovers only its own executor's); returns their handles. Idempotent."""
+    from dbos import DBOS
+
+    handles: list[Any] = DBOS._recover_pending_workflows(executor_ids)
+    return handles
+
+
+# -- a client's database (the worker pool) ----------------------------------------------------
+
+
+def run_client_migrations(client: Any) -> None:
+    """DBOS's tables at their latest version in ``client``'s database (a client never
+    migrates by itself; DBOS serialises migrations on an advisory lock)."""
+    client._sys_db.run_migrations()
+
+
+def client_engine(client: Any) -> Any:
+    """``client``'s pooled SQLAlchemy engine on DBOS's system database."""
+    return client._sys_db.engine
+
+
+# -- values as DBOS stores them ---------------------------------------------------------------
+
+
+def wrap_serializers(pickle: Wrap, portable: Wrap, error_data: Wrap) -> None:
+    """Replace what DBOS serializes with: its default (pickle) serializer's and its portable
+    JSON serializer's ``serialize``, and its exception-to-error-data converter, each by the
+    wrapper given of the original (``runner.guards``: no vault value reaches DBOS)."""
+    from dbos import _serialization
+
+    pickling = _serialization.DefaultSerializer
+    json_serializer = _serialization.DBOSPortableJSONSerializer
+    setattr(pickling, "serialize", pickle(pickling.serialize))  # noqa: B010
+    setattr(json_serializer, "serialize", portable(json_serializer.serialize))  # noqa: B010
+    converted = error_data(_serialization.exception_to_workflow_error_data)
+    setattr(_serialization, "exception_to_workflow_error_data", converted)  # noqa: B010
+
+
+def _serialize_value(value: Any, serialization: str | None) -> str:
+    from dbos._serialization import DefaultSerializer, serialize_value_as
+
+    text, _ = serialize_value_as(value, serialization, DefaultSerializer())
+    assert text is not None
+    return text
+
+
+def _serialize_input(run_input: Any) -> str:
+    from dbos._serialization import DefaultSerializer, serialize_args
+
+    # a fork keeps the format DBOS writes for a run's workflow
+    text, _ = serialize_args((run_input,), {}, None, DefaultSerializer())
+    return text
+
+
+def message_pending(workflow_id: str, topic: str | None) -> bool:
+    """Whether a message on ``topic`` waits, unconsumed, for the workflow (DBOS's
+    ``notifications``), read through the launched DBOS's own engine."""
+    import sqlalchemy as sa
+    from dbos._dbos import _get_dbos_instance
+    from dbos._sys_db import _dbos_null_topic
+
+    sys_db = _get_dbos_instance()._sys_db
+    table = sys_db.tables.notifications
+    with sys_db.engine.begin() as conn:
+        row = conn.execute(
+            sa.select(sa.literal(1))
+            .where(
+                table.c.destination_uuid == workflow_id,
+                table.c.topic == (topic if topic is not None else _dbos_null_topic),
+                table.c.consumed == sa.false(),
+            )
+            .limit(1)
+        ).fetchone()
+    return row is not None
+
+
+# -- a fork's rows in DBOS's tables (``runner.fork``) ------------------------------------------
+
+_CALLS_SQL: Final = (
+    "SELECT function_id, function_name FROM {t}operation_outputs WHERE workflow_uuid = {p} "
+    "ORDER BY function_id"
+)
+
+
+def root_calls(conn: Any, workflow_id: str, *, pg: bool) -> list[tuple[int, str]]:
+    """The workflow's own calls (function id, step name) in order, from ``operation_outputs``."""
+    t, p = ("dbos.", "%s") if pg else ("", "?")
+    rows = conn.execute(_CALLS_SQL.format(t=t, p=p), (workflow_id,)).fetchall()
+    return [(int(fid), str(name)) for fid, name in rows]
+
+
+def delete_workflow_rows(conn: Any, workflow_id: str) -> None:
+    """Remove a workflow's own rows from a SQLite copy (its children's rows stay)."""
+    for table in ("operation_outputs", "workflow_status", "workflow_input"):
+        conn.execute(f"DELETE FROM {table} WHERE workflow_uuid = ?", (workflow_id,))
+
+
+def edit_fork_rows(
+    conn: Any,
+    workflow_id: str,
+    *,
+    pg: bool,
+    outputs: Mapping[int, Any],
+    attributes: Mapping[str, Any],
+    run_input: Any = None,
+    input_edited: bool = False,
+    app_name: str | None = None,
+) -> None:
+    """Rewrite a held fork's rows: its input (``run_input`` if ``input_edited``), the outputs
+    of the copied calls in ``outputs`` (by function id, each in its row's own serialization),
+    its DBOS ``attributes``, and on PostgreSQL its application (``app_name``)."""
+    t, p, cast = ("dbos.", "%s", "::jsonb") if pg else ("", "?", "")
+
+    def one(sql: str, *args: Any) -> Any:
+        return conn.execute(sql.format(t=t, p=p), args).fetchone()
+
+    if input_edited:
+        conn.execute(
+            f"UPDATE {t}workflow_input SET inputs = {p} WHERE workflow_uuid = {p}",
+            (_serialize_input(run_input), workflow_id),
+        )
+    for fid, value in outputs.items():
+        (ser,) = one(
+            "SELECT serialization FROM {t}operation_outputs WHERE workflow_uuid = {p} "
+            "AND function_id = {p}", workflow_id, fid,
+        )  # fmt: skip
+        conn.execute(
+            f"UPDATE {t}operation_outputs SET output = {p}, error = NULL WHERE workflow_uuid = {p} "
+            f"AND function_id = {p}",
+            (_serialize_value(value, ser), workflow_id, fid),
+        )
+    conn.execute(
+        f"UPDATE {t}workflow_status SET attributes = {p}{cast} WHERE workflow_uuid = {p}",
+        (json.dumps(dict(attributes)), workflow_id),
+    )
+    if pg and app_name is not None:
+        conn.execute(
+            "UPDATE dbos.workflow_status SET application_name = %s WHERE workflow_uuid = %s",
+            (app_name, workflow_id),
+        )
