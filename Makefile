@@ -56,11 +56,15 @@ check: setup
 test: check system-deps
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
 
-## the inner loop: everything but the browsers, the notebooks, PostgreSQL and the fuzzers
-## (a few minutes); `make test` still runs them all
+## the inner loop, about two minutes: the unit tests of every layer, the magics on a real
+## IPython shell and the core of a run (runner, fork, history, the DBOS canary, the secret
+## check), without the browsers, the notebooks, PostgreSQL or the fuzzers; `make test` runs all
+QUICK_TESTS := tests/unit tests/magics tests/integration/test_runner.py \
+  tests/integration/test_fork.py tests/integration/test_history.py \
+  tests/integration/test_dbos_canary.py tests/security/test_secret_check.py
 QUICK := not browser and not notebook and not postgres and not fuzz
 test-quick: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "$(QUICK)" -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "$(QUICK)" -q $(QUICK_TESTS)
 
 fix: setup
 	$(BIN)/ruff check --fix .

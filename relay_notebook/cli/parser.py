@@ -230,31 +230,30 @@ def _add_record_parsers(sub: Any) -> None:
         p.add_argument("--json", action="store_true", help="return plain JSON-ready data")
 
 
-def _positive_int(text: str) -> int:
+def _number(text: str, kind: type[int] | type[float], what: str) -> float:
+    """``text`` as a ``kind`` number, or argparse's error saying what was expected."""
     try:
-        value = int(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = int(_number(text, int, "a whole number"))
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    value = int(_number(text, int, "a port number"))
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    value = _number(text, float, "seconds")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
     return value

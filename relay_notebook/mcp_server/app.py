@@ -12,7 +12,6 @@ stopped, recoverable, when the server stops.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from relay_notebook import commands
 from relay_notebook.commands.api_requests import scrub_secrets
+from relay_notebook.commands.live_runs import LiveRuns
 from relay_notebook.commands.runs import RunHandle
 from relay_notebook.errors import AdmissionError, RelayError, codes
 from relay_notebook.workspace import Workspace
@@ -97,8 +97,7 @@ class Supervision:
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        self._handles: dict[str, RunHandle] = {}
-        self._lock = threading.Lock()
+        self._live = LiveRuns()
 
     def clean(self, data: Any) -> Any:
         """``data`` as a result may hold it: vault values scrubbed (``api_requests``)."""
@@ -114,11 +113,7 @@ class Supervision:
             raise mcp_error(exc, self.clean) from None
 
     def keep(self, handle: RunHandle) -> None:
-        with self._lock:
-            for run_id in [r for r, h in self._handles.items() if h.done()]:
-                del self._handles[run_id]
-            if not handle.done():
-                self._handles[handle.run_id] = handle
+        self._live.keep(handle)
 
     def settle(self, handle: RunHandle, wait_s: float) -> dict[str, Any]:
         """The attempt's outcome if it ends within ``wait_s``, else the run as it is now."""
@@ -135,16 +130,8 @@ class Supervision:
         return dict(self.clean(outcome.to_dict()))
 
     def live_runs(self) -> list[str]:
-        with self._lock:
-            return sorted(r for r, h in self._handles.items() if not h.done())
+        return self._live.run_ids()
 
     def interrupt_all(self, grace: float = 2.0) -> list[str]:
         """Stop every live attempt (the server stops): each ends ``interrupted``, recoverable."""
-        with self._lock:
-            live = [h for h in self._handles.values() if not h.done()]
-        threads = [threading.Thread(target=h.cancel, args=(grace,)) for h in live]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return sorted(h.run_id for h in live)
+        return self._live.interrupt_all(grace)

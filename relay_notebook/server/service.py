@@ -9,16 +9,16 @@ ever calls ``wait``. Request bodies are validated here, so the rules hold for an
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 from relay_notebook import commands
 from relay_notebook.commands import api_requests, run_events, time_travel
 from relay_notebook.commands.authoring import PublishResult
+from relay_notebook.commands.live_runs import LiveRuns
 from relay_notebook.commands.relays import Deleted, RelaySummary
 from relay_notebook.commands.run_events import RunEvents
-from relay_notebook.commands.runs import RunHandle, RunOutcome, RunSummary
+from relay_notebook.commands.runs import RunOutcome, RunSummary
 from relay_notebook.commands.settings import Settings
 from relay_notebook.commands.waiting import Delivery
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
@@ -40,8 +40,7 @@ class RelayService:
             settings = Settings(home=str(settings))
         self.workspace = settings.workspace()
         self._idempotency = IdempotencyStore(self.workspace.home)
-        self._handles: dict[str, RunHandle] = {}
-        self._lock = threading.Lock()
+        self._live = LiveRuns()
 
     # -- relays and releases ------------------------------------------------------------------
 
@@ -102,13 +101,6 @@ class RelayService:
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def _keep(self, handle: RunHandle) -> None:
-        with self._lock:
-            for run_id in [r for r, h in self._handles.items() if h.done()]:
-                del self._handles[run_id]
-            if not handle.done():
-                self._handles[handle.run_id] = handle
-
     def _brief(self, run_id: str) -> dict[str, Any]:
         return commands.run_brief(self.workspace, run_id)
 
@@ -127,7 +119,7 @@ class RelayService:
                 self.workspace, name, run_input=request.run_input, release=request.release,
                 crash=request.crash,
             )  # fmt: skip
-            self._keep(handle)
+            self._live.keep(handle)
             return handle.run_id
 
         if idempotency_key is None:
@@ -159,7 +151,7 @@ class RelayService:
         handle = commands.recover(self.workspace, run_id)
         if handle.outcome is not None:
             return handle.outcome
-        self._keep(handle)
+        self._live.keep(handle)
         return self._brief(run_id)
 
     def send_message(
@@ -177,7 +169,7 @@ class RelayService:
         key = validate_key(idempotency_key) if idempotency_key is not None else None
         delivery = waiting.send(self.workspace, run_id, topic, message, idempotency_key=key)
         if delivery.handle is not None:
-            self._keep(delivery.handle)
+            self._live.keep(delivery.handle)
         return delivery
 
     def lineage(self, run_id: str) -> dict[str, Any]:
@@ -197,7 +189,7 @@ class RelayService:
 
         request = api_requests.fork_request(body)
         handle = time_travel.fork(self.workspace, run_id, request)
-        self._keep(handle)
+        self._live.keep(handle)
         return self._brief(handle.run_id)
 
     def reconcile(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -212,16 +204,8 @@ class RelayService:
 
     def live_runs(self) -> list[str]:
         """Runs with an attempt this process supervises right now."""
-        with self._lock:
-            return sorted(r for r, h in self._handles.items() if not h.done())
+        return self._live.run_ids()
 
     def interrupt_all(self, grace: float = 2.0) -> list[str]:
         """Stop every live attempt (server shutdown): each ends ``interrupted``, recoverable."""
-        with self._lock:
-            live = [h for h in self._handles.values() if not h.done()]
-        threads = [threading.Thread(target=h.cancel, args=(grace,)) for h in live]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return sorted(h.run_id for h in live)
+        return self._live.interrupt_all(grace)

@@ -40,6 +40,31 @@ def _row(attempt: Attempt) -> str:
     return f"attempt {attempt.attempt} · {attempt.status}"
 
 
+#: each marker trace's uid and colour, by its legend name
+_MARKERS: Final = {
+    "reused": ("relay-reused", "reused"),
+    "failed tries": ("relay-failed-tries", "failed"),
+    "crashes": ("relay-crashes", "crash"),
+}
+
+
+def _markers(
+    name: str, symbol: tuple[str, int], points: list[tuple[float, str, str]]
+) -> go.Scatter:
+    """One legend entry of markers: ``(epoch ms, row, hover text)`` each."""
+    uid, colour = _MARKERS[name]
+    return go.Scatter(
+        uid=uid,
+        name=name,
+        mode="markers",
+        x=[_when(ts) for ts, _, _ in points],
+        y=[row for _, row, _ in points],
+        marker={"symbol": symbol[0], "size": symbol[1], "color": _COLOURS[colour]},
+        hovertext=[text for _, _, text in points],
+        hoverinfo="text",
+    )
+
+
 def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
     """The run's attempts and step bodies on a time axis (see the module docstring)."""
     rows = {a.attempt: _row(a) for a in log.attempts}
@@ -93,47 +118,24 @@ def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
         hoverinfo="text",
     )
     replays = [e for e in log.events_of("step_reused") if e.get("attempt") in rows]
-    reused = go.Scatter(
-        uid="relay-reused",
-        name="reused",
-        mode="markers",
-        x=[_when(e["ts"]) for e in replays],
-        y=[rows[e["attempt"]] for e in replays],
-        marker={"symbol": "diamond", "size": 9, "color": _COLOURS["reused"]},
-        hovertext=[f"{e.get('step')} #{e.get('occurrence')} reused" for e in replays],
-        hoverinfo="text",
-    )
-    tries = [
-        (step, r, r.ts, r.attempt)
-        for step in steps
-        for r in step.retries
-        if r.ts is not None and r.attempt is not None and r.attempt in rows
-    ]
-    failed = go.Scatter(
-        uid="relay-failed-tries",
-        name="failed tries",
-        mode="markers",
-        x=[_when(ts) for _, _, ts, _ in tries],
-        y=[rows[attempt] for _, _, _, attempt in tries],
-        marker={"symbol": "x", "size": 10, "color": _COLOURS["failed"]},
-        hovertext=[
-            f"{s.name} try {r.step_attempt}: {r.error_type}: {r.error}" for s, r, _, _ in tries
-        ],
-        hoverinfo="text",
-    )
+    reused = _markers(
+        "reused", ("diamond", 9),
+        [(e["ts"], rows[e["attempt"]], f"{e.get('step')} #{e.get('occurrence')} reused")
+         for e in replays],
+    )  # fmt: skip
+    failed = _markers(
+        "failed tries", ("x", 10),
+        [(r.ts, rows[r.attempt], f"{s.name} try {r.step_attempt}: {r.error_type}: {r.error}")
+         for s in steps for r in s.retries
+         if r.ts is not None and r.attempt is not None and r.attempt in rows],
+    )  # fmt: skip
     crash_events = [e for e in log.events_of("crash_injected") if e.get("attempt") in rows]
-    crashes = go.Scatter(
-        uid="relay-crashes",
-        name="crashes",
-        mode="markers",
-        x=[_when(e["ts"]) for e in crash_events],
-        y=[rows[e["attempt"]] for e in crash_events],
-        marker={"symbol": "star", "size": 14, "color": _COLOURS["crash"]},
-        hovertext=[
-            f"crash {e.get('when')}:{e.get('step')}#{e.get('occurrence')}" for e in crash_events
-        ],
-        hoverinfo="text",
-    )
+    crashes = _markers(
+        "crashes", ("star", 14),
+        [(e["ts"], rows[e["attempt"]],
+          f"crash {e.get('when')}:{e.get('step')}#{e.get('occurrence')}")
+         for e in crash_events],
+    )  # fmt: skip
     figure = go.Figure(data=[attempts, executed, reused, failed, crashes])
     figure.update_layout(
         title={"text": title or f"run {log.run_id}: {log.run.status}"},

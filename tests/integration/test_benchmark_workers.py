@@ -1,0 +1,30 @@
+"""The worker-pool benchmark still runs end to end (``--quick``) and prints its numbered rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.benchmark_output import labels, numbered, quick
+
+
+@pytest.mark.slow
+def test_quick_workers_benchmark_prints_every_row() -> None:
+    """`bench_workers.py --quick`, one round of 4 runs (the rows, not the figures), exits 0 and
+    prints the throughput rows, the steps/s row and the warm pool's rows against a spawning
+    worker, with the DBOS queue settings."""
+    out = quick("bench_workers", "--repeats", "1", "--runs", "4", timeout=600)
+    rows = numbered(out, 2)
+    assert labels(rows) == [
+        "1 kit, 1 worker",
+        "1 kit, 2 workers",
+        "1 kit, 4 workers",
+        "1 bare DBOS, 1 worker",
+        "2 200-step relay",
+    ], out
+    assert all("runs/s" in line for line in rows[:4]), out
+    assert "steps/s" in rows[4] and rows[4].rstrip().endswith(("yes", "NO")), rows[4]
+    assert "PostgreSQL: " in out and "fsync on" in out
+    warm = [line for line in out.splitlines() if line.startswith("3 warm pool")]
+    assert labels(warm) == ["3 warm pool, runs/s", "3 warm pool, CPU per run"], out
+    assert all(line.rstrip().endswith(("yes", "NO")) for line in warm), warm
+    assert "worker_concurrency 2, polling_interval_sec 0.5" in out
