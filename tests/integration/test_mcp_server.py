@@ -361,3 +361,55 @@ def test_an_agent_runs_and_reads_a_relay_over_http(http_server: str) -> None:
         assert agent.refused("recover", run_id="shop-9").data["code"] == "run-not-found"
     finally:
         agent.close()
+
+
+def test_an_agent_reconciles_an_uncertain_call_and_recovers(tmp_path: Path) -> None:
+    """A run crashed during an agent call with an effect stops for reconciliation: over MCP the
+    agent recovers it (needs_reconciliation, no attempt used), lists the uncertain call,
+    reconciles it with the order the service made, recovers it to success, and ``wait`` and
+    ``list_files`` agree; the service took the order once."""
+    from relay_notebook.commands.lab import Lab, OrderService
+
+    workspace = Workspace(tmp_path / "relays")
+    service = OrderService(token="tok-s3cret-9f8e7d")
+    try:
+        lab = Lab(workspace, service)
+        first = lab.start("uncertain-action")
+        assert first.status == "interrupted" and len(service.book.attempts) == 1
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "relay_notebook.cli", "--home", str(workspace.home), "mcp"],
+            env=server_environment(),
+        )
+        agent = Agent(lambda: stdio_client(params))
+        try:
+            held = agent.call("recover", run_id=first.run_id)
+            assert held["status"] == "needs_reconciliation", held
+            assert "reconcile" in held["error"]["message"], held
+            listed = agent.call("reconcile", run_id=first.run_id)
+            [pending] = listed["pending"]
+            assert pending["call"]["kind"] == "agent" and pending["call"]["name"] == "clerk", (
+                pending
+            )
+            order = next(iter(service.book.orders.values()))
+            done = agent.call("reconcile", run_id=first.run_id, result=order)
+            assert done["key"] == pending["key"] and done["result"] == order, done
+            recovered = agent.call("recover", run_id=first.run_id)
+            assert recovered["status"] == "succeeded", recovered
+            assert recovered["result"]["order"]["order_id"] == order["order_id"], recovered
+            assert agent.call("wait", run_id=first.run_id)["status"] == "succeeded"
+            files = agent.call("list_files", run_id=first.run_id)
+            [call] = files["calls"]
+            assert call["agent"] == "clerk" and call["key"] == pending["key"], call
+            paths = [f["path"] for f in call["files"]]
+            assert "call-1/receipt.json" in paths, paths
+            receipt = agent.call("read_file", run_id=first.run_id, path="call-1/receipt.json")
+            assert receipt["path"] == "call-1/receipt.json" and "clerk" in receipt["text"], receipt
+            outside = agent.refused("read_file", run_id=first.run_id, path="../../../relay.py")
+            assert outside.message.endswith("[run-file-refused]"), outside
+        finally:
+            agent.close()
+        assert (len(service.book.attempts), len(service.book.orders)) == (1, 1)
+        assert lab.report(first.run_id)["orders"] == 1
+    finally:
+        service.stop()
