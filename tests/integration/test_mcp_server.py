@@ -413,3 +413,40 @@ def test_an_agent_reconciles_an_uncertain_call_and_recovers(tmp_path: Path) -> N
         assert lab.report(first.run_id)["orders"] == 1
     finally:
         service.stop()
+
+
+def test_without_a_given_token_the_http_server_makes_one_and_prints_it(tmp_path: Path) -> None:
+    """``relay mcp --http 0`` with no RELAY_MCP_TOKEN makes a token, prints it with the URL on
+    stderr, and takes exactly that token: the printed one lists the tools, another gets 401."""
+    env = server_environment()
+    env.pop("RELAY_MCP_TOKEN", None)
+    home = tmp_path / "relays"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "mcp", "--http", "0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
+        reader.start()
+        bearer = wait_until(
+            lambda: next((x for x in lines if "Authorization: Bearer " in x), None), timeout=120,
+            what=lambda: f"the token line (stderr so far: {lines})",
+        )  # fmt: skip
+        url = next(x for x in lines if " at http://" in x).rsplit(" at ", 1)[1].strip()
+        token = bearer.split("Authorization: Bearer ", 1)[1].strip().rstrip("'")
+        assert len(token) >= 32 and "RELAY_MCP_TOKEN" not in token, bearer
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        assert (
+            httpx.post(url, json=hello, headers={"Authorization": "Bearer nope"}).status_code == 401
+        )
+        agent = Agent(lambda: http_transport(url, token))
+        try:
+            assert "run" in agent.tools() and "logs" in agent.tools()
+        finally:
+            agent.close()
+    finally:
+        process.terminate()
+        process.wait(30)
