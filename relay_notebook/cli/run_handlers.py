@@ -143,18 +143,10 @@ def events_handlers() -> dict[str, Callable[[Workspace, argparse.Namespace], int
     return {"events": _cmd_events}
 
 
-def _selected(files: run_files.RunFiles, call: str | None) -> dict[str, Any]:
-    doc = files.to_dict()
-    if call:
-        doc["calls"] = [c for c in doc["calls"] if c["folder"] == files.call(call).folder]
-        doc["files"] = []
-    return doc
-
-
 def _cmd_files(ws: Workspace, args: argparse.Namespace) -> int:
     files = run_files.run_files(ws, args.run_id)
     if args.json:
-        print(json.dumps(_selected(files, args.call), indent=2, sort_keys=True))
+        print(json.dumps(run_files.files_document(files, args.call), indent=2, sort_keys=True))
     else:
         print("\n".join(run_files.files_lines(files, "terminal", args.call)))
     return 0

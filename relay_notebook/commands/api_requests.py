@@ -166,7 +166,13 @@ def message_request(body: dict[str, Any]) -> tuple[str, Any]:
 
 def checked_source(relay: str, source: str) -> str:
     """A relay's source sent in a request, refused over ``MAX_SOURCE_BYTES``."""
-    size = len(source.encode("utf-8", errors="surrogatepass"))
+    try:
+        size = len(source.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidRequestError(
+            f"The source of relay {relay!r} is not valid Unicode text (a lone surrogate at "
+            f"character {exc.start}); send it as UTF-8."
+        ) from None
     if size > MAX_SOURCE_BYTES:
         raise InvalidRequestError(
             f"The source of relay {relay!r} is {size:,} bytes; a request saves at most "

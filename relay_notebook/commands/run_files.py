@@ -8,7 +8,15 @@ from relay_notebook.history.run_files import FilePreview, RunFiles, run_file, ru
 from relay_notebook.views.run_files import FilesView, files_lines
 from relay_notebook.workspace import Workspace
 
-__all__ = ["RunFiles", "files_lines", "files_view", "logs_files", "run_file", "run_files"]
+__all__ = [
+    "RunFiles",
+    "files_document",
+    "files_lines",
+    "files_view",
+    "logs_files",
+    "run_file",
+    "run_files",
+]
 
 #: the most files one notebook view previews (the rest are listed, without a preview)
 PREVIEWED_FILES = 40
@@ -28,3 +36,14 @@ def files_view(ws: Workspace, run_id: str, call: str | None = None) -> FilesView
     for entry in entries[:PREVIEWED_FILES]:
         previews[entry.path] = run_file(ws, run_id, entry.path)
     return FilesView(files, previews, call)
+
+
+def files_document(files: RunFiles, call: str | None = None) -> dict[str, Any]:
+    """``relay files RUN [CALL] --json``: the whole tree, or only ``call``'s folder (an unknown
+    call is refused with its code, even on a run with no call folder)."""
+    doc = files.to_dict()
+    if call:
+        chosen = files.call(call)
+        doc["calls"] = [c for c in doc["calls"] if c["folder"] == chosen.folder]
+        doc["files"] = []
+    return doc

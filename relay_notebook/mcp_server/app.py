@@ -129,9 +129,6 @@ class Supervision:
             return dict(self.clean(brief))
         return dict(self.clean(outcome.to_dict()))
 
-    def live_runs(self) -> list[str]:
-        return self._live.run_ids()
-
     def interrupt_all(self, grace: float = 2.0) -> list[str]:
         """Stop every live attempt (the server stops): each ends ``interrupted``, recoverable."""
         return self._live.interrupt_all(grace)

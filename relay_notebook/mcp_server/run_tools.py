@@ -226,11 +226,7 @@ def register_run_tools(server: RelayMCPServer, served: Supervision) -> None:
     ) -> Document:
         """The run's execution/ folder: each agent call's folder, labelled, and its files
         (relay files RUN [CALL] --json)."""
-        files = run_files.run_files(ws, run_id)
-        doc = files.to_dict()
-        if call:
-            doc["calls"] = [c for c in doc["calls"] if c["folder"] == files.call(call).folder]
-            doc["files"] = []
+        doc = run_files.files_document(run_files.run_files(ws, run_id), call)
         return Document.model_validate(served.clean(doc))
 
     @server.command_tool(READ_ONLY)

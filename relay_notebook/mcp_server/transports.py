@@ -37,6 +37,8 @@ class TokenGate:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: _Scope, receive: _ASGI, send: _ASGI) -> None:
+        if scope["type"] not in ("http", "lifespan"):
+            return  # only HTTP is served: any other scope (a websocket) never reaches the app
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):

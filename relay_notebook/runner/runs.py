@@ -172,7 +172,7 @@ def start_run(
     request = AttemptRequest.of_run(
         workspace, folder, record, backend, crash=crash, on_event=on_event
     )
-    return _launch(workspace, request, record, checked=False)
+    return _launch(workspace, request, checked=False)
 
 
 def draft_hash(draft: Draft) -> str:
@@ -195,20 +195,18 @@ def launch_first_attempt(
     request = AttemptRequest.of_run(
         workspace, folder, record, backend, crash=crash, on_event=on_event
     )
-    return _launch(workspace, request, record, checked=False)
+    return _launch(workspace, request, checked=False)
 
 
-def _launch(
-    workspace: Workspace, request: AttemptRequest, record: RunRecord, *, checked: bool
-) -> RunHandle:
+def _launch(workspace: Workspace, request: AttemptRequest, *, checked: bool) -> RunHandle:
     """The attempt ``request`` asks for: ``checked``, the rules are applied again under the run
-    lock (every attempt but a new run's first); ``record`` is the run as the command read it."""
+    lock (every attempt but a new run's first)."""
 
     def preflight() -> RunRecord:
         return check_under_lock(workspace, request)
 
     try:
-        handle = launch_attempt(request, record, preflight if checked else None)
+        handle = launch_attempt(request, preflight if checked else None)
     except Held as held:
         return held_handle(request.folder, held.record, held.decision)
 
@@ -274,7 +272,7 @@ def resume_waiting(
         lifeline=lifeline, resume=True,
     )  # fmt: skip
     try:
-        handle = _launch(workspace, request, record, checked=True)
+        handle = _launch(workspace, request, checked=True)
     except (RunLockedError, NotWaiting):
         return None
     return handle if handle.process is not None else None
@@ -303,7 +301,7 @@ def _next_attempt(
     if decision.code == codes.NOT_DURABLE.code:
         raise NotDurableError(str(decision.message))
     request = AttemptRequest.of_run(workspace, folder, record, run_backend, **choices)
-    return _launch(workspace, request, record, checked=True)
+    return _launch(workspace, request, checked=True)
 
 
 def record_refusal(workspace: Workspace, run_id: str, exc: RunRejectedError) -> None:

@@ -163,16 +163,14 @@ def _fork(
 
 
 def launch_attempt(
-    request: AttemptRequest,
-    record: RunRecord,
-    preflight: Callable[[], RunRecord] | None = None,
+    request: AttemptRequest, preflight: Callable[[], RunRecord] | None = None
 ) -> RunHandle:
     """Lock the run, run ``preflight`` checks under the lock, then start the child.
 
-    ``record`` is the run as the command read it; ``preflight`` reads it again under the lock
-    and returns that (the attempt is numbered and recorded in the record it returns, so two
-    recoveries cannot both be attempt N). Without ``preflight`` (a new run's first attempt,
-    which no other process knows yet) ``record`` is used as it is.
+    ``preflight`` reads the run again under the lock and returns it; without one (a new run's
+    first attempt) the run is read under the lock as it is. Either way the attempt is numbered
+    and recorded in the record read under the lock, so two attempts cannot both be attempt N:
+    a new run is visible to ``relay recover`` as soon as its folder exists.
 
     ``request.lifeline`` ties the child to this process: it exits when the supervisor is gone
     (a worker that dies must not leave attempts running that nobody settles).
@@ -185,9 +183,8 @@ def launch_attempt(
     lock = take_run_lock(folder, backend)
     life_r = life_w = report_r = report_w = None
     try:
-        if preflight is not None:
-            with lend_session(backend, lock.session):  # its reads share the lock's session
-                record = preflight()
+        with lend_session(backend, lock.session):  # its reads share the lock's session
+            record = preflight() if preflight is not None else RunRecord.load(folder)
         attempt = record.attempts_used + 1
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"

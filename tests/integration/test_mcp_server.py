@@ -403,6 +403,8 @@ def test_an_agent_reconciles_an_uncertain_call_and_recovers(tmp_path: Path) -> N
             assert call["agent"] == "clerk" and call["key"] == pending["key"], call
             paths = [f["path"] for f in call["files"]]
             assert "call-1/receipt.json" in paths, paths
+            unknown = agent.refused("list_files", run_id=first.run_id, call="call-99")
+            assert unknown.data["code"] == "run-file-not-found", unknown
             receipt = agent.call("read_file", run_id=first.run_id, path="call-1/receipt.json")
             assert receipt["path"] == "call-1/receipt.json" and "clerk" in receipt["text"], receipt
             outside = agent.refused("read_file", run_id=first.run_id, path="../../../relay.py")
