@@ -35,13 +35,13 @@ from relay_notebook.history.log_records import (
 from relay_notebook.history.receipts import read_receipts
 from relay_notebook.history.run_list import RUN_STATUSES, RunSummary, list_runs
 from relay_notebook.history.steps import (
-    SQL_COLUMNS,
     SavedOutputs,
     StepRow,
     StepTable,
     WorkflowRow,
     assemble_steps,
 )
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, workspace_backend
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.ledger_events import Event
@@ -158,16 +158,8 @@ def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
     if conn is None:
         return [], []
     try:
-        workflows = [
-            WorkflowRow(*row)
-            for row in conn.execute(
-                "SELECT workflow_uuid, status, name, parent_workflow_id, recovery_attempts "
-                "FROM workflow_status ORDER BY created_at, workflow_uuid"
-            )
-        ]
-        rows = conn.execute(
-            f"SELECT {SQL_COLUMNS} FROM operation_outputs ORDER BY workflow_uuid, function_id"
-        ).fetchall()
+        workflows = [WorkflowRow(*row) for row in conn.execute(dbos_tables.WORKFLOWS)]
+        rows = conn.execute(dbos_tables.STEP_ROWS).fetchall()
     except sqlite3.OperationalError:
         return [], []  # the child has not created DBOS's tables yet
     return workflows, rows
@@ -181,10 +173,7 @@ def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
         if conn is None:
             return {}
         try:
-            rows = conn.execute(
-                "SELECT workflow_uuid, function_id, output, error, serialization "
-                "FROM operation_outputs"
-            ).fetchall()
+            rows = conn.execute(dbos_tables.SAVED_OUTPUTS).fetchall()
         except sqlite3.OperationalError:
             return {}
     return {(wf, fid): (output, error, ser) for wf, fid, output, error, ser in rows}

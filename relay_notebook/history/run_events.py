@@ -19,6 +19,7 @@ from typing import Any, Final, TypedDict
 from agentworks.redact import Redactor
 from relay_notebook.history.outputs import decode_value
 from relay_notebook.history.records import _live_attempt
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import workspace_backend
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
@@ -197,22 +198,10 @@ def _read(conn: Any, run_id: str, redactor: Redactor | None) -> RunEvents:
     if conn is None:
         return found
     try:
-        latest = conn.execute(
-            "SELECT workflow_uuid, key, value, serialization FROM workflow_events "
-            "ORDER BY workflow_uuid, key"
-        ).fetchall()
-        calls = conn.execute(
-            "SELECT workflow_uuid, function_id, key, value, serialization "
-            "FROM workflow_events_history ORDER BY workflow_uuid, function_id"
-        ).fetchall()
-        streams = conn.execute(
-            'SELECT workflow_uuid, key, "offset", function_id, value, serialization '
-            'FROM streams ORDER BY workflow_uuid, key, "offset"'
-        ).fetchall()
-        messages = conn.execute(
-            "SELECT destination_uuid, topic, message, serialization, created_at_epoch_ms, "
-            "consumed FROM notifications ORDER BY created_at_epoch_ms"
-        ).fetchall()
+        latest = conn.execute(dbos_tables.EVENTS).fetchall()
+        calls = conn.execute(dbos_tables.EVENT_HISTORY).fetchall()
+        streams = conn.execute(dbos_tables.STREAMS).fetchall()
+        messages = conn.execute(dbos_tables.MESSAGES).fetchall()
     except sqlite3.OperationalError:
         return found  # DBOS has not created (all) its tables yet
     last_call: dict[tuple[str, str], int] = {}

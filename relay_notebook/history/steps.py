@@ -30,7 +30,6 @@ from relay_notebook.history.outputs import output_preview
 from relay_notebook.record.run_record import AttemptRecord
 
 __all__ = [
-    "SQL_COLUMNS",
     "SavedOutputs",
     "StepRow",
     "StepTable",
@@ -39,11 +38,7 @@ __all__ = [
     "step_kind",
 ]
 
-#: the ``operation_outputs`` columns read, in the order of ``StepRow`` (outputs come on request)
-SQL_COLUMNS: Final = (
-    "workflow_uuid, function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms, "
-    "error IS NOT NULL, child_workflow_id"
-)
+#: a row of ``operation_outputs`` as ``record.dbos_tables.STEP_ROWS`` reads it
 StepRow = tuple[str, int, str, int | None, int | None, int, str | None]
 #: saved (output, error, serialization) by (workflow id, function id), read when asked for
 SavedOutputs = dict[tuple[str, int], tuple[str | None, str | None, str | None]]

@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, backend_for_run
 from relay_notebook.record.ledger import read_events
 from relay_notebook.record.run_record import RunRecord
@@ -52,25 +53,10 @@ def read_checkpoints(
         with open_run_database(folder, record, live=live, backend=backend) as conn:
             if conn is None:
                 return []
-            rows = conn.execute(
-                "SELECT function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms, "
-                "error IS NOT NULL, child_workflow_id FROM operation_outputs "
-                "WHERE workflow_uuid = ? ORDER BY function_id",
-                (folder.run_id,),
-            ).fetchall()
+            rows = conn.execute(dbos_tables.CHECKPOINTS, (folder.run_id,)).fetchall()
     except sqlite3.OperationalError:
         return []
     return [Checkpoint(int(r[0]), str(r[1]), r[2], r[3], bool(r[4]), r[5]) for r in rows]
-
-
-_STATUS_COLUMNS = (
-    "status",
-    "recovery_attempts",
-    "application_version",
-    "executor_id",
-    "created_at",
-    "updated_at",
-)
 
 
 def read_workflow_status(
@@ -81,13 +67,10 @@ def read_workflow_status(
         with open_run_database(folder, RunRecord.load(folder), live=live, backend=backend) as conn:
             if conn is None:
                 return None
-            row = conn.execute(
-                f"SELECT {', '.join(_STATUS_COLUMNS)} FROM workflow_status WHERE workflow_uuid = ?",
-                (folder.run_id,),
-            ).fetchone()
+            row = conn.execute(dbos_tables.STATUS, (folder.run_id,)).fetchone()
     except sqlite3.OperationalError:
         return None
-    return dict(zip(_STATUS_COLUMNS, row, strict=True)) if row is not None else None
+    return dict(zip(dbos_tables.STATUS_COLUMNS, row, strict=True)) if row is not None else None
 
 
 @dataclass(frozen=True)
@@ -162,14 +145,10 @@ def _store(
 
 def _saved_ids(conn: Any, run_id: str) -> set[int] | None:
     """The workflow's checkpointed function ids, or ``None`` if DBOS has no such workflow."""
-    row = conn.execute(
-        "SELECT status FROM workflow_status WHERE workflow_uuid = ?", (run_id,)
-    ).fetchone()
+    row = conn.execute(dbos_tables.STATUS_ONLY, (run_id,)).fetchone()
     if row is None:
         return None
-    rows = conn.execute(
-        "SELECT function_id FROM operation_outputs WHERE workflow_uuid = ?", (run_id,)
-    ).fetchall()
+    rows = conn.execute(dbos_tables.FUNCTION_IDS, (run_id,)).fetchall()
     return {int(r[0]) for r in rows}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.run_record import RunRecord
@@ -51,8 +52,7 @@ def pending_message(
     """Whether a message on ``topic`` waits, unconsumed, for the run's workflow."""
     return _exists(
         folder, record, backend,
-        "SELECT 1 FROM notifications WHERE destination_uuid = ? AND topic = ? AND consumed = ? "
-        "LIMIT 1",
+        dbos_tables.MESSAGE_PENDING,
         (_waiting_workflow(record), _topic(topic), False),
     )  # fmt: skip
 
@@ -63,7 +63,7 @@ def delivered_message(
     """Whether a message sent with idempotency key ``key`` reached the run (DBOS's id for it)."""
     return _exists(
         folder, record, backend,
-        "SELECT 1 FROM notifications WHERE message_uuid = ? LIMIT 1",
+        dbos_tables.MESSAGE_DELIVERED,
         (f"{key}::{record.workflow_id}",),
     )  # fmt: skip
 
@@ -73,8 +73,7 @@ def _recv_recorded(
 ) -> bool:
     return _exists(
         folder, record, backend,
-        "SELECT 1 FROM operation_outputs WHERE workflow_uuid = ? AND function_id = ? "
-        "AND function_name = 'DBOS.recv'",
+        dbos_tables.RECV_RECORDED,
         (_waiting_workflow(record), function_id),
     )  # fmt: skip
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, app_name_for_run, backend_for_run, connect
 
 if TYPE_CHECKING:
@@ -143,14 +144,6 @@ _TABLE = re.compile(
     r"\b(FROM|JOIN)\s+(workflow_status|operation_outputs|workflow_events_history|workflow_events|"
     r"streams|notifications)\b"
 )
-#: the tables of a workflow's rows, read through the run's own workflows (and the column naming it)
-_BY_WORKFLOW = {
-    "operation_outputs": "workflow_uuid",
-    "workflow_events": "workflow_uuid",
-    "workflow_events_history": "workflow_uuid",
-    "streams": "workflow_uuid",
-    "notifications": "destination_uuid",
-}
 
 
 class _Cursor:
@@ -179,13 +172,11 @@ class PostgresRunReader:
     def __init__(self, conn: Any, run_id: str) -> None:
         self._conn = conn
         app = app_name_for_run(run_id)  # [a-z0-9_-] only: safe as a literal
-        mine = f"SELECT * FROM dbos.workflow_status WHERE application_name = '{app}'"
-        workflows = (
-            f"SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = '{app}'"
-        )
+        workflows = dbos_tables.PG_APP_WORKFLOWS.replace("%s", f"'{app}'")
+        mine = workflows.replace("SELECT workflow_uuid", "SELECT *", 1)
         self._views = {"workflow_status": f"({mine}) AS workflow_status"} | {
             table: f"(SELECT t.* FROM dbos.{table} t WHERE t.{column} IN ({workflows})) AS {table}"
-            for table, column in _BY_WORKFLOW.items()
+            for table, column in dbos_tables.TABLES_BY_WORKFLOW.items()
         }
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
@@ -251,5 +242,5 @@ def open_postgres_run(backend: Backend, run_id: str) -> Iterator[PostgresRunRead
 
 
 def _reader(conn: Any, run_id: str) -> PostgresRunReader | None:
-    exists = conn.execute("SELECT to_regclass('dbos.operation_outputs')").fetchone()[0]
+    exists = conn.execute(dbos_tables.PG_SCHEMA_READY).fetchone()[0]
     return None if exists is None else PostgresRunReader(conn, run_id)

@@ -98,9 +98,9 @@ def _sqlite_temp_files_in_tmpdir() -> None:
 def _workflow_status(spec: AttemptSpec, database_url: str | None) -> tuple[str, str] | None:
     """The run's DBOS status and executor before this attempt (``None``: a fresh run)."""
     from relay_notebook.record.backend import Backend
+    from relay_notebook.record.dbos_tables import STATUS_AND_EXECUTOR as query
     from relay_notebook.record.store import lend_session, open_store
 
-    query = "SELECT status, executor_id FROM workflow_status WHERE workflow_uuid = ?"
     backend = Backend(database_url)
     store = open_store(backend, spec.database, spec.run_id, live=False)
     # On PostgreSQL, the read runs on the child lock's session rather than a session of its own.

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, app_name_for_run, connect
 from relay_notebook.record.store import open_database
 from relay_notebook.runner.leak_needles import Leak, Needles, marker
@@ -152,9 +153,7 @@ def check_postgres(backend: Backend, run_id: str, needles: Needles, leak: Leak) 
     conn = connect(backend)
     try:
         app = app_name_for_run(run_id)
-        found = conn.execute(
-            "SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = %s", (app,)
-        )
+        found = conn.execute(dbos_tables.PG_APP_WORKFLOWS, (app,))
         ids = [r[0] for r in found.fetchall()]
         if not ids:
             return

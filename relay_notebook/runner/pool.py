@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay_notebook.errors import DatabaseUnavailableError
+from relay_notebook.record import dbos_tables
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_private import client_engine, run_client_migrations
@@ -119,7 +120,7 @@ def wait_for_invocation(
     # polled on the client's pooled connections: a session of its own per wait would cost the
     # server about 9 ms of CPU for each queued run
     engine = client_engine(client)
-    query = sa.text("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :id")
+    query = sa.text(dbos_tables.PG_STATUS_BY_ID)
     while True:
         try:
             with engine.connect() as conn:
@@ -172,13 +173,8 @@ def list_workers(backend: Backend) -> list[WorkerInfo]:
     with conn:
         if conn.execute(f"SELECT to_regclass('{KIT_SCHEMA}.worker_leases')").fetchone()[0] is None:
             return []
-        has_dbos = conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0]
-        running = (
-            f"(SELECT count(*) FROM dbos.workflow_status w WHERE w.status = 'PENDING' AND "
-            f"w.application_name = '{WORKER_APP}' AND w.executor_id = l.executor_id)"
-            if has_dbos
-            else "0"
-        )
+        has_dbos = conn.execute(dbos_tables.PG_SCHEMA_READY).fetchone()[0]
+        running = dbos_tables.PG_PENDING_ON_EXECUTOR.format(app=WORKER_APP) if has_dbos else "0"
         query = (
             "SELECT executor_id, host, pid, concurrency, "
             "extract(epoch FROM now() - heartbeat_at), extract(epoch FROM expires_at - now()), "

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from relay_notebook.errors import RunNotFoundError
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import ENV_VAR as ENV_DATABASE_URL
@@ -103,13 +104,10 @@ def _export_postgres(workspace: Workspace, record: RunRecord, run_id: str) -> di
 
     backend = backend_for_run(record, workspace_backend(workspace))
     app = app_name_for_run(run_id)
-    mine = "SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = %s"
     out: dict[str, Any] = {}
     with connect(backend) as conn:
         for table in _EXPORTED:
-            cursor = conn.execute(
-                f"SELECT * FROM dbos.{table} WHERE workflow_uuid IN ({mine})", (app,)
-            )
+            cursor = conn.execute(dbos_tables.PG_EXPORT.format(table=table), (app,))
             columns = [c.name for c in cursor.description]
             out[table] = {"columns": columns, "rows": [list(r) for r in cursor.fetchall()]}
     return out
@@ -165,14 +163,8 @@ def _recorded(database: Path, run_id: str) -> tuple[list[tuple[int, str]], bool]
     """The run's root-workflow calls (function id, name) and whether the workflow exists."""
     conn = sqlite3.connect(database)
     try:
-        exists = conn.execute(
-            "SELECT 1 FROM workflow_status WHERE workflow_uuid = ?", (run_id,)
-        ).fetchone()
-        rows = conn.execute(
-            "SELECT function_id, function_name FROM operation_outputs WHERE workflow_uuid = ? "
-            "ORDER BY function_id",
-            (run_id,),
-        ).fetchall()
+        exists = conn.execute(dbos_tables.WORKFLOW_EXISTS, (run_id,)).fetchone()
+        rows = conn.execute(dbos_tables.CALLS, (run_id,)).fetchall()
     except sqlite3.OperationalError:
         return [], False
     finally:

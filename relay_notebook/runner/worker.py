@@ -39,6 +39,7 @@ from relay_notebook.errors import (
     RunNotFoundError,
     RunRejectedError,
 )
+from relay_notebook.record import dbos_tables
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect, prepare_database
@@ -214,10 +215,7 @@ class Worker:
 
     def _dead_executors(self) -> list[str]:
         rows = self._lease_conn.execute(
-            "SELECT DISTINCT executor_id FROM dbos.workflow_status "
-            "WHERE status = 'PENDING' AND application_name = %s AND executor_id <> %s "
-            f"AND executor_id NOT IN (SELECT executor_id FROM {KIT_SCHEMA}.worker_leases "
-            "WHERE expires_at > now())",
+            dbos_tables.PG_DEAD_EXECUTORS.format(leases=f"{KIT_SCHEMA}.worker_leases"),
             (WORKER_APP, self.settings.executor_id),
         ).fetchall()
         return [str(r[0]) for r in rows]

@@ -16,7 +16,7 @@ import dbos
 import pytest
 from dbos import DBOS, DBOSConfig
 
-from relay_notebook.history.steps import SQL_COLUMNS
+from relay_notebook.record import dbos_tables
 
 
 def test_the_installed_dbos_is_the_tested_minor_version() -> None:
@@ -58,9 +58,9 @@ def test_private_callables_the_runner_uses_exist_with_their_shape() -> None:
     assert dbos.SetWorkflowID is not None
 
 
-def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
-    """DBOS's SQLite schema has the tables and columns the kit reads by SQL
-    (history/steps.py SQL_COLUMNS, record/checkpoints.py, history/records.py)."""
+def test_every_statement_the_kit_runs_on_dbos_tables_prepares(tmp_path: Path) -> None:
+    """Each SQL statement of record/dbos_tables.py (the only module that spells DBOS's tables)
+    is prepared against the SQLite schema the installed DBOS makes; a failure names it."""
     url = f"sqlite:///{tmp_path / 'canary.sqlite'}"
     config: DBOSConfig = {"name": "relay-canary", "system_database_url": url}
 
@@ -78,26 +78,16 @@ def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
         assert asyncio.run(flow()) == 1
     finally:
         DBOS.destroy(destroy_registry=True)
+    broken = {}
     with sqlite3.connect(tmp_path / "canary.sqlite") as conn:
-        conn.execute(f"SELECT {SQL_COLUMNS} FROM operation_outputs").fetchall()
-        conn.execute(
-            "SELECT workflow_uuid, function_id, output, error, serialization FROM operation_outputs"
-        ).fetchall()
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(workflow_status)")}
-    needed = {
-        "workflow_uuid",
-        "status",
-        "name",
-        "recovery_attempts",
-        "application_version",
-        "executor_id",
-        "created_at",
-        "updated_at",
-        "parent_workflow_id",
-        "application_name",
-    }
-    missing = needed - columns
-    assert not missing, f"workflow_status lost columns the kit reads: {sorted(missing)}"
+        for name, sql in dbos_tables.SQLITE.items():
+            try:
+                conn.execute(f"EXPLAIN {sql}", ("x",) * sql.count("?")).fetchall()
+            except sqlite3.Error as exc:
+                broken[name] = str(exc)
+        steps = conn.execute(dbos_tables.STEP_ROWS).fetchall()
+    assert not broken, f"DBOS changed the tables these statements read: {broken}"
+    assert [row[2] for row in steps] == [one.__qualname__]  # STEP_ROWS reads StepRow's order
     from dbos._client import DBOSClient
 
     client = DBOSClient(system_database_url=url)
@@ -111,6 +101,60 @@ def test_the_tables_and_columns_history_reads_exist(tmp_path: Path) -> None:
             assert conn.execute(sa.text("SELECT 1")).scalar() == 1
     finally:
         client.destroy()
+
+
+def test_every_postgres_statement_on_dbos_tables_prepares(database_url: str) -> None:
+    """record/dbos_tables.py's PostgreSQL statements (the worker pool, the replay export, the
+    secret check) prepare on the ``dbos`` schema the installed DBOS makes on the server."""
+    import psycopg
+
+    DBOS(config={"name": "relay-canary", "system_database_url": database_url})
+    DBOS.launch()  # creates the database and DBOS's schema in it
+    DBOS.destroy(destroy_registry=True)
+    filled = {
+        "PG_EXPORT": dbos_tables.PG_EXPORT.format(table="operation_outputs"),
+        "PG_PENDING_ON_EXECUTOR": "SELECT "
+        + dbos_tables.PG_PENDING_ON_EXECUTOR.format(app="canary")
+        + " FROM (SELECT 'e'::text AS executor_id) l",
+        "PG_DEAD_EXECUTORS": dbos_tables.PG_DEAD_EXECUTORS.format(
+            leases="(SELECT 'e'::text AS executor_id, now() AS expires_at) leases"
+        ),
+        "PG_STATUS_BY_ID": dbos_tables.PG_STATUS_BY_ID.replace(":id", "%s"),
+    }
+    broken = {}
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for name, sql in dbos_tables.POSTGRES.items():
+            text = filled.get(name, sql)
+            try:
+                conn.execute(f"EXPLAIN {text}", ("x",) * text.count("%s"))
+            except psycopg.Error as exc:
+                broken[name] = str(exc).splitlines()[0]
+    assert not broken, f"DBOS changed the tables these statements read: {broken}"
+
+
+def test_no_module_but_dbos_tables_spells_a_dbos_table_in_sql() -> None:
+    """DBOS's tables are named in SQL only in record/dbos_tables.py (and the fork's rewrites in
+    runner/dbos_private.py, the private surface's other module): a new query elsewhere would
+    escape the canary above."""
+    import re
+
+    import relay_notebook
+
+    root = Path(str(relay_notebook.__file__)).parent
+    tables = (
+        "workflow_status|operation_outputs|workflow_events|workflow_events_history|streams|"
+        "notifications|workflow_input"
+    )
+    sql = re.compile(rf"\b(FROM|JOIN|INTO|UPDATE)\s+(dbos\.)?({tables})\b")
+    allowed = {"record/dbos_tables.py", "runner/dbos_private.py"}
+    found = sorted(
+        f"{path.relative_to(root)}:{number}"
+        for path in root.rglob("*.py")
+        if str(path.relative_to(root)) not in allowed
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if sql.search(line) and not line.lstrip().startswith("#") and "``" not in line
+    )
+    assert not found, f"SQL on DBOS's tables outside record/dbos_tables.py: {found}"
 
 
 def test_the_childs_postgres_engine_is_made_as_dbos_makes_its_own() -> None:
