@@ -52,9 +52,10 @@ check: setup
 	$(BIN)/lint-imports
 
 ## two workers (pytest-xdist), each running whole test files: a file's module fixtures are built
-## once and a notebook's cells run in order in one kernel (--dist loadgroup is broken on pytest 9)
+## once and a notebook's cells run in order in one kernel (--dist loadgroup is broken on pytest 9);
+## the longest files start first (tests/file_order.py, refreshed with tools/file_seconds.py)
 test: check system-deps
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 ## the inner loop, about two minutes: the unit tests of every layer, the magics on a real
 ## IPython shell and the core of a run (runner, fork, history, the DBOS canary, the secret

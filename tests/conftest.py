@@ -13,6 +13,7 @@ from relay_notebook.runner.sandbox_plan import sandbox_probe
 from relay_notebook.runner.warm import restart_warm_parent
 from relay_notebook.testing import PostgresServer, postgres_server
 from relay_notebook.workspace import Workspace
+from tests.file_order import FileSeconds, order_longest_first
 from tests.relays import relay_source
 
 SERVERS = Path(__file__).parent / "servers"
@@ -35,10 +36,24 @@ def _tiers(item: pytest.Item) -> set[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with the slow tiers it belongs to (markers in pyproject.toml)."""
+    """Mark each test with the slow tiers it belongs to (markers in pyproject.toml), and put
+    the longest files first (tests/file_order.py)."""
     for item in items:
         for tier in _tiers(item):
             item.add_marker(getattr(pytest.mark, tier))
+    order_longest_first(items)
+
+
+_FILE_SECONDS = FileSeconds()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _FILE_SECONDS.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller sees every worker's reports
+        _FILE_SECONDS.keep(session.config)
 
 
 @pytest.fixture(autouse=True)
