@@ -98,6 +98,9 @@ class _Conversation:
         self.receipts: list[dict[str, Any]] = []
         self.resolved_model = model
         self.tool_journal: ToolJournal | None = None
+        #: tokens over the call's turns as the provider reported them (None: never reported)
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
 
     async def _run_tool(self, call: ToolCall) -> Any:
         spec = self.tools.get(call.name)
@@ -129,6 +132,12 @@ class _Conversation:
             receipt["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
             self.receipts.append(receipt)
 
+    def _count(self, usage: dict[str, int]) -> None:
+        if "prompt_tokens" in usage:
+            self.input_tokens = (self.input_tokens or 0) + int(usage["prompt_tokens"])
+        if "completion_tokens" in usage:
+            self.output_tokens = (self.output_tokens or 0) + int(usage["completion_tokens"])
+
     async def converse(self, messages: list[dict[str, Any]], texts: list[str]) -> str:
         specs = [t["spec"] for _, t in sorted(self.tools.items())]
         content = ""
@@ -139,6 +148,7 @@ class _Conversation:
                     agent=self.name, messages=messages, tools=specs, model=self.model
                 )
                 self.resolved_model = reply.model or self.resolved_model
+                self._count(reply.usage)
                 messages.append(reply.to_message())
                 if not reply.tool_calls:
                     content = reply.content or ""
@@ -248,6 +258,8 @@ async def agent(
                 "turns": sum(1 for m in history if m["role"] == "assistant"),
                 "messages": history,
                 "tool_calls": convo.receipts,
+                "input_tokens": convo.input_tokens,
+                "output_tokens": convo.output_tokens,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 2),
                 "error": error,
             }
@@ -264,6 +276,8 @@ async def agent(
                 name=name,
                 model=convo.resolved_model,
                 turns=receipt["turns"],
+                input_tokens=convo.input_tokens,
+                output_tokens=convo.output_tokens,
                 duration_ms=receipt["duration_ms"],
                 tool_calls=[
                     {k: v for k, v in r.items() if k in {"tool", "duration_ms", "error"}}

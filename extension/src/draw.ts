@@ -21,7 +21,7 @@ import {
   curve,
   polygonPoints
 } from './geometry.js';
-import { EDGE_COLOUR, EDGE_LABEL_COLOUR, REUSED_COLOUR, WAITING_COLOUR, nodeLook, nodeStatus } from './palette.js';
+import { EDGE_COLOUR, EDGE_LABEL_COLOUR, REUSED_COLOUR, STOP_BADGES, nodeLook, stopMark } from './palette.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
 export const FONT =
@@ -176,8 +176,9 @@ export function caption(node: GraphNode): string {
 
 /** The reused badge's text: `reused`, or `2 of 3 reused` for a node of several calls. */
 export function reusedBadgeText(node: GraphNode): string {
-  if (nodeStatus(node) === 'waiting') {
-    return 'waiting';
+  const stop = stopMark(node);
+  if (stop !== null) {
+    return STOP_BADGES[stop]![0];
   }
   const summary = node.details?.['summary'];
   if (typeof summary === 'string' && (summary.endsWith('reused') || summary.includes('copied from'))) {
@@ -188,8 +189,9 @@ export function reusedBadgeText(node: GraphNode): string {
 
 /** Purple for reused checkpoints, teal for a fork's copied ones (views/svg.py badge_colour). */
 export function badgeColour(node: GraphNode): string {
-  if (nodeStatus(node) === 'waiting') {
-    return WAITING_COLOUR;
+  const stop = stopMark(node);
+  if (stop !== null) {
+    return STOP_BADGES[stop]![1];
   }
   return node.details?.['copied_from'] ? '#0e7490' : REUSED_COLOUR;
 }
@@ -289,13 +291,13 @@ export function drawNode(doc: Document, node: GraphNode): SVGGElement {
       'font-style': italic
     });
   }
-  const waiting = look.status === 'waiting';
-  if (look.reused || waiting) {
+  const stop = stopMark(node);
+  if (look.reused || stop !== null) {
     const label = reusedBadgeText(node);
     const bw = badgeWidth(label);
     const bx = x0 + w - bw + 12;
     const by = y0 - 12;
-    const badge = el(doc, 'g', { class: `relay-badge relay-badge--${waiting ? 'waiting' : 'reused'}` }, g);
+    const badge = el(doc, 'g', { class: `relay-badge relay-badge--${stop ?? 'reused'}` }, g);
     el(doc, 'rect', { x: bx, y: by, width: bw, height: 16, rx: 8, fill: badgeColour(node) }, badge);
     text(doc, badge, label, {
       x: bx + bw / 2,

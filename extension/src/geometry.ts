@@ -74,6 +74,14 @@ export interface RunInfo {
   error?: { code?: string | null; message?: string | null; line?: number };
   next?: string;
   note?: string;
+  /** What the graph is drawn on when it is not the draft as it is now (the draft changed since). */
+  drawn?: string;
+  /** What a succeeded run returned, as one line of JSON (a live view's header shows it). */
+  result?: string;
+  /** `recovered from attempt 1's crash`: earlier attempts of the run were interrupted. */
+  recovered?: string;
+  /** Platform calls left without their result that a person must settle (%relay reconcile). */
+  uncertain?: { key?: string | null; call: string; attempt?: number | null }[];
   fork?: { parent?: string; from?: string; copied?: number; edited?: string[]; input_edited?: boolean; code?: string };
   /** A waiting run: what it waits for (`text`: `waiting for a message on topic "approval"`). */
   waiting?: WaitingInfo;

@@ -182,8 +182,19 @@ export class RunHeader {
         )
       );
     }
+    if (run.result !== undefined && run.result !== null) {
+      const result = h('div', 'jp-RelayRunHeader-result');
+      result.append('result: ', h('code', '', run.result));
+      this.node.appendChild(result);
+    }
+    if (run.recovered) {
+      this.node.appendChild(h('div', 'jp-RelayRunHeader-recovered', run.recovered));
+    }
     if (run.note) {
       this.node.appendChild(h('div', 'jp-RelayRunHeader-note', run.note));
+    }
+    if (run.drawn) {
+      this.node.appendChild(h('div', 'jp-RelayRunHeader-drawn', run.drawn));
     }
     if (run.next) {
       const next = h('div', 'jp-RelayRunHeader-next');

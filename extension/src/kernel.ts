@@ -32,3 +32,13 @@ export function findKernel(node: HTMLElement): KernelLike | null {
   const finder = (globalThis as Record<string, unknown>)[KEY] as KernelFinder | undefined;
   return finder ? finder(node) : null;
 }
+
+/** Close `comm` if it is still open: closing one the kernel already closed (its target was not
+ * registered yet: no %load_ext), or one of a kernel since replaced, throws. */
+export function closeQuietly(comm: Pick<CommLike, 'close'> | null): void {
+  try {
+    comm?.close();
+  } catch {
+    // already closed: nothing to do
+  }
+}

@@ -13,7 +13,7 @@ import { Widget } from '@lumino/widgets';
 import type { GraphDocument } from './geometry.js';
 import { GraphView } from './graphview.js';
 import { RunHeader, ViewAction } from './header.js';
-import { CommLike, findKernel } from './kernel.js';
+import { CommLike, closeQuietly, findKernel } from './kernel.js';
 import { readRuns } from './format.js';
 import { runTable } from './runtable.js';
 
@@ -99,7 +99,10 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
       );
       return;
     }
-    this.comm?.close();
+    // the previous action's comm: closing one the kernel already closed (no %load_ext yet) or
+    // one of a kernel since replaced throws, which left the buttons dead until a page reload
+    closeQuietly(this.comm);
+    this.comm = null;
     let heard = false;
     const comm = kernel.createComm(COMM_TARGET);
     this.comm = comm;
@@ -129,11 +132,18 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
       window.clearTimeout(silence);
       const data = msg.content.data as
         | { type: 'view'; final: boolean; bundle: Record<string, unknown> }
-        | { type: 'error'; message: string };
+        | { type: 'error'; message: string; bundle?: Record<string, unknown> };
       if (data.type === 'error') {
+        // the run as it is now (e.g. answered elsewhere meanwhile), then why nothing started
+        const now = data.bundle ? readGraph(data.bundle[GRAPH_MIME_TYPE]) : null;
+        if (now !== null && data.bundle) {
+          this.showGraph(now);
+          this.model?.setData({ data: data.bundle as IRenderMime.IMimeModel['data'] });
+        }
         header.setBusy(false);
         header.say(data.message, true);
-        comm.close();
+        closeQuietly(comm);
+        this.comm = null;
         return;
       }
       const graph = readGraph(data.bundle[GRAPH_MIME_TYPE]);
@@ -143,14 +153,20 @@ export class RelayGraphRenderer extends Widget implements IRenderMime.IRenderer 
       }
       if (data.final) {
         header.setBusy(false);
-        comm.close();
-        this.comm = null;
         // the output keeps the run this view shows now, so a saved notebook has it too
         this.model?.setData({ data: data.bundle as IRenderMime.IMimeModel['data'] });
+        const status = graph?.run?.status;
+        if (status === 'succeeded' || status === 'failed') {
+          closeQuietly(comm);
+          this.comm = null;
+        } // else the kernel goes on sending it when it changes (answered, recovered elsewhere)
       }
     };
     comm.onClose = () => {
       window.clearTimeout(silence);
+      if (this.comm === comm) {
+        this.comm = null; // closed by the kernel: the next press opens a new one
+      }
       if (!heard) {
         header.setBusy(false);
         header.say(

@@ -51,7 +51,11 @@ export const STATUS_COLOURS: Readonly<Record<string, Paint>> = {
   skipped: paint('#f9fafb', '#d1d5db', '#6b7280'),
   not_reached: paint('#ffffff', '#e5e7eb', '#9ca3af'),
   // blocked in DBOS.recv / DBOS.sleep: not failed, not running
-  waiting: paint('#fefce8', '#ca8a04', '#713f12')
+  waiting: paint('#fefce8', '#ca8a04', '#713f12'),
+  // the call running when its process died (its body runs again on recovery)
+  interrupted: paint('#fff7ed', '#ea580c', '#7c2d12'),
+  // a platform call left without its result: a person settles it (%relay reconcile)
+  uncertain: paint('#fffbeb', '#d97706', '#78350f')
 };
 
 export const EDGE_COLOUR = '#94a3b8';
@@ -59,6 +63,26 @@ export const EDGE_LABEL_COLOUR = '#475569';
 export const REUSED_COLOUR = '#7c3aed';
 /** The badge of a node the run waits in (views/svg.py WAITING_COLOUR). */
 export const WAITING_COLOUR = '#a16207';
+
+/** The badge of a node where the run waits or stopped: text and colour (views/svg.py STOP_BADGES). */
+export const STOP_BADGES: Readonly<Record<string, readonly [string, string]>> = {
+  waiting: ['waiting', WAITING_COLOUR],
+  interrupted: ['stopped here', '#c2410c'],
+  uncertain: ['uncertain', '#b45309'],
+  raised: ['raised here', '#b91c1c']
+};
+
+/** Statuses drawn with a heavier outline: where the run is, or where it stopped. */
+const HEAVY = new Set(['running', 'failed', 'waiting', 'interrupted', 'uncertain']);
+
+/** Where the run waits or stopped, if at `node`: a key of STOP_BADGES (views/svg.py stop_mark). */
+export function stopMark(node: GraphNode): string | null {
+  const stopped = node.details?.['stopped'];
+  if (typeof stopped === 'string' && stopped in STOP_BADGES) {
+    return stopped;
+  }
+  return nodeStatus(node) === 'waiting' ? 'waiting' : null;
+}
 
 /** How a node is painted: its status overlay wins over its type. */
 export interface NodeLook {
@@ -101,7 +125,7 @@ export function nodeLook(node: GraphNode): NodeLook {
   let opacity: number | null = null;
   if (status !== null) {
     look = STATUS_COLOURS[status]!;
-    strokeWidth = status === 'running' || status === 'failed' || status === 'waiting' ? 2.5 : 2;
+    strokeWidth = HEAVY.has(status) ? 2.5 : 2;
     if (status === 'not_reached') {
       opacity = 0.6;
       dash = '4 3';

@@ -394,7 +394,7 @@ export class RelayPanel extends Widget {
     }
     box.dataset['runId'] = run.run_id;
     const heading = h('h3', 'jp-RelayPanel-heading', `run ${run.run_id} `);
-    heading.appendChild(statusBadge(run.status));
+    heading.appendChild(statusBadge(run.graph?.run?.status ?? run.status));
     box.appendChild(heading);
     const actions = h('div', 'jp-RelayPanel-actions');
     const info: RunInfo = run.graph?.run ?? {
@@ -438,9 +438,14 @@ export class RelayPanel extends Widget {
       box.appendChild(section);
     }
     const reason = runReason(info) || run.error?.message || '';
-    if (reason && run.status === 'interrupted') {
+    if (reason && info.status === 'interrupted') {
       // a crash test ends here on purpose: the expected state, not an error
       box.appendChild(h('div', 'jp-RelayPanel-note', `${reason}; recover it with ↻ Recover`));
+    } else if (reason && info.status === 'needs_reconciliation') {
+      // an uncertain call: a person settles it before any recovery
+      const note = h('div', 'jp-RelayPanel-note jp-RelayPanel-reconcile', `${reason}; settle it with `);
+      note.append(h('code', '', `%relay reconcile ${run.run_id}`), ', then ↻ Recover');
+      box.appendChild(note);
     } else if (reason && run.status !== 'succeeded' && run.status !== 'waiting') {
       // (a waiting run's record words what it waits for as its error: the line below says it)
       box.appendChild(h('div', 'jp-RelayPanel-error', reason));
@@ -453,18 +458,32 @@ export class RelayPanel extends Widget {
       }
       box.appendChild(waiting);
     }
+    for (const [line, kind] of [
+      [info.recovered, 'recovered'],
+      [info.drawn, 'drawn']
+    ] as const) {
+      if (line) {
+        box.appendChild(h('div', `jp-RelayPanel-meta jp-RelayPanel-${kind}`, line));
+      }
+    }
     const strip = eventsStrip(info.events);
     if (strip) {
       box.appendChild(strip);
     }
     const attempts = h('ol', 'jp-RelayPanel-attempts');
+    // a fork's first attempt replays the checkpoints copied from its parent: "copied", as the
+    // run view says, not "reused"
+    const copied = fork?.parent ? (fork.copied ?? 0) : 0;
     for (const a of run.attempts ?? []) {
       const item = h('li');
+      const replayed = (a.reused ?? []).length;
+      const own = a.attempt === 1 ? Math.max(0, replayed - copied) : replayed;
       item.append(
         `attempt ${a.attempt}: `,
         statusBadge(a.status),
-        ` ${(a.executed ?? []).length} executed · `,
-        reusedBadge((a.reused ?? []).length),
+        ` ${(a.executed ?? []).length} executed · ` +
+          (a.attempt === 1 && copied ? `${copied} copied · ` : ''),
+        reusedBadge(own),
         ` ${formatDuration(a.duration_ms)}` + (a.crash ? ` · crash ${crashText(a.crash)}` : '')
       );
       attempts.appendChild(item);

@@ -9,8 +9,12 @@ import {
   nodeLook,
   runStatusPaint,
   STATUS_COLOURS,
+  STOP_BADGES,
+  stopMark,
   TYPE_COLOURS
 } from '../lib/palette.js';
+import { badgeColour, reusedBadgeText } from '../lib/draw.js';
+import { closeQuietly } from '../lib/kernel.js';
 
 test('a node is painted by its type until a run status overrides it', () => {
   const step = { id: 's', type: 'step', label: 's' };
@@ -130,4 +134,30 @@ test('approve and reject send approved with the note; send JSON sends the input'
   assert.deepEqual(answerMessage('reject', '  too much '), { approved: false, note: 'too much' });
   assert.deepEqual(answerMessage('json', '{"amount": 40}'), { amount: 40 });
   assert.equal(answerMessage('json', 'not json'), null);
+});
+
+test('where a run stopped is badged on its node, as views/svg.py badges it', () => {
+  const step = { id: 's', type: 'step', label: 's' };
+  const died = { ...step, status: 'interrupted', details: { status: 'interrupted', stopped: 'interrupted' } };
+  assert.equal(stopMark(died), 'interrupted');
+  assert.equal(reusedBadgeText(died), 'stopped here');
+  assert.equal(badgeColour(died), STOP_BADGES.interrupted[1]);
+  assert.equal(nodeLook(died).strokeWidth, 2.5);
+  const raised = { ...step, details: { status: 'failed', stopped: 'raised' } };
+  assert.equal(reusedBadgeText(raised), 'raised here');
+  const uncertain = { ...step, type: 'agent', details: { status: 'uncertain', stopped: 'uncertain' } };
+  assert.deepEqual(nodeLook(uncertain).paint, STATUS_COLOURS.uncertain);
+  assert.equal(reusedBadgeText(uncertain), 'uncertain');
+  assert.equal(stopMark({ ...step, details: { status: 'waiting' } }), 'waiting');
+  assert.equal(stopMark({ ...step, details: { status: 'succeeded' } }), null);
+});
+
+test('closing a comm the kernel already closed does not throw', () => {
+  const closed = {
+    close() {
+      throw new Error('Cannot close');
+    }
+  };
+  assert.doesNotThrow(() => closeQuietly(closed));
+  assert.doesNotThrow(() => closeQuietly(null));
 });

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from relay_notebook.runner import warm_launch
 
@@ -65,8 +66,9 @@ import traceback
 from relay_notebook.cli.parser import RECORD_COMMANDS, CommandLineError, build_parser
 from relay_notebook.cli.rendering import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from relay_notebook.commands import waiting
-from relay_notebook.commands.settings import Settings
+from relay_notebook.commands.settings import Settings, arm_fault_point
 from relay_notebook.errors import AdmissionError, RelayError, codes
+from relay_notebook.errors.storage import storage_error
 from relay_notebook.runner import warm
 from relay_notebook.views.wording import error_text
 
@@ -103,10 +105,12 @@ def _leave_now(code: int) -> None:
 
 def _main(argv: Sequence[str] | None) -> int:
     warmed = _EARLY  # a warm parent started for this command, let go once it is done
+    home: Path | None = None
     try:
         args = build_parser().parse_args(argv)
         # the one place the CLI reads its settings: flags first, then the environment
         settings = Settings.from_environment(home=args.home, database_url=args.database_url)
+        arm_fault_point()
         args.warm_start = settings.warm_start
         if settings.warm_start and args.command == "doctor":
             warmed = warm.start_awaited_warm_parent() or warmed  # what `relay run` gets
@@ -118,7 +122,9 @@ def _main(argv: Sequence[str] | None) -> int:
             # no attempt here, or many (crash-each), or called in a process with no warm
             # parent (a test's in-process call): spawned, and no parent started after it
             settings = dataclasses.replace(settings, warm_start=False)
+        home = Path(settings.home or "relays")
         ws = settings.workspace()
+        home = ws.home
         args.backend = settings.backend()
         if args.command not in _NO_WAKE:  # a due waiting run resumes at any relay command
             waiting.wake_in_background(ws, args.backend)
@@ -148,6 +154,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print("relay: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        stored = storage_error(exc, home)  # a full disk or a read-only workspace: no bug
+        if stored is not None:
+            print(f"relay: error: {' '.join(str(stored).split())}", file=sys.stderr)
+            return stored.exit_code
         if os.environ.get("RELAY_DEBUG"):
             traceback.print_exc()
         print(

@@ -15,6 +15,7 @@ May import: ``views``, ``runner``, ``history``, ``record``, ``workspace``, ``sou
 from relay_notebook.commands.authoring import (
     CheckReport,
     PublishResult,
+    RunFlow,
     check,
     check_draft,
     graph,
@@ -22,6 +23,7 @@ from relay_notebook.commands.authoring import (
     publish,
     releases,
     replay,
+    run_flow,
     verify,
 )
 from relay_notebook.commands.relays import (
@@ -49,6 +51,7 @@ from relay_notebook.commands.runs import (
     run_brief,
     run_detail,
     run_exists,
+    run_stamp,
     runs,
     serve_worker,
     workers,
@@ -60,6 +63,7 @@ __all__ = [
     "PublishResult",
     "QueuedRun",
     "RelaySummary",
+    "RunFlow",
     "broken_drafts",
     "check",
     "check_draft",
@@ -84,6 +88,8 @@ __all__ = [
     "run_brief",
     "run_detail",
     "run_exists",
+    "run_flow",
+    "run_stamp",
     "runs",
     "serve_worker",
     "vault_names",

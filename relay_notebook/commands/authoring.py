@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from relay_notebook.errors import AdmissionError, codes
@@ -19,6 +20,7 @@ from relay_notebook.source.annotations import parse_annotations
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
+from relay_notebook.source.lint import gc_paused, parse
 from relay_notebook.workspace import (
     ENTRY_FILE,
     Draft,
@@ -35,14 +37,17 @@ __all__ = [
     "CheckReport",
     "FlowGraph",
     "PublishResult",
+    "RunFlow",
     "check",
     "check_draft",
     "graph",
     "graph_of_draft",
+    "graph_of_source",
     "publish",
     "releases",
     "replay",
     "replay_lines",
+    "run_flow",
     "verify",
 ]
 
@@ -126,12 +131,17 @@ def _helper_diagnostics(draft: Draft) -> list[Diagnostic]:
 
 def check_draft(draft: Draft) -> CheckReport:
     """Admission + lint + annotation diagnostics for a loaded draft."""
-    diagnostics = check_source(draft.source, file=ENTRY_FILE)
-    diagnostics += check_durability(draft.source, draft.manifest.relay_durability, file=ENTRY_FILE)
+    try:  # parsed once for every check below
+        module: str | ast.Module = parse(draft.source)
+    except SyntaxError:
+        module = draft.source  # check_source reports it
+    with gc_paused():  # the tree has no cycles: collections would only walk it again and again
+        diagnostics = check_source(module, file=ENTRY_FILE)
+    diagnostics += check_durability(module, draft.manifest.relay_durability, file=ENTRY_FILE)
     diagnostics += parse_annotations(draft.source, relay=draft.name).diagnostics
     diagnostics += _helper_diagnostics(draft)
     diagnostics.sort(key=lambda d: (d.file != ENTRY_FILE, d.file, d.line, d.col, d.code))
-    return CheckReport(draft.name, entrypoint_kind(draft.source), diagnostics)
+    return CheckReport(draft.name, entrypoint_kind(module), diagnostics)
 
 
 def check(workspace: Workspace, target: str) -> CheckReport:
@@ -151,17 +161,80 @@ def replay(
 
 def graph_of_draft(draft: Draft) -> FlowGraph:
     """The flow graph of a draft, laid out. Legacy annotations win when they form a valid graph."""
-    annotated = parse_annotations(draft.source, relay=draft.name)
+    return graph_of_source(draft.source, draft.name)
+
+
+def graph_of_source(source: str, relay: str) -> FlowGraph:
+    """The flow graph of ``relay``'s entry file ``source``, laid out (annotations first)."""
+    annotated = parse_annotations(source, relay=relay)
     if annotated.graph is not None:
         result = annotated.graph
     else:
-        result = build_flow_graph(draft.source, relay=draft.name)
+        result = build_flow_graph(source, relay=relay)
         if annotated.found:
             result.notes.append(
                 "The # @relay annotations are invalid, so the graph is drawn from the code; run "
-                f"'relay check {draft.name}' for how to fix them."
+                f"'relay check {relay}' for how to fix them."
             )
     return layout_graph(result)
+
+
+@dataclass(frozen=True)
+class RunFlow:
+    """The flow graph of the code a run ran, and where that code came from (``code``, the run
+    header's ``code``: ``kind`` release or draft, its ``version``; for a draft's run whether the
+    draft ``changed`` since the run started, and whether the run ``kept`` its code)."""
+
+    relay: str
+    graph: FlowGraph
+    code: dict[str, Any]
+
+
+def _read_entry(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def run_flow(workspace: Workspace, run_id: str) -> RunFlow:
+    """The flow graph ``run_id`` is drawn on: its release's, or its draft's as the run started
+    (kept in the run folder), never the draft as it is now unless it is the same code."""
+    from relay_notebook.errors import RelayError, RelayNotFoundError
+    from relay_notebook.record.bindings import draft_code
+    from relay_notebook.record.folders import find_run
+    from relay_notebook.record.run_record import RunRecord
+
+    folder = find_run(workspace, run_id)
+    record = RunRecord.load(folder)
+    relay = record.relay
+    if record.release is not None:
+        code: dict[str, Any] = {"kind": "release", "version": record.release.get("version")}
+        source = _read_entry(Path(record.code_dir) / ENTRY_FILE)
+        if source is not None:
+            return RunFlow(relay, graph_of_source(source, relay), code)
+    bound = record.bindings.get("source")
+    try:
+        draft: Draft | None = workspace.load_draft(relay)
+    except RelayError:
+        draft = None  # the relay's draft is gone or unreadable: the kept code still draws
+    changed = draft is None or draft_code(draft).source_hash != bound
+    code = {"kind": "draft", "changed": changed, "kept": True}
+    source = _read_entry(folder.code)
+    if source is None and not changed and draft is not None:
+        source = draft.source  # a run from before runs kept their code; the draft is the same
+    if source is None:  # a release frozen from the same files holds them
+        same = [r for r in list_releases(workspace, relay) if r.hash == bound]
+        source = _read_entry(same[0].folder / ENTRY_FILE) if same else None
+    if source is None:
+        if draft is None:
+            raise RelayNotFoundError(
+                f"Run {run_id} cannot be drawn: its code was not kept and relay {relay} has no "
+                f"draft now. See its record with: relay logs {run_id}"
+            )
+        code["kept"] = False
+        source = draft.source
+    return RunFlow(relay, graph_of_source(source, relay), code)
 
 
 def graph(workspace: Workspace, target: str) -> FlowGraph:

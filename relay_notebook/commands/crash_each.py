@@ -82,11 +82,22 @@ class CrashEachReport:
 
 
 def _calls(workspace: Workspace, run_id: str) -> list[str]:
-    """The clean run's root-workflow calls in order, as crash targets (``fetch#2``)."""
+    """The clean run's calls in order, as crash targets (``fetch#2``): its root workflow's, then
+    the steps its child workflows ran, numbered as ``--crash`` counts them (over the whole
+    attempt, which is how the ledger numbers them)."""
     log = commands.logs(workspace, run_id)
-    return [
-        s.label for s in log.steps if s.workflow_id == run_id and not s.name.startswith("DBOS.")
+    calls = [
+        s.label
+        for s in log.steps
+        if s.workflow_id == run_id and s.kind != "workflow" and not s.name.startswith("DBOS.")
     ]
+    for e in log.events_of("step_start", 1):
+        step, occurrence = e.get("step"), e.get("occurrence")
+        if e.get("workflow_id") != run_id and isinstance(step, str) and occurrence:
+            label = f"{step}#{occurrence}"
+            if label not in calls:
+                calls.append(label)
+    return calls
 
 
 def _ran_again(workspace: Workspace, run_id: str) -> list[str]:
@@ -104,10 +115,17 @@ def crash_each(
     """Run ``relay`` cleanly, then crashed at every point and recovered (see the module note)."""
     clean = commands.run(workspace, relay, run_input=run_input).wait(TIMEOUT_S)
     if clean.status != "succeeded":
+        # with no input, the likeliest cause is a relay that needs one: say how to pass it
+        hint = (
+            f" It ran with an empty input: if {relay} needs one, pass it with: relay test "
+            f"{relay} --crash-each --input JSON"
+            if not run_input
+            else ""
+        )
         raise CleanRunFailedError(
             f"The clean run {clean.run_id} of {relay} ended {clean.status} "
             f"({(clean.error or {}).get('message', 'no error')}); --crash-each compares "
-            f"crashed runs with a clean one, so fix that first (relay logs {clean.run_id})."
+            f"crashed runs with a clean one, so fix that first (relay logs {clean.run_id}).{hint}"
         )
     points = []
     for call in _calls(workspace, clean.run_id):

@@ -7,11 +7,13 @@ Listing: the workspace's relays as ``relay relays``, ``%relay relays`` and
 Design note: a run is deleted under its run lock, the lock ``recover`` takes, so a run with a
 live attempt (here, in a worker, or in another notebook) is refused with ``run-locked``, and
 no attempt can start while it goes. A deleted run leaves its empty ``iteration-N-hook``
-folder behind: run numbers are never handed out again, so a run id (the DBOS workflow id,
-unique in a shared PostgreSQL database and in receipts) names one run forever. Deleting a
-run never touches a release: releases belong to the relay, and other runs may use them. A
-relay with runs is refused unless ``force``, which first takes every run's lock (all or
-none), so a relay is never left half deleted by a live run.
+folder behind (and no lock file): run numbers are never handed out again, so a run id (the
+DBOS workflow id, unique in a shared PostgreSQL database and in receipts) names one run
+forever. Deleting a run never touches a release: releases belong to the relay, and other runs
+may use them. A relay with runs is refused unless ``force``, which first takes the relay's
+lock (no new run's folder is made meanwhile) and every run's lock (all or none), so a relay is
+never left half deleted by a live run; its folder then goes whole, the numbers its runs had
+kept in the workspace (``workspace.relay_lock``).
 """
 
 from __future__ import annotations
@@ -25,25 +27,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from relay_notebook.commands.authoring import check_draft
+from relay_notebook.commands.analysis_cache import cached_check
 from relay_notebook.errors import (
     InvalidTargetError,
     RelayError,
     RelayHasRunsError,
     RunLockedError,
+    RunRecordDamagedError,
 )
 from relay_notebook.record.folders import (
     RUNS_DIR,
     RunFolder,
     find_run,
     list_run_folders,
+    list_unrecorded_folders,
     parse_run_id,
 )
 from relay_notebook.record.run_record import RunRecord
-from relay_notebook.runner.backend import Backend, backend_for_run, workspace_backend
+from relay_notebook.runner.backend import (
+    Backend,
+    backend_for_run,
+    resolve_backend,
+    workspace_backend,
+)
 from relay_notebook.runner.locks import RunLock, take_run_lock
 from relay_notebook.workspace import Workspace, list_releases
 from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.relay_lock import hold_relay, keep_run_numbers
 from relay_notebook.workspace.vault import Vault
 
 __all__ = [
@@ -101,7 +111,7 @@ def summarize_relay(workspace: Workspace, name: str) -> RelaySummary:
     """The listing entry of relay ``name`` (its draft is checked, never imported)."""
     problem: str | None = None
     try:
-        report = check_draft(workspace.load_draft(name))
+        report = cached_check(workspace, workspace.load_draft(name))  # unchanged: not again
     except RelayError as exc:  # an unreadable source or manifest is broken too
         problem = " ".join(exc.message.split())
     else:
@@ -146,14 +156,20 @@ class Deleted:
 
 
 def _lock(folder: RunFolder, backend: Backend | None) -> RunLock:
-    """The run's lock, or ``run-locked`` worded for a delete."""
-    record = RunRecord.load(folder)
-    if record.status == "queued":
+    """The run's lock, or ``run-locked`` worded for a delete (a damaged run is deleted too)."""
+    record: RunRecord | None
+    try:
+        record = RunRecord.load(folder)
+    except RunRecordDamagedError:
+        record = None
+    if record is not None and record.status == "queued":
         raise RunLockedError(
             f"Cannot delete run {folder.run_id}: it is queued for the worker pool. Wait until "
             f"it has finished (relay runs {folder.relay}), then delete it."
         )
     try:
+        if record is None:  # the workspace's database is the best guess left
+            return take_run_lock(folder, backend or resolve_backend(None), recorded=False)
         return take_run_lock(folder, backend_for_run(record, backend))
     except RunLockedError:
         raise RunLockedError(
@@ -181,10 +197,12 @@ def _remove(path: Path) -> None:
 
 
 def _empty_run(folder: RunFolder) -> None:
-    """Everything of the run but its folder (the number stays taken) and the held lock file."""
+    """Everything of the run but its folder (the number stays taken); the lock file goes last
+    (its lock, held, lasts until released; one taken after finds no run.json and goes)."""
     for entry in folder.path.iterdir():
         if entry != folder.lock:
             _remove(entry)
+    folder.lock.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -201,10 +219,19 @@ def _holding(folders: list[RunFolder], backend: Backend | None) -> Iterator[None
 
 def delete_run(workspace: Workspace, run_id: str, *, backend: Backend | None = None) -> Deleted:
     """Delete one run (refused while an attempt executes it); its release is kept."""
-    folder = find_run(workspace, run_id)
+    try:
+        folder = find_run(workspace, run_id)
+    except RunRecordDamagedError:  # its run.json is gone, its files remain: they go too
+        folder = _unrecorded(workspace, run_id)
     with _holding([folder], workspace_backend(workspace, backend)):
         _empty_run(folder)
     return Deleted("run", folder.run_id, folder.relay, [folder.run_id])
+
+
+def _unrecorded(workspace: Workspace, run_id: str) -> RunFolder:
+    """The folder of ``run_id``, whose run.json is gone but whose files remain."""
+    relay, number = parse_run_id(run_id)
+    return next(f for f in list_unrecorded_folders(workspace, relay) if f.number == number)
 
 
 def delete_relay(
@@ -212,23 +239,40 @@ def delete_relay(
 ) -> Deleted:
     """Delete a relay's draft and releases; its runs too with ``force`` (else refused)."""
     draft = workspace.load_draft(name)
-    runs = list_run_folders(workspace, name)
-    if runs and not force:
-        ids = ", ".join(f.run_id for f in runs[:3]) + (", …" if len(runs) > 3 else "")
-        raise RelayHasRunsError(
-            f"Cannot delete relay {name}: it has {len(runs)} run{'s' if len(runs) > 1 else ''} "
-            f"({ids}). Delete them with relay delete RUN, or the relay and all its runs with "
-            f"relay delete {name} --force."
+    # under the relay's lock, which a new run's folder is made under: none appears meanwhile
+    with hold_relay(workspace, name, exclusive=True):
+        runs = sorted(
+            [*list_run_folders(workspace, name), *list_unrecorded_folders(workspace, name)],
+            key=lambda f: f.number,
         )
-    releases = len(list_releases(workspace, name))
-    with _holding(runs, workspace_backend(workspace, backend)):
-        for folder in runs:
-            _empty_run(folder)
-        for entry in draft.folder.iterdir():
-            if entry.name != RUNS_DIR:
-                _remove(entry)
+        if runs and not force:
+            ids = ", ".join(f.run_id for f in runs[:3]) + (", …" if len(runs) > 3 else "")
+            raise RelayHasRunsError(
+                f"Cannot delete relay {name}: it has {len(runs)} "
+                f"run{'s' if len(runs) > 1 else ''} ({ids}). Delete them with relay delete "
+                f"RUN, or the relay and all its runs with relay delete {name} --force."
+            )
+        releases = len(list_releases(workspace, name))
+        with _holding(runs, workspace_backend(workspace, backend)):
+            # its run ids stay taken: a relay made again under the name starts after them
+            keep_run_numbers(workspace, name, _highest_number(draft.folder / RUNS_DIR))
+            for folder in runs:
+                _empty_run(folder)
+            _remove(draft.folder)  # the relay's folder goes whole: nothing is left behind
     AccessPolicy(workspace.home).grant(name)  # a relay made again under this name starts fresh
     return Deleted("relay", name, name, [f.run_id for f in runs], releases)
+
+
+def _highest_number(runs_dir: Path) -> int:
+    """The highest run number a relay handed out (deleted runs' empty folders count)."""
+    found = [0]
+    with contextlib.suppress(OSError):
+        for p in runs_dir.iterdir():
+            head, _, rest = p.name.partition("-")
+            number = rest.removesuffix("-hook")
+            if head == "iteration" and number.isascii() and number.isdigit():
+                found.append(int(number))
+    return max(found)
 
 
 def delete(
@@ -239,6 +283,8 @@ def delete(
     try:
         parse_run_id(target)
         folder = find_run(workspace, target)
+    except RunRecordDamagedError:  # its run.json is gone: the run is deleted all the same
+        folder = _unrecorded(workspace, target)
     except RelayError:  # not a run id, or no such run: a relay name
         folder = None
     if folder is None:

@@ -40,6 +40,7 @@ from relay_notebook.runner.runs import DEFAULT_DEADLINE_S, create_run
 from relay_notebook.runner.supervisor import EventCallback
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
+from relay_notebook.views.header import code_text
 from relay_notebook.workspace import (
     ENTRY_FILE,
     Draft,
@@ -199,6 +200,8 @@ def _crash_points(flow: FlowGraph) -> dict[str, set[str]]:
                 points[""].add(str(n.details["function"]))
             if n.details.get("legacy"):
                 points["step"].add(str(n.details.get("name", n.label)))
+        elif n.type == "agent" and n.details.get("framework"):
+            points[""].update(map(str, n.details.get("steps", ())))  # its calls' step names
         elif n.type == "agent":
             points["agent"].add(str(n.details.get("name", n.label)))
         elif n.type == "mcp":
@@ -309,6 +312,22 @@ def run_exists(workspace: Workspace, run_id: str) -> bool:
     return True
 
 
+def run_stamp(workspace: Workspace, run_id: str) -> tuple[int, ...]:
+    """What changes whenever the run does, read cheaply (its record's and its ledger's times
+    and sizes): a view with no attempt of its own to follow compares it to know when the run
+    changed elsewhere (another cell, the terminal, REST, a worker)."""
+    folder = find_run(workspace, run_id)
+    stamp: list[int] = []
+    for path in (folder.meta, folder.events):
+        try:
+            st = path.stat()
+        except OSError:
+            stamp += [0, 0]
+        else:
+            stamp += [st.st_mtime_ns, st.st_size]
+    return tuple(stamp)
+
+
 def run_brief(workspace: Workspace, run_id: str) -> dict[str, Any]:
     """A run in four fields: id, relay, status and attempts used (what a start returns)."""
     folder = find_run(workspace, run_id)
@@ -344,7 +363,11 @@ def run_detail(workspace: Workspace, run_id: str) -> dict[str, Any]:
     out["attempts"] = [a.to_dict() for a in log.attempts]
     out["steps"] = [s.to_dict() for s in log.steps]
     # the relay's flow graph painted with this run, by the same overlay as the notebook's
-    graph = overlay_run(authoring.graph(workspace, run.relay), log)
+    flow = authoring.run_flow(workspace, run_id)  # the code the run ran, not the draft now
+    graph = overlay_run(flow.graph, log)
+    drawn = code_text({**(graph.run or {}), "code": flow.code}, "notebook")
+    if drawn is not None:  # the draft changed since the run started: the panel says so
+        graph.run = {**(graph.run or {}), "code": flow.code, "drawn": drawn}
     out["graph"] = overlay_events(graph, read_run_events(workspace, run_id).latest()).to_dict()
     out["trace"] = _read_trace(folder.trace)
     out["pending_calls"] = [

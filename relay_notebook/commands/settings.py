@@ -28,6 +28,7 @@ __all__ = [
     "ENV_WAIT_GRACE",
     "ENV_WARM_START",
     "Settings",
+    "arm_fault_point",
     "start_report",
 ]
 
@@ -103,3 +104,11 @@ class Settings:
             warm_start=self.warm_start,
             wait_grace_s=self.wait_grace_s,
         )
+
+
+def arm_fault_point() -> None:
+    """Tests and the crash fuzz only: ``RELAY_TEST_KILL_AT=fork:copied`` makes this process
+    SIGKILL itself at that point of the kit's own writes (``runner.fault_points``)."""
+    from relay_notebook.runner.fault_points import ENV_KILL_AT, arm
+
+    arm(os.environ.get(ENV_KILL_AT))

@@ -25,6 +25,7 @@ __all__ = [
     "DatabaseOwnedError",
     "DatabaseUnavailableError",
     "DeadlinePassedError",
+    "DiskFullError",
     "IdempotencyKeyReusedError",
     "InvalidCrashSpecError",
     "InvalidDatabaseUrlError",
@@ -56,6 +57,7 @@ __all__ = [
     "RunRejectedError",
     "WorkspaceError",
     "WorkspaceNotFoundError",
+    "WorkspaceReadOnlyError",
     "WorkspaceRefusedError",
 ]
 
@@ -84,6 +86,18 @@ class WorkspaceError(RelayError):
     """The workspace folder cannot be used (not a directory, not writable)."""
 
     entry = codes.WORKSPACE_ERROR
+
+
+class DiskFullError(RelayError):
+    """The disk holding the workspace is full (ENOSPC, EDQUOT, SQLite's "disk is full")."""
+
+    entry = codes.DISK_FULL
+
+
+class WorkspaceReadOnlyError(WorkspaceError):
+    """The workspace's file system is mounted read-only (EROFS)."""
+
+    entry = codes.WORKSPACE_READ_ONLY
 
 
 class InvalidNameError(RelayError):

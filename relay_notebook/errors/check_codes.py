@@ -24,10 +24,6 @@ ADMISSION = [
         for code, meaning in [
             ("missing-entrypoint", "The module defines no top-level `run` function."),
             ("duplicate-entrypoint", "The module defines `run` more than once."),
-            (
-                "entrypoint-not-async",
-                "The @DBOS.workflow() `run` is a plain `def`, not `async def`.",
-            ),
             ("entrypoint-not-workflow", "`run(INPUT)` is not decorated with @DBOS.workflow()."),
             (
                 "entrypoint-signature",
@@ -44,6 +40,15 @@ ADMISSION = [
                 "The source destroys or resets DBOS, which only the runner may do.",
             ),
             ("dbos-config-forbidden", "The source configures DBOS, which only the runner may do."),
+            (
+                "dbos-transaction-removed",
+                "`@DBOS.transaction` was removed in DBOS 3; use a datasource's "
+                "`@ds.transaction()`.",
+            ),
+            (
+                "dbos-queue-constructed",
+                "`Queue(...)` cannot be constructed in DBOS 3.4; use `DBOS.register_queue`.",
+            ),
             (
                 "durability-needs-dbos",
                 "`relay_durability: none` is set for a @DBOS.workflow relay, which needs DBOS.",

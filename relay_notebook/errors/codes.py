@@ -72,7 +72,7 @@ ADMISSION_FAILED = _error(
 ATTEMPT_BUDGET_EXHAUSTED = _refusal(
     "attempt-budget-exhausted",
     "Recovery refused: the run has used all of its process attempts.",
-    _NEW_RUN,
+    "fork it to keep its completed steps: `relay fork RUN --from CALL`; or " + _NEW_RUN,
 )
 BINDING_CHANGED = _error(
     "binding-changed",
@@ -93,6 +93,13 @@ DATABASE_ERROR = _error(
     "failed, " + _NEW_RUN,
     recorded=True,
 )
+DISK_FULL = _error(
+    "disk-full",
+    "The disk holding the workspace is full (or its quota is spent): nothing more could be "
+    "written there. A run it stopped is `interrupted`, its checkpoints kept.",
+    f"free space in the folder named, then run the command again (a stopped run: {_RECOVER})",
+    recorded=True,
+)
 DATABASE_OWNED = _error(
     "database-owned-by-other-workspace",
     "The PostgreSQL database already holds the runs of another workspace.",
@@ -111,6 +118,12 @@ FORK_REFUSED = _error(
     "A fork cannot be made as asked (the call is not in the parent, a database it needs).",
     "name a call the parent recorded (`relay logs RUN`), e.g. `relay fork RUN --from STEP#1`",
     recorded=True,
+)
+FORK_INCOMPLETE = _error(
+    "fork-incomplete",
+    "Recovery refused: the making of this fork was cut short and cannot be completed from "
+    "its parent (the parent is gone or changed); the fork never ran.",
+    "delete it: `relay delete RUN`, then fork again: `relay fork PARENT --from STEP`",
 )
 IDEMPOTENCY_KEY_REUSED = _error(
     "idempotency-key-reused",
@@ -278,6 +291,11 @@ RUN_REJECTED = _error(
     "run-rejected",
     "A run attempt refused before starting: changed binding, spent budget, passed deadline.",
     "the message names the cause; usually " + _NEW_RUN,
+)
+WORKSPACE_READ_ONLY = _error(
+    "workspace-read-only",
+    "The workspace's file system is mounted read-only: nothing could be written there.",
+    "remount it read-write, or point `--home` or `RELAY_HOME` at a folder you can write",
 )
 WORKSPACE_ERROR = _error(
     "workspace-error",

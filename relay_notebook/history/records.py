@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any, cast
 
 from agentworks.redact import Redactor
+from relay_notebook.errors import RelayError
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.log_records import (
     Attempt,
@@ -32,6 +33,7 @@ from relay_notebook.history.log_records import (
     StepCall,
     WaitingFor,
 )
+from relay_notebook.history.model_calls import RunUsage, mark_tool_calls, run_usage
 from relay_notebook.history.receipts import read_receipts
 from relay_notebook.history.run_list import RUN_STATUSES, RunSummary, list_runs
 from relay_notebook.history.steps import (
@@ -48,6 +50,7 @@ from relay_notebook.record.ledger_events import Event
 from relay_notebook.record.run_record import AttemptRecord, RunRecord
 from relay_notebook.record.store import open_run_database
 from relay_notebook.workspace import Workspace
+from relay_notebook.workspace.prices import load_prices
 from relay_notebook.workspace.vault import Vault
 
 __all__ = [
@@ -80,6 +83,8 @@ class RunLog:
     workflows: tuple[ChildWorkflow, ...] = ()
     receipts: tuple[Receipt, ...] = ()
     ledger: LedgerScan | None = field(default=None, repr=False, compare=False)
+    #: tokens and cost of its model calls (None: the run made none; ``history.model_calls``)
+    usage: RunUsage | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -135,6 +140,7 @@ class RunLog:
             "children": [c.to_dict() for c in self.children],
             "receipts": [r.to_dict() for r in self.receipts],
             "events": self.events,
+            **({"usage": self.usage.to_dict()} if self.usage is not None else {}),
         }
 
 
@@ -223,7 +229,10 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     live = _live_attempt(record)
     backend = workspace_backend(workspace)
     with open_run_database(folder, record, live=live is not None, backend=backend) as conn:
-        workflows, rows = _read_dbos(conn)
+        try:
+            workflows, rows = _read_dbos(conn)
+        except sqlite3.DatabaseError as exc:  # not a database any more: one coded line
+            raise folder.damaged(folder.database, f"cannot be read ({exc})") from None
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
     redactor = Redactor(secrets, encoded=True) if secrets else None  # old runs too
@@ -246,6 +255,10 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
             set(fork.get("copied") or ()),
             set(fork.get("edited_ids") or ()),
         )
+    model_events = scan.select("model_call")
+    agent_tokens = [e for e in scan.select("receipt") if e.get("input_tokens") is not None]
+    if model_events:
+        mark_tool_calls(table, model_events)
     receipts = read_receipts(folder.journal, scan, redactor, durable=record.durable)
     cols = table.columns
     for receipt in receipts:
@@ -293,4 +306,27 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         # what a waiting run waits for (run.json's "waiting", while its status is waiting)
         waiting=cast(WaitingFor, record.waiting.to_json()) if record.waiting else None,
     )
-    return RunLog(run, attempts, table, children, tuple(receipts), scan)
+    log = RunLog(run, attempts, table, children, tuple(receipts), scan)
+    if model_events or agent_tokens or isinstance(fork, dict):
+        usage = _usage(workspace, log, model_events, fork, agent_tokens)
+        return replace(log, usage=usage) if usage is not None else log
+    return log
+
+
+def _usage(
+    workspace: Workspace, log: RunLog, events: list[Event], fork: Any, agent_tokens: list[Event]
+) -> RunUsage | None:
+    """The run's model-call usage; a fork's copied calls priced from its parent's ledger."""
+    parent: list[Event] = []
+    if isinstance(fork, dict) and fork.get("parent"):
+        try:
+            folder = find_run(workspace, str(fork["parent"]))
+        except RelayError:
+            folder = None
+        if folder is not None:
+            parent = LedgerScan(folder.events, folder.run_id).select("model_call")
+    if not events and not parent and not agent_tokens:
+        return None
+    prices = load_prices(workspace.home)
+    steps = log.all_steps()
+    return run_usage(log.run_id, events, steps, prices, parent, agent_tokens, log.receipts)

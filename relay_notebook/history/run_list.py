@@ -13,15 +13,21 @@ from typing import Any, Final, cast
 
 from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
 from relay_notebook.history.log_records import ReleaseRef
-from relay_notebook.record.folders import RunFolder, list_run_folders
+from relay_notebook.record.folders import (
+    RunFolder,
+    list_run_folders,
+    list_unrecorded_folders,
+    unrecorded_problem,
+)
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
 
 __all__ = ["RUN_STATUSES", "RunSummary", "list_runs"]
 
 #: every status a run can have (``pending`` until its first attempt starts; ``queued`` while
-#: it waits for a worker)
+#: it waits for a worker; ``creating``: a fork not yet made, see ``runner.fork``)
 RUN_STATUSES: Final = (
+    "creating",
     "pending",
     "queued",
     "running",
@@ -56,6 +62,8 @@ class RunSummary:
     problem: str | None = None
     #: active time: the sum of its attempts' durations (no waiting between or before them)
     active_ms: float | None = None
+    #: its model calls' tokens and cost, paid and not paid (``history.model_calls``; None: none)
+    usage: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,15 +78,19 @@ class RunSummary:
             "active_ms": self.active_ms,
             "reused": self.reused,
             "problem": self.problem,
+            **({"usage": self.usage} if self.usage is not None else {}),
         }
 
 
 def _damaged(folder: RunFolder, exc: RunRecordDamagedError) -> RunSummary:
     """The line of a run whose record cannot be read: listed, marked, and the file named."""
-    try:
-        created = folder.meta.stat().st_mtime * 1000
-    except OSError:
-        created = 0.0
+    created = 0.0
+    for path in (folder.meta, folder.events, folder.path):  # run.json may be the file gone
+        try:
+            created = path.stat().st_mtime * 1000
+        except OSError:
+            continue
+        break
     return RunSummary(
         run_id=folder.run_id,
         relay=folder.relay,
@@ -112,7 +124,30 @@ def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
         reused=sum(a.reused_count for a in attempts),
         ended_at=max(ended) if ended else None,
         active_ms=round(sum(spans), 1) if spans else None,
+        usage=_usage(folder, record),
     )
+
+
+def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
+    """Tokens and cost of the run's model calls, when its ledger records any."""
+    from relay_notebook.history.ledger_scan import LedgerScan
+    from relay_notebook.history.model_calls import listed_usage
+    from relay_notebook.record.ledger import kind_tag
+    from relay_notebook.workspace.prices import load_prices
+
+    try:
+        with folder.events.open("rb") as ledger:  # one find before any parsing
+            if kind_tag("model_call") not in ledger.read():
+                return None
+    except OSError:
+        return None
+    events = LedgerScan(folder.events, folder.run_id).select("model_call")
+    if not events:
+        return None
+    prices = load_prices(folder.path.parent.parent.parent)
+    reused = [(a.attempt, a.reused) for a in record.attempts]
+    paid, saved = listed_usage(folder.run_id, events, reused, prices)
+    return {"currency": prices.currency, "paid": paid.to_dict(), "saved": saved.to_dict()}
 
 
 def _epoch_ms(moment: Moment, what: str) -> float:
@@ -173,9 +208,15 @@ def list_runs(
     hi = _epoch_ms(until, "until") if until is not None else None
     found = []
     for name in relays:
-        for folder in list_run_folders(workspace, name):
+        # a run whose run.json is gone but whose files remain is listed damaged, not lost
+        unrecorded = list_unrecorded_folders(workspace, name)
+        for folder in sorted(
+            [*list_run_folders(workspace, name), *unrecorded], key=lambda f: f.number
+        ):
             record: RunRecord | None
             try:
+                if folder in unrecorded:
+                    raise unrecorded_problem(folder)
                 record = RunRecord.load(folder)
             except RunRecordDamagedError as exc:  # one run's problem, not the workspace's
                 record, summary = None, _damaged(folder, exc)

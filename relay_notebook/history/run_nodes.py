@@ -65,7 +65,7 @@ def call_status(step: StepCall) -> str:
     if step.status == "error":
         return "failed"
     if step.status == "interrupted":
-        return "pending"  # its body runs again on recovery
+        return "interrupted"  # running when its process died: its body runs again on recovery
     if step.copied_from and not step.executed_in:
         return "copied"  # a fork's checkpoint, copied from its parent run
     return "reused" if step.reused_in else "succeeded"

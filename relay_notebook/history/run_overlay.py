@@ -16,7 +16,7 @@ from typing import Any, Final
 from relay_notebook.history.log_records import CallFacts, StepCall
 from relay_notebook.history.records import RunLog
 from relay_notebook.history.run_nodes import RunEdge, RunNode, call_status, end_status, mark
-from relay_notebook.history.run_path import PathWalk, walk_calls
+from relay_notebook.history.run_path import PathWalk, place_children, walk_calls
 from relay_notebook.history.run_summary import run_header
 from relay_notebook.record.run_record import TERMINAL
 from relay_notebook.source.graph import Edge, FlowGraph, Node
@@ -25,6 +25,9 @@ __all__ = ["MAX_NODE_CALLS", "blocked_steps", "overlay_run"]
 
 #: calls listed in a node's details (a loop's node keeps its first and last ones)
 MAX_NODE_CALLS: Final = 12
+#: a node of several calls shows the first of these its calls have (else reused, copied or
+#: succeeded): where the run is, or where it stopped, wins
+_FIRST: Final = ("running", "waiting", "failed", "interrupted", "pending")
 _CALL_FACTS: Final = (
     "name",
     "function_id",
@@ -52,6 +55,7 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
     walk, calls, unseen = walk_calls(
         graph, blocked_steps(log), finished=log.run.status == "succeeded", sites=sites
     )
+    place_children(graph, calls, list(log.children))
     _paint(graph, walk, calls, log, ended=log.run.status in TERMINAL)
     _describe_calls(graph, calls, facts, log)
     graph.run = run_header(log)
@@ -66,6 +70,26 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
             f"the flow graph (made through code the graph cannot follow); see the run graph."
         )
     return graph
+
+
+def _call_name(node: Node) -> tuple[str, object]:
+    """The (kind, name) a platform call of ``node`` has in the run's receipts."""
+    if node.type == "agent":
+        return node.type, node.details.get("name")
+    return node.type, f"{node.details.get('server')}.{node.details.get('tool')}"
+
+
+def _stopped_at(made: list[StepCall], log: RunLog) -> str | None:
+    """Where the run stopped, if among ``made`` (one node's calls): ``interrupted`` (the call
+    running when the process died, its run not going again yet) or ``raised`` (the call whose
+    exception failed the run)."""
+    status = log.run.status
+    stopped = status in ("interrupted", "needs_reconciliation") and not log.run.live
+    if stopped and any(s.status == "interrupted" for s in made):
+        return "interrupted"
+    if status == "failed" and any(s.status == "error" for s in made):
+        return "raised"
+    return None
 
 
 def _sleep_end_s(step: StepCall) -> float | None:
@@ -186,6 +210,12 @@ def _paint(
     started = bool(log.attempts)
     absent = "not_reached" if ended else "pending"
     receipts = {(r.kind, r.name) for r in log.receipts}
+    # a platform call left without its result that only a person can settle
+    uncertain = (
+        {(r.kind, r.name) for r in log.receipts if r.state == "pending" and r.blocking}
+        if log.run.status not in TERMINAL
+        else set()
+    )
     nodes: list[Node] = []
     by_id: dict[str, RunNode] = {}
     for node in graph.nodes:
@@ -196,7 +226,7 @@ def _paint(
         if made:
             statuses = [call_status(s) for s in made]
             status = next(
-                (s for s in ("running", "waiting", "failed", "pending") if s in statuses),
+                (s for s in _FIRST if s in statuses),
                 next(
                     (k for k in ("reused", "copied") if all(s == k for s in statuses)),
                     "succeeded",
@@ -212,6 +242,9 @@ def _paint(
             )
             if len(made) > 1:
                 run_node.label = f"{node.label} ×{len(made)}"
+            stop = _stopped_at(made, log)
+            if stop is not None:
+                run_node.details["stopped"] = stop
         elif node.id == "input":
             mark(
                 run_node, "succeeded" if started else "pending", reused=False, count=1, attempts=[]
@@ -237,16 +270,7 @@ def _paint(
         if not isinstance(parent, str) or parent not in by_id or not calls.get(parent):
             continue
         owner = by_id[parent]
-        made_call = (
-            node.type not in ("agent", "mcp")
-            or (
-                node.type,
-                node.details.get("name")
-                if node.type == "agent"
-                else f"{node.details.get('server')}.{node.details.get('tool')}",
-            )
-            in receipts
-        )
+        made_call = node.type not in ("agent", "mcp") or _call_name(node) in receipts
         node_obj = by_id[node.id]
         if made_call:
             mark(
@@ -256,6 +280,9 @@ def _paint(
                 count=int(owner.count or 0),
                 attempts=list(owner.attempts or []),
             )
+            if node.type in ("agent", "mcp") and _call_name(node) in uncertain:
+                node_obj.status = node_obj.details["status"] = "uncertain"
+                node_obj.details["stopped"] = "uncertain"
     graph.nodes = nodes
     edges: list[Edge] = []
     for i, e in enumerate(graph.edges):

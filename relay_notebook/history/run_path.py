@@ -23,12 +23,12 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from relay_notebook.history.log_records import StepCall
 from relay_notebook.source.graph import Edge, FlowGraph, Node, call_key
 
-__all__ = ["PathWalk", "call_key", "node_site", "walk_calls"]
+__all__ = ["PathWalk", "call_key", "node_site", "place_children", "walk_calls"]
 
 #: node types that make no DBOS step call of their own: a walk may pass through them
 PASSABLE: Final = frozenset(
@@ -58,6 +58,7 @@ class PathWalk:
     passes: dict[str, int] = field(default_factory=dict)
     _out: dict[str, list[tuple[int, Edge]]] = field(default_factory=dict)
     _types: dict[str, str] = field(default_factory=dict)
+    _through: set[str] = field(default_factory=set)
     #: fan-outs passed whose branches have not all been taken, with the branches taken
     _forks: dict[str, set[int]] = field(default_factory=dict)
     #: ``try`` nodes passed, the latest last
@@ -68,6 +69,8 @@ class PathWalk:
 
     def __post_init__(self) -> None:
         self._types = {n.id: n.type for n in self.graph.nodes}
+        # a child workflow's body, drawn after its node: the parent's calls go past it
+        self._through = {n.id for n in self.graph.nodes if "in_workflow" in n.details}
         for i, e in enumerate(self.graph.edges):
             self._out.setdefault(e.source, []).append((i, e))
 
@@ -92,13 +95,15 @@ class PathWalk:
             settled.add((node, handled))
             for i, e in self._out.get(node, []):
                 excepts = self._handles(e)
-                step = cost + 1 + (_EXCEPT_COST if excepts and not raised else 0)
+                # going past a child workflow's body costs nothing: it is one call of the parent
+                hop = 0 if e.target in self._through else 1
+                step = cost + hop + (_EXCEPT_COST if excepts and not raised else 0)
                 now_handled = handled or excepts
                 if e.target in goal:
                     total = step + (_MISSED_EXCEPT if raised and not now_handled else 0)
                     if found is None or total < found[0]:
                         found = (total, [*path, i])
-                elif self._types.get(e.target) in PASSABLE:
+                elif self._types.get(e.target) in PASSABLE or e.target in self._through:
                     heapq.heappush(heap, (step, next(order), e.target, now_handled, [*path, i]))
         self._best[key] = found
         return found
@@ -145,6 +150,23 @@ class PathWalk:
         return (choice[1], choice[2]) if choice is not None else (-1, [])
 
 
+def place_children(graph: FlowGraph, calls: dict[str, list[StepCall]], children: list[Any]) -> None:
+    """Each child workflow's calls on the nodes drawn for its body (``in_workflow``) under the
+    node its start was placed on, in call order (``children``: the run's child workflows, with
+    their steps)."""
+    by_id = {c.workflow_id: c for c in children}
+    for node_id, made in list(calls.items()):
+        body = [n for n in graph.nodes if n.details.get("in_workflow") == node_id]
+        for start in made if body else []:
+            child = by_id.get(start.child_workflow_id or "")
+            seen: dict[str, int] = {}
+            for step in child.steps if child is not None else ():
+                targets = [n.id for n in body if call_key(n) == step.name]
+                if targets:
+                    k = seen[step.name] = seen.get(step.name, -1) + 1
+                    calls.setdefault(targets[k % len(targets)], []).append(step)
+
+
 def walk_calls(
     graph: FlowGraph,
     steps: list[StepCall],
@@ -158,7 +180,7 @@ def walk_calls(
     by_key: dict[str, list[str]] = {}
     by_site: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     for node in graph.nodes:
-        key = call_key(node)
+        key = call_key(node) if "in_workflow" not in node.details else None  # a child's call
         if key is not None:
             by_key.setdefault(key, []).append(node.id)
             where = node_site(node)

@@ -67,6 +67,19 @@ def _stopped(log: RunLog) -> str | None:
     return None
 
 
+def _recovered(log: RunLog) -> str | None:
+    """``recovered from attempt 1's crash``: for a run whose latest attempt went on after
+    earlier attempts were interrupted (crashed, killed, lost)."""
+    if len(log.attempts) < 2 or log.attempts[-1].status == "interrupted":
+        return None
+    crashed = [a.attempt for a in log.attempts[:-1] if a.status == "interrupted"]
+    if not crashed:
+        return None
+    if len(crashed) == 1:
+        return f"recovered from attempt {crashed[0]}'s crash"
+    return f"recovered from the crashes of attempts {', '.join(map(str, crashed))}"
+
+
 class WaitingHeader(TypedDict):
     """The header's ``waiting``: what the run waits for, in words (``text``) and as facts."""
 
@@ -83,18 +96,20 @@ class WaitingHeader(TypedDict):
 def waiting_header(state: WaitState) -> WaitingHeader:
     """The header's ``waiting``: what the run waits for, in words (``text``) and as facts.
 
-    ``waiting for a message on topic "approval"`` (until HH:MM:SS when its recv has a timeout),
-    or ``sleeping until HH:MM:SS``; times are the reader's local clock.
+    ``waiting for a message on topic "approval" until 14:05:09 UTC`` (when its recv has a
+    timeout), or ``sleeping until 14:05:09 UTC``, then that no process is held meanwhile; times
+    are the reader's local clock, with its time zone.
     """
     until = (
-        time.strftime("%H:%M:%S", time.localtime(state.until_ms / 1000))
+        time.strftime("%H:%M:%S %Z", time.localtime(state.until_ms / 1000)).strip()
         if state.until_ms is not None
         else None
     )
     if state.kind == "sleep":
         text = f"sleeping until {until}" if until else "sleeping"
     else:
-        text = f"waiting for {state.describe()}"
+        text = f"waiting for {state.describe()}" + (f" until {until}" if until else "")
+    text += " · no process is held meanwhile"
     out = WaitingHeader(kind=state.kind, text=text, workflow_id=state.workflow_id)
     if state.topic is not None:
         out["topic"] = state.topic
@@ -139,8 +154,25 @@ def run_header(log: RunLog) -> dict[str, Any]:
     waiting = WaitState.from_json(run.waiting) if status == "waiting" else None
     if waiting is not None:
         header["waiting"] = waiting_header(waiting)
+    recovered = _recovered(log)
+    if recovered:
+        header["recovered"] = recovered
     if status == "interrupted":
         reason = _stopped(log)
+        uncertain = [r for r in log.receipts if r.state == "pending" and r.blocking]
+        if uncertain:
+            # its next recovery holds until a person settles them (record.rules): say so now
+            header["status"] = "needs_reconciliation"
+            header["uncertain"] = [
+                {"key": r.key, "call": f"{r.kind} {r.name!r}", "attempt": r.attempt}
+                for r in uncertain
+            ]
+            calls = ", ".join(f"{r.kind} {r.name!r}" for r in uncertain)
+            left = (
+                f"{calls} {'was' if len(uncertain) == 1 else 'were'} left uncertain: it may or "
+                "may not have had its effect"
+            )
+            reason = f"{reason}; {left}" if reason else left
         if reason:
             header["reason"] = reason
     elif isinstance(error, dict) and status not in ("succeeded", "waiting"):

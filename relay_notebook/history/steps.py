@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agentworks.frameworks import step_role
 from agentworks.redact import Redactor
 from relay_notebook.history.ledger_scan import LedgerScan
 from relay_notebook.history.log_records import StepCall, StepRetry
@@ -69,7 +70,10 @@ def step_kind(name: str, child_workflow_id: str | None) -> str:
         return "workflow"
     if name.startswith("agent:"):
         return "agent"
-    return "mcp" if name.startswith("mcp:") else "step"
+    if name.startswith("mcp:"):
+        return "mcp"
+    role = step_role(name)  # a framework's model request or MCP call (agentworks.frameworks)
+    return role.kind if role is not None else "step"
 
 
 class StepTable:

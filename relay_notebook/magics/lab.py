@@ -10,6 +10,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from relay_notebook.commands.lab import SCENARIOS, Lab
+from relay_notebook.errors import RelayNotFoundError, RunNotFoundError, WorkspaceNotFoundError
 from relay_notebook.views.wording import reword
 from relay_notebook.workspace import Workspace
 
@@ -72,8 +73,14 @@ class RecoveryLab(widgets.VBox):  # type: ignore[misc]
         try:
             action()
         except Exception as exc:
-            shown = html.escape(reword(str(exc), "notebook"))
-            self.report.value = f'<p style="color:#b91c1c">{shown}</p>'
+            text = reword(" ".join(str(exc).split()), "notebook")
+            if isinstance(exc, RelayNotFoundError | RunNotFoundError | WorkspaceNotFoundError):
+                # the lab's workspace (or its relay) was deleted under it: a new lab sets it up
+                text = (
+                    f"{text} The lab's relay or its workspace is gone (deleted since this lab "
+                    "started?): run %relay lab again in a cell to set it up afresh."
+                )
+            self.report.value = f'<p style="color:#b91c1c">{html.escape(text)}</p>'
             return
         self._show_report()
 

@@ -24,9 +24,10 @@ from relay_notebook.commands.settings import Settings
 from relay_notebook.commands.settings_traits import RunSettingsTraits
 from relay_notebook.commands.waiting import Waker
 from relay_notebook.errors import AdmissionError, RelayError, codes
+from relay_notebook.errors.storage import storage_error
 from relay_notebook.magics.relay_commands import RelayCommands
 from relay_notebook.magics.run_commands import RunCommands, usage_error
-from relay_notebook.magics.runs import RunView, register_view_channel
+from relay_notebook.magics.runs import WATCHER, RunView, register_view_channel
 from relay_notebook.views import wording as surfaces
 from relay_notebook.views.mime import CheckView, GraphView, RunsView
 from relay_notebook.workspace import Workspace
@@ -190,6 +191,11 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
             report = commands.check_draft(draft)
         except RelayError as exc:
             raise usage_error(exc) from None
+        except OSError as exc:  # a full disk or a read-only workspace is said as such
+            stored = storage_error(exc, self.workspace.home)
+            if stored is None:
+                raise
+            raise usage_error(stored) from None
         # the cell's first line is the magic line: relay.py line N is cell line N + 1
         view = CheckView(name, report.diagnostics, line_offset=1)
         if not report.ok:
@@ -262,6 +268,11 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
             ) from None
         except RelayError as exc:
             raise usage_error(exc) from None
+        except Exception as exc:  # a full disk or a read-only workspace is said as such
+            stored = storage_error(exc, self.workspace.home)
+            if stored is None:
+                raise
+            raise usage_error(stored) from None
 
     # -- subcommands --------------------------------------------------------------------------
 
@@ -318,7 +329,13 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
             view.show()  # live: updated in place while the kernel stays free
             return None
         # --wait shows the final state once (a saved notebook then holds exactly that)
+        view.follows = False
         outcome = view.wait()
+        # (an attempt that ended before this line, e.g. a recovery held at once, was taken for
+        # a live view's: the cell returns the result, and the view stays as it is now)
+        WATCHER.forget(view)
+        view.monitor.result = None
+        view.monitor.refresh()
         view.show()
         return outcome.result if outcome.status == "succeeded" else None
 

@@ -26,7 +26,10 @@ from relay_notebook.commands.run_events import read_run_events
 from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
 from relay_notebook.commands.time_travel import ForkRequest
 from relay_notebook.commands.waiting import Delivery
-from relay_notebook.views.live import RunMonitor, Throttle
+from relay_notebook.errors import RelayError, RunNotWaitingError
+from relay_notebook.views import wording as surfaces
+from relay_notebook.views.live import RunMonitor, Throttle, result_preview
+from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.views.view_messages import (
     ErrorMessage,
     KernelMessage,
@@ -36,7 +39,15 @@ from relay_notebook.views.view_messages import (
 )
 from relay_notebook.workspace import Workspace
 
-__all__ = ["COMM_TARGET", "RunView", "ViewChannel", "register_view_channel"]
+__all__ = [
+    "COMM_TARGET",
+    "WATCHER",
+    "RunView",
+    "RunWatcher",
+    "ViewChannel",
+    "button_error",
+    "register_view_channel",
+]
 
 COMM_TARGET = "relay_notebook.view"
 _FINISHED = frozenset({"succeeded", "failed", "denied", "rejected"})
@@ -70,6 +81,10 @@ class RunView:
         self.handle: RunHandle | None = None
         #: set once the view's run can change no more (its attempt ended, or following it did)
         self.finished = threading.Event()
+        #: follow the run wherever it changes after this view's attempt ended (``WATCHER``);
+        #: ``False`` for a ``--wait`` view: the state at that moment, as a saved notebook (and
+        #: nbval) keeps it; its buttons, pressed later, show the run as it is then
+        self.follows = True
         self._display: DisplayHandle | None = None
         #: also told of every push (the comm of a view started from a button); True when final
         self.sinks: list[Sink] = []
@@ -124,10 +139,8 @@ class RunView:
         sinks: list[Sink] | None = None,
     ) -> RunView:
         log = commands.logs(workspace, run_id)
-        relay = log.run.relay
-        view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
+        view = cls.of_run(workspace, run_id, shell, output)
         view.sinks.extend(sinks or [])
-        view.monitor.run_id = run_id
         before = log.run.status
         if before in _FINISHED:
             view.monitor.note = f"the run had already {_ended(before)}: nothing was left to recover"
@@ -151,8 +164,7 @@ class RunView:
         release or draft), live, with ``crash`` injected into its first attempt."""
         from relay_notebook.commands.time_travel import fork
 
-        relay = commands.logs(workspace, run_id).run.relay
-        view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
+        view = cls.of_run(workspace, run_id, shell, output)
         view.sinks.extend(sinks or [])
         handle = fork(workspace, run_id, request, crash=crash, on_event=view._on_event)
         view._attach(handle)
@@ -172,10 +184,8 @@ class RunView:
         sinks: list[Sink] | None = None,
     ) -> tuple[RunView, Delivery]:
         """Send ``message`` to ``run_id``; the view follows the attempt it resumes, if any."""
-        relay = commands.logs(workspace, run_id).run.relay
-        view = cls(workspace, relay, commands.graph(workspace, relay), shell, output)
+        view = cls.of_run(workspace, run_id, shell, output)
         view.sinks.extend(sinks or [])
-        view.monitor.run_id = run_id
         delivery = waiting.send(
             workspace, run_id, topic, message, idempotency_key=idempotency_key,
             on_event=view._on_event,
@@ -186,8 +196,22 @@ class RunView:
             view.monitor.refresh()
         return view, delivery
 
+    @classmethod
+    def of_run(
+        cls, workspace: Workspace, run_id: str, shell: Any, output: str | None = None
+    ) -> RunView:
+        """A view of ``run_id`` drawn on the code it ran (never the draft as it is now)."""
+        flow = commands.run_flow(workspace, run_id)
+        view = cls(workspace, flow.relay, flow.graph, shell, output)
+        view.monitor.code = flow.code
+        view.monitor.run_id = run_id
+        return view
+
     def _attach(self, handle: RunHandle) -> None:
         self.handle = handle
+        if handle.run_id != self.monitor.run_id:  # a new run (a start, a fork): its own code
+            flow = commands.run_flow(self.workspace, handle.run_id)
+            self.monitor.draw_on(flow.graph, flow.code)
         self.monitor.run_id = handle.run_id
         self.monitor.refresh()
         handle.add_done_callback(self._on_done)
@@ -214,6 +238,8 @@ class RunView:
                 time.sleep(POLL_S)
             self.finished.set()
             self.throttle.flush()
+            if self.monitor.status not in _FINISHED and self.follows:
+                WATCHER.watch(self)
 
         self.monitor.refresh()
         threading.Thread(
@@ -228,8 +254,13 @@ class RunView:
     def _on_done(self, outcome: RunOutcome) -> None:
         if self.output and outcome.status == "succeeded" and self.shell is not None:
             self.shell.user_ns[self.output] = outcome.result
+        if outcome.status == "succeeded" and self.follows:
+            # a live view's cell returned long ago: its header shows what the run returned
+            self.monitor.result = result_preview(outcome.result)
         self.finished.set()
         self.throttle.flush()
+        if outcome.status not in _FINISHED and self.follows:
+            WATCHER.watch(self)  # waiting, interrupted...: it may go on from anywhere
 
     def _push(self) -> None:
         # one push at a time: the poller's and the supervisor's threads both push, and a push
@@ -266,6 +297,100 @@ class RunView:
         return self.handle.outcome if self.handle else None
 
 
+class RunWatcher:
+    """Keeps views whose run may still change, though no attempt of theirs goes, following it.
+
+    Design note: a waiting run is answered from anywhere (another cell, ``relay send`` in a
+    terminal, REST, the side panel, a worker), an interrupted one recovered from anywhere. One
+    kernel thread compares each watched run's stamp (``commands.run_stamp``: a stat of its
+    record and ledger, no read) every ``interval`` seconds and repaints a view whose run
+    changed, in place (its display, its comm), until the run is finished. It stops when no view
+    is watched.
+    """
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._views: dict[int, tuple[RunView, tuple[int, ...] | None]] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, view: RunView) -> None:
+        """Follow ``view``'s run from now on (once per view)."""
+        run_id = view.monitor.run_id
+        if run_id is None:
+            return
+        stamp = self._stamp(view)
+        with self._lock:
+            self._views.setdefault(id(view), (view, stamp))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name="relay-view-watcher", daemon=True
+                )
+                self._thread.start()
+
+    def forget(self, view: RunView) -> None:
+        """Stop following ``view``'s run."""
+        self._drop(id(view))
+
+    def watching(self, view: RunView) -> bool:
+        with self._lock:
+            return id(view) in self._views
+
+    @staticmethod
+    def _stamp(view: RunView) -> tuple[int, ...] | None:
+        try:
+            return commands.run_stamp(view.workspace, str(view.monitor.run_id))
+        except RelayError:
+            return None  # the run was deleted: nothing more to follow
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            with self._lock:
+                watched = list(self._views.items())
+                if not watched:
+                    self._thread = None
+                    return
+            for key, (view, last) in watched:
+                stamp = self._stamp(view)
+                if stamp is None:
+                    self._drop(key)
+                    continue
+                if stamp == last:
+                    continue
+                with self._lock:
+                    if key in self._views:
+                        self._views[key] = (view, stamp)
+                try:
+                    view._push()
+                except Exception:  # a view whose output went away: the run goes on regardless
+                    self._drop(key)
+                    continue
+                if view.monitor.status in _FINISHED:
+                    self._drop(key)
+
+    def _drop(self, key: int) -> None:
+        with self._lock:
+            self._views.pop(key, None)
+
+
+#: the kernel's one watcher of views whose run may change elsewhere
+WATCHER = RunWatcher()
+
+
+def button_error(exc: Exception, action: ViewAction, status: str | None) -> str:
+    """What a view's button says when its action cannot start, worded for the notebook (no
+    terminal commands, no ``[code]``): e.g. the run was answered elsewhere meanwhile."""
+    run_id = action.get("run_id") or "this run"
+    if isinstance(exc, RunNotWaitingError) and action.get("action") == "send" and status:
+        return (
+            f"Not sent: run {run_id} is no longer waiting (it is {status.replace('_', ' ')} "
+            "now: another cell, a terminal or the side panel answered it). The view now shows "
+            "it as it is."
+        )
+    return surfaces.reword(" ".join(str(exc).split()), "notebook")
+
+
 def _ended(status: str) -> str:
     return {"denied": "been denied", "rejected": "been rejected"}.get(status, status)
 
@@ -300,9 +425,27 @@ class ViewChannel:
         try:
             view = self.act(data)
         except Exception as exc:  # shown in the view's header, never a traceback
-            self._reply(ErrorMessage(type="error", message=str(exc)))
+            self._reply(self._error(exc, data))
             return
         self.views.append(view)
+
+    def _error(self, exc: Exception, data: ViewAction) -> ErrorMessage:
+        """The error for ``exc``, with the view's run as it is now (the button acted on a state
+        the run has left: the view catches up with it)."""
+        run_id = str(data.get("run_id") or "")
+        bundle = None
+        if run_id:
+            try:
+                view = RunView.of_run(self.workspace(), run_id, self.shell)
+                view.monitor.refresh()
+                bundle = view.monitor.bundle()
+            except Exception:
+                bundle = None  # no such run (any more): the error says what happened
+        status = None if bundle is None else bundle[GRAPH_MIME]["run"].get("status")
+        message = ErrorMessage(type="error", message=button_error(exc, data, status))
+        if bundle is not None:
+            message["bundle"] = bundle
+        return message
 
     def act(self, data: ViewAction) -> RunView:
         """Start what ``data`` asks: run again (with a ``crash``), recover, fork ``from`` a

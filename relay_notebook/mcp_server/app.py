@@ -26,6 +26,7 @@ from relay_notebook.commands.api_requests import scrub_secrets
 from relay_notebook.commands.live_runs import LiveRuns
 from relay_notebook.commands.runs import RunHandle
 from relay_notebook.errors import AdmissionError, RelayError, codes
+from relay_notebook.errors.storage import storage_error
 from relay_notebook.workspace import Workspace
 
 __all__ = ["REFUSED", "RelayMCPServer", "Supervision", "mcp_error"]
@@ -87,6 +88,9 @@ class RelayMCPServer(MCPServer[Any]):
             cause = exc.__cause__
             if isinstance(cause, RelayError):
                 raise mcp_error(cause, self.served.clean) from None
+            stored = storage_error(cause, self.served.workspace.home) if cause else None
+            if stored is not None:  # a full disk or a read-only workspace: no bug
+                raise mcp_error(stored, self.served.clean) from None
             if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
                 raise _arguments_error(name, cause) from None
             raise
@@ -111,6 +115,11 @@ class Supervision:
             yield
         except RelayError as exc:
             raise mcp_error(exc, self.clean) from None
+        except OSError as exc:
+            stored = storage_error(exc, self.workspace.home)
+            if stored is None:
+                raise
+            raise mcp_error(stored, self.clean) from None
 
     def keep(self, handle: RunHandle) -> None:
         self._live.keep(handle)

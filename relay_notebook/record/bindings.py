@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay_notebook.errors import ReleaseTamperedError
-from relay_notebook.workspace import content_hash, load_manifest, resolve_release, verify_release
+from relay_notebook.workspace import (
+    ENTRY_FILE,
+    content_hash,
+    load_manifest,
+    resolve_release,
+    verify_release,
+)
 
 if TYPE_CHECKING:
     from relay_notebook.record.run_record import RunRecord
@@ -105,6 +111,8 @@ class RunCode:
     release: dict[str, Any] | None
     default_model: str | None = None
     durable: bool = True
+    #: a draft's entry file, the bytes hashed (a run keeps them: its graph is drawn on them)
+    entry: bytes = b""
 
 
 def draft_code(draft: Draft) -> RunCode:
@@ -118,6 +126,7 @@ def draft_code(draft: Draft) -> RunCode:
         None,
         manifest.model,
         manifest.relay_durability == "dbos",
+        dict(payload).get(ENTRY_FILE, b""),
     )
 
 

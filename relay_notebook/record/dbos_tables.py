@@ -35,6 +35,7 @@ __all__ = [
     "PG_DEAD_EXECUTORS",
     "PG_EXPORT",
     "PG_PENDING_ON_EXECUTOR",
+    "PG_QUEUE_OF",
     "PG_SCHEMA_READY",
     "PG_STATUS_BY_ID",
     "POSTGRES",
@@ -144,6 +145,8 @@ TABLES_BY_WORKFLOW: Final = {
 PG_SCHEMA_READY: Final = "SELECT to_regclass('dbos.operation_outputs')"
 #: one workflow's status, polled through SQLAlchemy (``:id``)
 PG_STATUS_BY_ID: Final = "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = :id"
+#: the queue a workflow is on (a fork waits on the kit's hold queue until its edits are in)
+PG_QUEUE_OF: Final = "SELECT queue_name FROM dbos.workflow_status WHERE workflow_uuid = %s"
 #: the workflows of one DBOS application (a run's, on the shared schema)
 PG_APP_WORKFLOWS: Final = (
     "SELECT workflow_uuid FROM dbos.workflow_status WHERE application_name = %s"
@@ -189,6 +192,7 @@ SQLITE: Final = {
 POSTGRES: Final = {
     "PG_SCHEMA_READY": PG_SCHEMA_READY,
     "PG_STATUS_BY_ID": PG_STATUS_BY_ID,
+    "PG_QUEUE_OF": PG_QUEUE_OF,
     "PG_APP_WORKFLOWS": PG_APP_WORKFLOWS,
     "PG_EXPORT": PG_EXPORT,
     "PG_PENDING_ON_EXECUTOR": PG_PENDING_ON_EXECUTOR,

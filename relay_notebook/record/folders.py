@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidRunIdError, RunNotFoundError, RunRecordDamagedError
 from relay_notebook.workspace import Workspace, validate_relay_name
-from relay_notebook.workspace.file_io import write_json_atomic
+from relay_notebook.workspace.file_io import write_bytes_atomic, write_json_atomic
+from relay_notebook.workspace.relay_lock import numbers_taken
 from relay_notebook.workspace.vault import Vault
 
 __all__ = [
@@ -19,7 +21,9 @@ __all__ = [
     "allocate_run",
     "find_run",
     "list_run_folders",
+    "list_unrecorded_folders",
     "parse_run_id",
+    "unrecorded_problem",
 ]
 
 RUNS_DIR = "runs"
@@ -80,6 +84,17 @@ class RunFolder:
     @property
     def database(self) -> Path:
         return self.dbos_dir / "dbos.sqlite"
+
+    @property
+    def code(self) -> Path:
+        """The relay's entry file as a run of a draft started (its flow graph is drawn on it;
+        a release's run has its release folder). Sealed from the child like run.json."""
+        return self.path / "code" / "relay.py"
+
+    def keep_code(self, data: bytes) -> None:
+        """Keep ``data`` (the draft's entry file at the run's start) as the run's ``code``."""
+        self.code.parent.mkdir(exist_ok=True)
+        write_bytes_atomic(self.code, data)
 
     @property
     def lock(self) -> Path:
@@ -173,7 +188,7 @@ def allocate_run(workspace: Workspace, relay: str) -> RunFolder:
     root = _runs_root(workspace, relay)
     root.mkdir(parents=True, exist_ok=True)
     taken = [int(m.group(1)) for p in root.iterdir() if (m := _FOLDER.fullmatch(p.name))]
-    n = max(taken, default=0) + 1
+    n = max(taken, default=numbers_taken(workspace, relay)) + 1
     while True:
         path = root / f"iteration-{n}-hook"
         try:
@@ -182,9 +197,13 @@ def allocate_run(workspace: Workspace, relay: str) -> RunFolder:
             n += 1
             continue
         folder = RunFolder(relay, n, path)
-        folder.dbos_dir.mkdir()
-        folder.ipc.mkdir()
-        folder.execution.mkdir()
+        try:
+            folder.dbos_dir.mkdir()
+            folder.ipc.mkdir()
+            folder.execution.mkdir()
+        except BaseException:  # a full disk: no half-made run folder is left
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         return folder
 
 
@@ -206,6 +225,8 @@ def find_run(workspace: Workspace, run_id: str) -> RunFolder:
     relay, n = parse_run_id(run_id)
     path = _runs_root(workspace, relay) / f"iteration-{n}-hook"
     folder = RunFolder(relay, n, path)
+    if not folder.meta.is_file() and _has_run_files(folder):
+        raise folder.damaged(folder.meta, _UNRECORDED)
     if not folder.meta.is_file():
         known = [f.run_id for f in list_run_folders(workspace, relay)][-5:]
         hint = f"Recent runs of {relay}: {', '.join(known)}." if known else f"{relay} has no runs."
@@ -227,3 +248,30 @@ def list_run_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
         if (m := _FOLDER.fullmatch(p.name)) and (p / "run.json").is_file()
     ]
     return sorted(found, key=lambda f: f.number)
+
+
+_UNRECORDED = "is missing, but the run's folder, ledger and checkpoints remain"
+
+
+def _has_run_files(folder: RunFolder) -> bool:
+    """Whether a folder without run.json held a run (its ledger or its database exists: both
+    are made after run.json), rather than being one being made or a deleted run's."""
+    return folder.events.exists() or folder.database.exists()
+
+
+def list_unrecorded_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
+    """The relay's run folders whose run.json is gone although the run's files remain."""
+    root = _runs_root(workspace, relay)
+    if not root.is_dir():
+        return []
+    found = [
+        RunFolder(relay, int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _FOLDER.fullmatch(p.name)) and not (p / "run.json").is_file()
+    ]
+    return sorted((f for f in found if _has_run_files(f)), key=lambda f: f.number)
+
+
+def unrecorded_problem(folder: RunFolder) -> RunRecordDamagedError:
+    """The damage of a folder ``list_unrecorded_folders`` found."""
+    return folder.damaged(folder.meta, _UNRECORDED)

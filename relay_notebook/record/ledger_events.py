@@ -29,6 +29,7 @@ __all__ = [
     "EventHeader",
     "EventKind",
     "Log",
+    "ModelCall",
     "Receipt",
     "RecoveryHeld",
     "RecoveryRejected",
@@ -51,6 +52,7 @@ EventKind = Literal[
     "checkpoints_lost_accepted",
     "crash_injected",
     "log",
+    "model_call",
     "receipt",
     "recovery_held",
     "recovery_rejected",
@@ -233,10 +235,32 @@ class Receipt(TypedDict):
     name: str
     model: str | None  # the model the call resolved to
     turns: int  # the model's replies
+    input_tokens: NotRequired[int | None]  # over its turns, as the provider reported them
+    output_tokens: NotRequired[int | None]
     duration_ms: float
     tool_calls: Sequence[Mapping[str, object]]  # each tool call's tool, duration_ms and error
     call_dir: str  # the ``call-N`` folder of its artifacts
     error: str | None  # ``Type: message`` if the call failed
+
+
+class ModelCall(TypedDict):
+    """A model request or MCP call of an agent framework's DBOS integration ran (its step's
+    body; its receipt is ``execution/call-N/receipt.json``, see ``agentworks.frameworks``)."""
+
+    step: str  # the DBOS step name the framework gave it
+    workflow_id: str | None
+    step_id: int | None
+    call_kind: str  # model or mcp
+    framework: str  # pydantic_ai or openai_agents
+    name: str  # the agent (Pydantic AI's step prefix), AGENT/MCP server, or the framework
+    model: str | None  # the model that answered, as the framework reported it
+    input_tokens: int | None  # tokens as the framework reported them (None: not reported)
+    output_tokens: int | None
+    tools: list[str]  # the tools offered to the model
+    tool: str | None  # an MCP call's tool
+    call_dir: str
+    duration_ms: float
+    error: str | None
 
 
 class ToolRecovered(TypedDict):
@@ -291,7 +315,11 @@ class EventFields(TypedDict, total=False):
     tool_calls: Sequence[Mapping[str, object]]
     call_dir: str
     agent: str
-    tool: str
+    tool: str | None
+    framework: str
+    input_tokens: int | None
+    output_tokens: int | None
+    tools: list[str]
 
 
 class Event(EventHeader, EventFields):
@@ -306,6 +334,7 @@ _KINDS: Final[Mapping[EventKind, type]] = {
     "checkpoints_lost_accepted": CheckpointsLostAccepted,
     "crash_injected": CrashInjected,
     "log": Log,
+    "model_call": ModelCall,
     "receipt": Receipt,
     "recovery_held": RecoveryHeld,
     "recovery_rejected": RecoveryRejected,

@@ -23,6 +23,7 @@ __all__ = [
     "Facts",
     "Uncertain",
     "access_revoked_message",
+    "after_interruption",
     "decide",
     "waiting_message",
 ]
@@ -153,7 +154,7 @@ def decide(facts: Facts) -> Decision:
             "refuse",
             codes.ATTEMPT_BUDGET_EXHAUSTED.code,
             f"Cannot recover run {run_id}: it has used all {r.budget_used} of its process "
-            f"attempts. {new_run}",
+            f"attempts. {_fork_hint(run_id)}, or start a new run with: relay run {relay}",
         )
     if facts.now_ms > r.deadline_at(facts.now_ms):
         return Decision(
@@ -173,3 +174,21 @@ def decide(facts: Facts) -> Decision:
     if not first and facts.lost is not None:
         return Decision("refuse", codes.CHECKPOINTS_LOST.code, facts.lost.message(run_id))
     return GO
+
+
+def _fork_hint(run_id: str) -> str:
+    return (
+        f"Keep its completed steps by forking it: relay fork {run_id} --from CALL (the first "
+        f"call to run again; relay logs {run_id} lists them)"
+    )
+
+
+def after_interruption(record: RunRecord) -> str:
+    """What to type after an attempt of ``record``'s run was interrupted: recover it, or, once
+    its attempts are all used (recover would refuse), fork it or start a new run."""
+    if record.budget_used < record.max_attempts:
+        return f"Recover it with: relay recover {record.run_id}"
+    return (
+        f"It has used all {record.max_attempts} of its attempts, so it cannot be recovered. "
+        f"{_fork_hint(record.run_id)}, or start a new run with: relay run {record.relay}"
+    )

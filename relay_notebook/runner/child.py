@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import errno
 import importlib.util
+import inspect
 import json
 import os
 import sqlite3
@@ -24,14 +25,16 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from relay_notebook.errors import codes
 from relay_notebook.errors.codes import Code
+from relay_notebook.errors.storage import is_disk_full
 from relay_notebook.record.backend import database_error
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.ledger_events import Event
 from relay_notebook.runner.child_logs import route_logs
+from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_private import (
     internal_queue_poll,
     recover_pending_workflows,
@@ -41,6 +44,9 @@ from relay_notebook.runner.leave import leave, lost
 from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.file_io import write_json_atomic
+
+if TYPE_CHECKING:
+    from relay_notebook.runner.queues import DeclaredQueues
 
 RESULT_LIMIT = 128 * 1024
 _TERMINAL = {"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
@@ -150,6 +156,7 @@ async def _run_attempt(
     entry: Any,
     database_url: str | None,
     from_template: bool = False,
+    queues: DeclaredQueues | None = None,
 ) -> dict[str, Any]:
     from dbos import DBOS, SetWorkflowID
     from dbos import error as dbos_error
@@ -172,9 +179,14 @@ async def _run_attempt(
         # exactly this run's workflow, and only while it is still PENDING for that executor.
         recover_pending_workflows([before[1]])
     try:
+        if queues is not None and queues.calls:
+            await asyncio.to_thread(queues.register)  # the relay's module-level queues
         if prior is None:
             with SetWorkflowID(run_id):
-                result = await entry(spec.input)
+                if inspect.iscoroutinefunction(entry):
+                    result = await entry(spec.input)
+                else:  # a sync workflow, called in a thread as DBOS calls one (its context too)
+                    result = await asyncio.to_thread(entry, spec.input)
         else:
             result = await _await_recovery(run_id)
     except dbos_error.DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as exc:
@@ -206,6 +218,12 @@ async def _run_attempt(
         from relay_notebook.runner.instrument import user_traceback
 
         tb = recorded[-1]["traceback"] if recorded else user_traceback(exc, spec.code_dir)
+        if database_error(exc) is not None and is_disk_full(exc):
+            # not the run's failure: its checkpoints are kept, and it goes on once there is room
+            return {
+                "status": "interrupted",
+                "error": _error(codes.DISK_FULL, _full_line(spec), tb),
+            }
         if database_error(exc) is not None:
             return {
                 "status": "failed",
@@ -225,6 +243,15 @@ async def _run_attempt(
 
         await close_pools()
     return _finish_result(spec, result)
+
+
+def _full_line(spec: AttemptSpec) -> str:
+    """A full disk stopped DBOS's writes: the run is interrupted, not failed."""
+    return (
+        f"The disk holding {spec.run_dir} is full: DBOS could not write run {spec.run_id}'s "
+        f"checkpoint, so the attempt stopped. The run is interrupted and its checkpoints are "
+        f"kept. Free space there, then recover it with: relay recover {spec.run_id}"
+    )
 
 
 def _db_line(spec: AttemptSpec, exc: Exception) -> str:
@@ -324,11 +351,15 @@ def main(spec_path: str) -> None:
         from relay_notebook.runner.waits import WaitWatch
 
         watch = WaitWatch(
-            lambda outcome: _finish(events, outcome_path, runtime, outcome),
+            lambda outcome: _finish(events, outcome_path, runtime, _carry_crash(outcome, crash)),
             grace_s=spec.context.wait_grace_s,
         )
         watch.install()
     Instrumentation(events, crash, code_dir, runtime.redactor, spec.entry, watch).install(runtime)
+    from relay_notebook.runner.queues import DeclaredQueues
+
+    queues = DeclaredQueues()
+    queues.install()
     try:
         module = _load_relay(code_dir, spec.entry)
         entry = getattr(module, "run", None)
@@ -373,12 +404,24 @@ def main(spec_path: str) -> None:
             config["system_database_engine"] = _postgres_engine(database_url)
         DBOS(config=config)
         if database_url is not None:
-            DBOS.listen_queues([])  # a shared database: dequeue nothing but our own recovery
+            # a shared database: dequeue nothing but our own recovery and the relay's queues
+            # (each registered by this run's own application, which alone dequeues from it)
+            DBOS.listen_queues(queues.names)
         route_logs(events)
         if net_fd is not None:
             _await_network(net_fd)
-        outcome = asyncio.run(_run_attempt(spec, events, entry, database_url, from_template))
+        outcome = asyncio.run(
+            _run_attempt(spec, events, entry, database_url, from_template, queues)
+        )
     _finish(events, outcome_path, runtime, outcome)
+
+
+def _carry_crash(outcome: dict[str, Any], crash: CrashSpec | None) -> dict[str, Any]:
+    """A waiting outcome keeps the ``--crash`` point this attempt did not reach (it would have
+    left the process there): the attempt that resumes the run fires it (``runner.runs``)."""
+    if crash is not None and isinstance(outcome.get("waiting"), dict):
+        outcome["waiting"]["crash"] = crash.to_dict()
+    return outcome
 
 
 def _postgres_engine(database_url: str) -> Any:

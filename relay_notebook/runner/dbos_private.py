@@ -2,9 +2,10 @@
 
 Design note: a relay needs only DBOS's public API; the runner needs a little more, and each
 use is here and nowhere else: the internal queue's poll (a recovery starts at once instead of
-after DBOS's one-second poll), the recovery of another executor's pending workflows, a
-client's migrations and pooled engine, the serializers (guarded against secrets; a fork's
-edited values written in DBOS's own format), the topic ``None`` as DBOS stores it, and the
+after DBOS's one-second poll), the recovery of another executor's pending workflows, a queue
+object for a relay's module-level ``DBOS.register_queue`` before launch, a client's migrations
+and pooled engine, the serializers (guarded against secrets; a fork's edited values written in
+DBOS's own format), the topic ``None`` as DBOS stores it, and the
 rows a fork rewrites in DBOS's tables (DBOS has no API for editing a workflow's input or a
 step's output). Everything else uses the public API (``dbos.error``, ``dbos.DBOSClient``...).
 ``tests/integration/test_dbos_canary.py`` checks each name used here against the installed
@@ -23,6 +24,7 @@ __all__ = [
     "PRELOAD_MODULES",
     "SCHEMA_FILES",
     "client_engine",
+    "declared_queue",
     "delete_workflow_rows",
     "edit_fork_rows",
     "internal_queue_poll",
@@ -72,6 +74,15 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[Any]:
     return handles
 
 
+def declared_queue(name: str) -> Any:
+    """A ``Queue`` named ``name``, made as ``DBOS.enqueue_workflow`` makes one: what a relay's
+    module-level ``DBOS.register_queue`` gets back while DBOS is not launched yet (the child
+    registers it right after launch, ``runner.queues``). Its methods reach DBOS when called."""
+    from dbos._queue import _INTERNAL_QUEUE_CONSTRUCTION, Queue
+
+    return Queue(name, database_backed_queue=True, token=_INTERNAL_QUEUE_CONSTRUCTION)
+
+
 # -- a client's database (the worker pool) ----------------------------------------------------
 
 
@@ -79,6 +90,14 @@ def run_client_migrations(client: Any) -> None:
     """DBOS's tables at their latest version in ``client``'s database (a client never
     migrates by itself; DBOS serialises migrations on an advisory lock)."""
     client._sys_db.run_migrations()
+
+
+def sqlite_migrations() -> list[str]:
+    """DBOS's SQLite migrations in order (each a script of statements): what a fresh system
+    database is made of (``runner.dbos_template`` checks a template against them)."""
+    from dbos._migration import sqlite_migrations as migrations
+
+    return list(migrations)
 
 
 def client_engine(client: Any) -> Any:
@@ -109,6 +128,12 @@ def _serialize_value(value: Any, serialization: str | None) -> str:
     text, _ = serialize_value_as(value, serialization, DefaultSerializer())
     assert text is not None
     return text
+
+
+def _deserialize_value(text: str | None, serialization: str | None) -> Any:
+    from dbos._serialization import DefaultSerializer, deserialize_value
+
+    return deserialize_value(text, serialization, DefaultSerializer())
 
 
 def _serialize_input(run_input: Any) -> str:
@@ -176,6 +201,9 @@ def edit_fork_rows(
     """Rewrite a held fork's rows: its input (``run_input`` if ``input_edited``), the outputs
     of the copied calls in ``outputs`` (by function id, each in its row's own serialization),
     its DBOS ``attributes``, and on PostgreSQL its application (``app_name``)."""
+    from agentworks.frameworks import step_role
+    from relay_notebook.runner.framework_answers import edited_answer
+
     t, p, cast = ("dbos.", "%s", "::jsonb") if pg else ("", "?", "")
 
     def one(sql: str, *args: Any) -> Any:
@@ -187,10 +215,12 @@ def edit_fork_rows(
             (_serialize_input(run_input), workflow_id),
         )
     for fid, value in outputs.items():
-        (ser,) = one(
-            "SELECT serialization FROM {t}operation_outputs WHERE workflow_uuid = {p} "
-            "AND function_id = {p}", workflow_id, fid,
+        (ser, name, saved) = one(
+            "SELECT serialization, function_name, output FROM {t}operation_outputs "
+            "WHERE workflow_uuid = {p} AND function_id = {p}", workflow_id, fid,
         )  # fmt: skip
+        if step_role(name) is not None:  # a framework's model request: the answer, rebuilt
+            value = edited_answer(name, _deserialize_value(saved, ser), value)
         conn.execute(
             f"UPDATE {t}operation_outputs SET output = {p}, error = NULL WHERE workflow_uuid = {p} "
             f"AND function_id = {p}",

@@ -12,6 +12,13 @@ template lives in the user's cache (``$XDG_CACHE_HOME/relay_notebook``), which c
 cannot write (Landlock and bubblewrap allow writes only inside their run), and it is named by a
 hash of the DBOS modules that define the schema and the SQLite version, so a DBOS upgrade gets a
 new one and a stale one is never used.
+
+The cache is the user's, so the template is checked before each use (``template_problem``): its
+pages sound, its schema exactly what DBOS's migrations make (computed once per process on an
+in-memory database), its migration version DBOS's latest, and no row in any other table. A run
+checks its own copy, so a template changed after the check is never used either; a template
+that fails is not used (the run starts from an empty file, as before there was one) and the
+warm parent's helper makes it again, atomically (``make_template``).
 """
 
 from __future__ import annotations
@@ -25,13 +32,58 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
-from relay_notebook.runner.dbos_private import SCHEMA_FILES
+from relay_notebook.runner.dbos_private import SCHEMA_FILES, sqlite_migrations
 
-__all__ = ["copy_template", "make_template", "template_path"]
+__all__ = ["copy_template", "make_template", "template_path", "template_problem"]
 
-#: DBOS's tables that must be empty in a template (only its migration version is kept)
-_EMPTY = ("workflow_status", "operation_outputs", "notifications", "workflow_events")
+#: the one table a template keeps a row in (DBOS's migration version)
+_VERSIONS = "dbos_migrations"
+Schema = frozenset[tuple[str, str, str]]
+
+
+@functools.cache
+def expected_schema() -> tuple[Schema, int]:
+    """What DBOS's SQLite migrations make (every table, index and trigger, with its SQL) and
+    their number (the version a migrated database records), from an in-memory database."""
+    migrations = sqlite_migrations()
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(f"CREATE TABLE {_VERSIONS} (version INTEGER NOT NULL PRIMARY KEY)")
+        for migration in migrations:
+            for statement in migration.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        return _schema(conn), len(migrations)
+
+
+def _schema(conn: sqlite3.Connection) -> Schema:
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    return frozenset((str(t), str(n), " ".join(str(q).split())) for t, n, q in rows)
+
+
+def template_problem(path: Path) -> str | None:
+    """Why the SQLite file at ``path`` is not a template a run may start from (``None``: it
+    is): damaged, another schema than DBOS's migrations make, another migration version, or a
+    row in any table but the version's. Read only; the file is left as it is."""
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
+        ) as conn:
+            if conn.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                return "it is damaged"
+            schema, latest = expected_schema()
+            if _schema(conn) != schema:
+                return "its schema is not the one DBOS's migrations make"
+            versions = conn.execute(f"SELECT version FROM {_VERSIONS}").fetchall()
+            if versions != [(latest,)]:
+                return f"its migration version is {versions}, not {latest}"
+            for _, table, _ in (e for e in schema if e[0] == "table" and e[1] != _VERSIONS):
+                if conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():
+                    return f"its table {table} holds rows"
+    except (sqlite3.Error, OSError) as exc:
+        return f"it cannot be read as a database ({exc})"
+    return None
 
 
 @functools.cache
@@ -54,7 +106,9 @@ def template_path() -> Path | None:
 def copy_template(database: Path) -> bool:
     """Give a run's not-yet-created SQLite ``database`` the template's schema; whether it did.
 
-    A kill mid-copy leaves at most a ``.template`` part beside it, never a half database.
+    The copy is checked (``template_problem``) before it takes the database's name: a template
+    that is wrong is not used. A kill mid-copy leaves at most a ``.template`` part beside it,
+    never a half database.
     """
     template = template_path()
     if template is None or database.exists() or not template.is_file():
@@ -62,6 +116,9 @@ def copy_template(database: Path) -> bool:
     part = database.with_name(database.name + ".template")
     try:
         shutil.copyfile(template, part)
+        if template_problem(part) is not None:
+            part.unlink()
+            return False
         os.replace(part, database)
     except OSError:
         with contextlib.suppress(OSError):
@@ -71,10 +128,11 @@ def copy_template(database: Path) -> bool:
 
 
 def make_template() -> Path | None:
-    """Make the template if it is missing (kit code only; DBOS is launched in this process,
-    so call it in a process of its own). Returns where it is, or ``None`` if it cannot be."""
+    """Make the template if it is missing or wrong (``template_problem``), replacing it
+    atomically (kit code only; DBOS is launched in this process, so call it in a process of its
+    own). Returns where it is, or ``None`` if it cannot be."""
     target = template_path()
-    if target is None or target.is_file():
+    if target is None or (target.is_file() and template_problem(target) is None):
         return target
     from dbos import DBOS
 
@@ -104,9 +162,11 @@ def make_template() -> Path | None:
     try:
         with copy:
             copy.execute("DELETE FROM application_versions")
-        if any(copy.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in _EMPTY):
-            raise RuntimeError("a fresh DBOS database holds rows; no template made")
     finally:
         copy.close()
+    problem = template_problem(part)
+    if problem is not None:
+        part.unlink()
+        raise RuntimeError(f"no template made: the fresh DBOS database made for it {problem}")
     os.replace(part, target)
     return target

@@ -13,6 +13,8 @@ its ``workflow_input`` and ``operation_outputs`` rows are rewritten with its own
 and only then resumed onto the internal queue, where the fork's first attempt picks it up
 exactly as a recovery would: copied calls replay from their checkpoints, the chosen call and
 everything after it run fresh. The parent is held under its run lock while it is copied.
+This module plans and checks a fork (nothing is written before it is known to be possible);
+``runner.fork_make`` makes it atomically, and completes one whose maker was killed.
 """
 
 from __future__ import annotations
@@ -26,18 +28,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agentworks.redact import Redactor
 from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError, codes
-from relay_notebook.record.folders import RunFolder, find_run
-from relay_notebook.record.run_record import RunRecord
+from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.store import open_database
-from relay_notebook.runner.backend import (
-    Backend,
-    app_name_for_run,
-    app_version_for_run,
-    backend_for_run,
-    connect,
-    workspace_backend,
-)
-from relay_notebook.runner.dbos_private import delete_workflow_rows, edit_fork_rows, root_calls
+from relay_notebook.runner.backend import Backend, connect
+from relay_notebook.runner.dbos_private import root_calls
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.workspace import Workspace
@@ -48,25 +42,37 @@ if TYPE_CHECKING:
     from relay_notebook.runner.handle import EventCallback, RunHandle
 
 __all__ = [
+    "CREATING",
     "HOLD_QUEUE",
     "ForkError",
+    "ForkIncompleteError",
     "ForkPlan",
     "ForkRequest",
+    "check_compatible",
     "copy_database",
     "create_fork",
+    "hold_parent",
     "plan_fork",
-    "prepare_fork",
+    "root_calls_of",
     "start_fork",
 ]
 
 #: the queue a fork waits on while it is edited; no process of the kit listens to it
 HOLD_QUEUE: Final = "relay-hold"
+#: run.json's status of a fork still being made: never run as it stands (``runner.fork_make``)
+CREATING: Final = "creating"
 
 
 class ForkError(RelayError):
     """A fork cannot be made as asked (the call is not in the parent, a database it needs)."""
 
     entry = codes.FORK_REFUSED
+
+
+class ForkIncompleteError(RelayError):
+    """A fork whose making was cut short and that cannot be completed from its parent."""
+
+    entry = codes.FORK_INCOMPLETE
 
 
 @dataclass
@@ -104,13 +110,14 @@ def parse_call(text: str, what: str) -> tuple[str, int]:
     return name, int(nth) if nth else 1
 
 
-def _root_calls(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
-    """The parent's root-workflow calls in order (its SQLite copy, or its PostgreSQL)."""
+def root_calls_of(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
+    """The parent's root-workflow calls in order: its SQLite file, read through the record's
+    one opener (which writes nothing, not even the parent's ``-shm``), or its PostgreSQL."""
     if isinstance(db, Backend):
         with connect(db) as conn:
             return root_calls(conn, run_id, pg=True)
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return root_calls(conn, run_id, pg=False)
+    with open_database(db, live=False) as conn:
+        return [] if conn is None else root_calls(conn, run_id, pg=False)
 
 
 def _nth(calls: list[tuple[int, str]], name: str, n: int) -> int | None:
@@ -143,9 +150,9 @@ def plan_fork(
     sets: Mapping[str, Any],
     input_edited: bool,
 ) -> ForkPlan:
-    """Resolve ``call`` and the ``sets`` (``STEP#N`` → new output) against ``db`` (a copy of
-    the parent's database); refuse what cannot be forked, naming the calls there are."""
-    calls = _root_calls(db, parent.run_id)
+    """Resolve ``call`` and the ``sets`` (``STEP#N`` → new output) against ``db`` (the
+    parent's database, read only); refuse what cannot be forked, naming the calls there are."""
+    calls = root_calls_of(db, parent.run_id)
     name, n = parse_call(call, "--from")
     start = _nth(calls, name, n)
     if start is None:
@@ -203,56 +210,6 @@ def hold_parent(parent: RunFolder, backend: Backend) -> Any:
         ) from exc
 
 
-def _edit_rows(conn: Any, plan: ForkPlan, fork: RunFolder, run_input: Any, pg: bool) -> None:
-    """The edits, the fork's origin as DBOS attributes, and (on PostgreSQL) its application."""
-    edit_fork_rows(
-        conn, fork.run_id, pg=pg, outputs=plan.outputs,
-        attributes={"relay_fork": plan.record()}, run_input=run_input,
-        input_edited=plan.input_edited, app_name=app_name_for_run(fork.run_id) if pg else None,
-    )  # fmt: skip
-
-
-def prepare_fork(
-    plan: ForkPlan,
-    fork: RunFolder,
-    *,
-    app_version: str,
-    run_input: Any,
-    backend: Backend,
-) -> None:
-    """Make the fork's workflow (in its SQLite copy of the parent's database, or in the shared
-    PostgreSQL one), apply the edits, record its origin as DBOS attributes, and put it on
-    DBOS's internal queue."""
-    from dbos import DBOSClient, SetWorkflowID
-
-    pg = backend.is_postgres
-    url = backend.dbos_url if pg else f"sqlite:///{fork.database.resolve()}"
-    version = app_version_for_run(app_version, fork.run_id) if pg else app_version
-    client = DBOSClient(system_database_url=url)
-    try:
-        with SetWorkflowID(fork.run_id):
-            client.fork_workflow(
-                plan.parent, plan.function_id, application_version=version,
-                queue_name=HOLD_QUEUE,
-            )  # fmt: skip
-    finally:
-        client.destroy()
-    if pg:
-        with connect(backend) as conn, conn.transaction():
-            _edit_rows(conn, plan, fork, run_input, pg=True)
-    else:
-        with sqlite3.connect(fork.database) as conn:
-            # the parent's row goes: the fork's child must never recover the parent (its
-            # children and their rows stay, copied calls may read their results)
-            delete_workflow_rows(conn, plan.parent)
-            _edit_rows(conn, plan, fork, run_input, pg=False)
-    client = DBOSClient(system_database_url=url)
-    try:
-        client.resume_workflow(fork.run_id)  # off the hold queue, onto DBOS's internal one
-    finally:
-        client.destroy()
-
-
 def check_compatible(plan: ForkPlan, source: str, relay: str) -> None:
     """Refuse a fork onto code that no longer calls a copied step: its checkpoint would meet
     another call on replay (a first version of the replay check: names, from the AST)."""
@@ -307,9 +264,10 @@ def start_fork(
 ) -> RunHandle:
     """``relay fork RUN --from STEP#N``: the fork ``request`` asks for; its first attempt
     starts at once (returns its ``RunHandle``)."""
+    from relay_notebook.runner.fork_make import make_fork
     from relay_notebook.runner.runs import launch_first_attempt
 
-    fork, record = _make_fork(workspace, run_id, request, backend=backend, queued=False)
+    fork, record = make_fork(workspace, run_id, request, backend=backend, queued=False)
     return launch_first_attempt(
         workspace, fork, record, crash=crash, on_event=on_event, backend=backend
     )
@@ -325,72 +283,7 @@ def create_fork(
 ) -> RunFolder:
     """The fork of ``start_fork``, made and held in its database, with no attempt started:
     ``queued`` marks it for the workers' queue (``relay fork --queue``)."""
-    fork, _ = _make_fork(workspace, run_id, request, backend=backend, queued=queued)
+    from relay_notebook.runner.fork_make import make_fork
+
+    fork, _ = make_fork(workspace, run_id, request, backend=backend, queued=queued)
     return fork
-
-
-def _make_fork(
-    workspace: Workspace,
-    run_id: str,
-    request: ForkRequest,
-    *,
-    backend: Backend | None,
-    queued: bool,
-) -> tuple[RunFolder, RunRecord]:
-    """The fork's folder and its record, as written."""
-    from relay_notebook.runner.runs import record_new_run
-
-    parent = find_run(workspace, run_id)
-    record = RunRecord.load(parent)
-    backend = backend_for_run(record, workspace_backend(workspace, backend))
-    relay = record.relay
-    current = workspace.load_draft(relay)
-    release = request.release
-    if release is None and not request.draft:
-        if record.release:
-            release = f"v{record.release['version']}"
-        else:
-            from relay_notebook.runner.runs import draft_hash
-
-            if draft_hash(current) != record.app_version:
-                raise ForkError(
-                    f"Cannot fork run {run_id} onto its own code: the draft of {relay} changed "
-                    f"since the run started. Fork onto the current draft with --draft (its "
-                    f"calls are checked against the copied ones), or onto a release with "
-                    f"--release REF."
-                )
-    lock = hold_parent(parent, backend)
-    try:
-        fork, made = record_new_run(
-            workspace, current,
-            run_input=request.run_input if request.input_given else record.input,
-            release=release, backend=backend, queued=queued,
-        )  # fmt: skip
-        try:
-            if not backend.is_postgres:
-                copy_database(parent.database, fork.database)
-            plan = plan_fork(
-                workspace, parent, backend if backend.is_postgres else fork.database,
-                request.from_call, sets=request.sets, input_edited=request.input_given,
-            )  # fmt: skip
-            same_code = made.app_version == record.app_version
-            if not same_code:
-                source = (Path(made.code_dir) / "relay.py").read_text(encoding="utf-8")
-                check_compatible(plan, source, relay)
-            origin = plan.record()
-            origin["code"] = (
-                "the parent's" if same_code else (f"release {release}" if release else "the draft")
-            )
-            made.fork = origin
-            made.save(fork)
-            prepare_fork(
-                plan, fork, app_version=made.app_version, run_input=made.input, backend=backend,
-            )  # fmt: skip
-        except BaseException as exc:
-            entry = exc.entry if isinstance(exc, RelayError) else codes.FORK_REFUSED
-            made.status, made.error = "rejected", entry.record(str(exc))
-            made.save(fork)
-            raise
-    finally:
-        lock.release()
-    return fork, made

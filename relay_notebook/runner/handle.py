@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay_notebook.errors import DiskFullError, codes
+from relay_notebook.errors.storage import is_disk_full
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import decode_event, now_ms
 from relay_notebook.record.ledger_events import Event
@@ -29,6 +31,7 @@ from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import lend_session
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.crash import CRASH_EXIT_CODE
+from relay_notebook.runner.disk_full import record_disk_full, release_space, unrecorded_message
 from relay_notebook.runner.locks import RunLock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import AttemptExit, RunOutcome, settle_attempt
@@ -78,6 +81,8 @@ class RunHandle:
         self._done = threading.Event()
         self._outcome = finished
         self._deadline_hit = False
+        #: what stopped the reader thread from settling the attempt (``wait`` raises it)
+        self._failure: Exception | None = None
         self._callbacks: list[Callable[[RunOutcome], None]] = []
         self._callbacks_lock = threading.Lock()
         #: this attempt's child has ended (the handle may go on with the run's next attempt)
@@ -95,8 +100,8 @@ class RunHandle:
             if not self._done.is_set():
                 self._callbacks.append(fn)
                 return
-        assert self._outcome is not None
-        fn(self._outcome)
+        if self._outcome is not None:  # (none: its end could not be recorded; see ``wait``)
+            fn(self._outcome)
 
     @property
     def run_id(self) -> str:
@@ -110,11 +115,23 @@ class RunHandle:
         return self._done.is_set()
 
     def wait(self, timeout: float | None = None) -> RunOutcome:
-        """Block until the attempt has ended; ``TimeoutError`` if ``timeout`` passes first."""
+        """Block until the attempt has ended; ``TimeoutError`` if ``timeout`` passes first.
+
+        ``DiskFullError`` if the disk filled: the run is left ``interrupted`` (recoverable
+        once there is room), and the message names the folder.
+        """
         if not self._done.wait(timeout):
             raise TimeoutError(f"run {self.run_id} attempt {self.attempt} is still going")
-        assert self._outcome is not None
-        return self._outcome
+        outcome = self._outcome
+        error = (outcome.error or {}) if outcome is not None else {}
+        if error.get("code") == codes.DISK_FULL.code:
+            raise DiskFullError(str(error.get("message")))
+        if outcome is None and self._failure is not None:
+            if is_disk_full(self._failure):
+                raise DiskFullError(unrecorded_message(self.folder, self.attempt))
+            raise self._failure
+        assert outcome is not None
+        return outcome
 
     def _signal(self, sig: signal.Signals) -> None:
         # the child leads its own session; the group includes bwrap's inner process
@@ -160,12 +177,22 @@ class RunHandle:
                 deadline_hit=self._deadline_hit,
                 confinement=report,
             )
-            with lend_session(ends.backend, lock.session):  # no new session to settle
-                self._outcome = settle_attempt(
-                    self.folder, ends.record, end, on_event=self._on_event,
-                    backend=ends.backend, secrets=ends.secrets,
-                )  # fmt: skip
+            try:
+                with lend_session(ends.backend, lock.session):  # no new session to settle
+                    self._outcome = settle_attempt(
+                        self.folder, ends.record, end, on_event=self._on_event,
+                        backend=ends.backend, secrets=ends.secrets,
+                    )  # fmt: skip
+            except Exception as exc:
+                # the disk filled: run.json still says the run ends interrupted (the lock is
+                # held), in the room the reserve kept, so no run is left "running" unattended
+                self._failure = exc
+                if is_disk_full(exc):
+                    self._outcome = record_disk_full(self.folder, ends.record, end)
+        except Exception as exc:  # told to the caller by ``wait``, never a thread's traceback
+            self._failure = self._failure or exc
         finally:
+            release_space(ends.attempt_dir)
             lock.release()
             if ends.lifeline is not None:
                 os.close(ends.lifeline)

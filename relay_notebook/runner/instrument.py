@@ -35,6 +35,7 @@ from dbos import error as dbos_error
 from agentworks._runtime import Runtime, StepCall
 from agentworks._sites import call_site, track_origins
 from agentworks.errors import SecretLeakError
+from agentworks.framework_calls import framework_step
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.backend import database_error, error_text
@@ -125,6 +126,8 @@ class Instrumentation:
         track_origins()
         setattr(DBOS, "step", staticmethod(self._step_decorator))  # noqa: B010
         setattr(DBOS, "workflow", staticmethod(self._workflow_decorator))  # noqa: B010
+        self._wrap_step_runners()
+        self._wrap_transactions()
         if runtime is not None:
             runtime.step_body = self.platform_step
 
@@ -140,7 +143,9 @@ class Instrumentation:
 
         def decorate(func: Callable[..., Any]) -> Any:
             name = options.get("name") or func.__qualname__
-            body = self._wrap_body(func, name)
+            # a framework's model request or MCP call records its receipt (decided here, once)
+            observed = framework_step(name, func)
+            body = self._wrap_body(observed, name, framework=observed is not func)
             return self._wrap_calls(dbos_decorate(body), name, func)
 
         return decorate
@@ -213,17 +218,22 @@ class Instrumentation:
         self._body_done(info, started)
 
     @contextlib.contextmanager
-    def _body(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[None]:
+    def _body(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], framework: bool = False
+    ) -> Iterator[None]:
         """Around one run of a native step's body: its events, the secret checks, ``--crash
-        during``."""
+        during``. A framework's call (``agentworks.frameworks``) has its receipt instead of an
+        argument preview, and its arguments (the framework's run context, which DBOS does not
+        save) are not searched for secrets; its result is."""
         begin_step_body()
         call = _CALL.get()
         if call is not None and call.name == name:
             call.executed = True
         info = self._step_info(name, call.occurrence if call else None, call.site if call else None)
         during = None if call is None else functools.partial(self._crash_now, call, "during")
-        with self._ran(info, _preview(args, kwargs), during):
-            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+        with self._ran(info, None if framework else _preview(args, kwargs), during):
+            if not framework:
+                self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
             yield
 
     @contextlib.contextmanager
@@ -236,12 +246,14 @@ class Instrumentation:
         ):
             yield
 
-    def _wrap_body(self, func: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def _wrap_body(
+        self, func: Callable[..., Any], name: str, framework: bool = False
+    ) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_body(*args: Any, **kwargs: Any) -> Any:
-                with self._body(name, args, kwargs):
+                with self._body(name, args, kwargs, framework):
                     result = await func(*args, **kwargs)
                     self._refuse_secret(f"The result of step {name!r}", result)
                 return result
@@ -250,7 +262,7 @@ class Instrumentation:
 
         @functools.wraps(func)
         def sync_body(*args: Any, **kwargs: Any) -> Any:
-            with self._body(name, args, kwargs):
+            with self._body(name, args, kwargs, framework):
                 result = func(*args, **kwargs)
                 self._refuse_secret(f"The result of step {name!r}", result)
             return result
@@ -319,6 +331,70 @@ class Instrumentation:
 
         return sync_call
 
+    def _wrap_step_runners(self) -> None:
+        """``DBOS.run_step[_async](options, fn, ...)`` of a function of the relay's own: ``fn``
+        runs as a step named as DBOS names it, with a native step's events and crash points.
+        Other callers' functions (a platform call's own step, a framework's) are left alone:
+        they record their own events."""
+        run_step, run_step_async = DBOS.run_step, DBOS.run_step_async
+        code_dir = self.code_dir
+        roots = tuple({str(p) + os.sep for p in (code_dir.absolute(), code_dir.resolve())})
+
+        def relays(func: Any) -> bool:
+            code = getattr(func, "__code__", None)
+            return code is not None and os.path.abspath(code.co_filename).startswith(roots)
+
+        def names(options: Any, func: Callable[..., Any]) -> tuple[str, Callable[..., Any]]:
+            name = (options or {}).get("name") or func.__qualname__
+            return name, self._wrap_body(func, name)
+
+        @functools.wraps(run_step)  # type: ignore[arg-type]
+        def run_step_wrapped(options: Any, func: Callable[..., Any], *a: Any, **kw: Any) -> Any:
+            if not relays(func):
+                return run_step(options, func, *a, **kw)
+            name, body = names(options, func)
+            with self._call(name, func.__name__):
+                result = run_step(options, body, *a, **kw)
+            return result
+
+        @functools.wraps(run_step_async)  # type: ignore[arg-type]
+        async def run_step_async_wrapped(
+            options: Any, func: Callable[..., Any], *a: Any, **kw: Any
+        ) -> Any:
+            if not relays(func):
+                return await run_step_async(options, func, *a, **kw)
+            name, body = names(options, func)
+            with self._call(name, func.__name__):
+                result = await run_step_async(options, body, *a, **kw)
+            return result
+
+        setattr(DBOS, "run_step", staticmethod(run_step_wrapped))  # noqa: B010
+        setattr(DBOS, "run_step_async", staticmethod(run_step_async_wrapped))  # noqa: B010
+
+    def _wrap_transactions(self) -> None:
+        """``@ds.transaction()`` of a DBOS datasource: its body and its calls wrapped as a native
+        step's (a ``during`` crash ends the process before the transaction commits)."""
+        from dbos import AsyncSQLAlchemyDatasource, SQLAlchemyDatasource
+
+        for cls in (SQLAlchemyDatasource, AsyncSQLAlchemyDatasource):
+            original = cls.transaction
+
+            def transaction(
+                ds: Any,
+                func: Callable[..., Any] | None = None,
+                *,
+                _original: Any = original,
+                **options: Any,
+            ) -> Any:
+                def decorate(f: Callable[..., Any]) -> Any:
+                    name = options.get("name") or f.__qualname__
+                    wrapped = _original(ds, **options)(self._wrap_body(f, name))
+                    return self._wrap_calls(wrapped, name, f)
+
+                return decorate(func) if func is not None else decorate
+
+            setattr(cls, "transaction", transaction)  # noqa: B010
+
     # -- workflows ----------------------------------------------------------------------------
 
     def _workflow_decorator(self, **options: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -326,30 +402,45 @@ class Instrumentation:
 
         def decorate(func: Callable[..., Any]) -> Any:
             name = options.get("name") or func.__qualname__
-            if not inspect.iscoroutinefunction(func):
-                return dbos_decorate(func)
+            if inspect.iscoroutinefunction(func):
+
+                @functools.wraps(func)
+                async def body(*args: Any, **kwargs: Any) -> Any:
+                    with self._workflow_body(name):
+                        result = await func(*args, **kwargs)
+                        self._refuse_secret(f"The result of workflow {name!r}", result)
+                    return result
+
+                return dbos_decorate(body)
 
             @functools.wraps(func)
-            async def body(*args: Any, **kwargs: Any) -> Any:
-                self.events.emit("workflow_start", workflow=name, workflow_id=DBOS.workflow_id)
-                try:
-                    result = await func(*args, **kwargs)
+            def sync_body(*args: Any, **kwargs: Any) -> Any:
+                with self._workflow_body(name):
+                    result = func(*args, **kwargs)
                     self._refuse_secret(f"The result of workflow {name!r}", result)
-                    return result
-                except Exception as exc:
-                    self.events.emit(
-                        "workflow_error",
-                        workflow=name,
-                        workflow_id=DBOS.workflow_id,
-                        error_type=type(exc).__name__,
-                        error=error_text(exc)[:2000],
-                        traceback=user_traceback(exc, self.code_dir),
-                    )
-                    safe = self._scrubbed(exc)
-                    if safe is not exc:
-                        raise safe from None
-                    raise
+                return result
 
-            return dbos_decorate(body)
+            return dbos_decorate(sync_body)
 
         return decorate
+
+    @contextlib.contextmanager
+    def _workflow_body(self, name: str) -> Iterator[None]:
+        """Around one run of a workflow's body (async, or sync in DBOS's thread): its start, and
+        its error with the relay's traceback; an error carrying a secret is replaced."""
+        self.events.emit("workflow_start", workflow=name, workflow_id=DBOS.workflow_id)
+        try:
+            yield
+        except Exception as exc:
+            self.events.emit(
+                "workflow_error",
+                workflow=name,
+                workflow_id=DBOS.workflow_id,
+                error_type=type(exc).__name__,
+                error=error_text(exc)[:2000],
+                traceback=user_traceback(exc, self.code_dir),
+            )
+            safe = self._scrubbed(exc)
+            if safe is not exc:
+                raise safe from None
+            raise

@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from relay_notebook.errors import RunLockedError
+from relay_notebook.errors import RunLockedError, RunNotFoundError
+from relay_notebook.errors.storage import storage_error
 from relay_notebook.runner.backend import Backend, connect
 
 if TYPE_CHECKING:
@@ -64,6 +65,13 @@ class RunLock:
             self._conn = None
 
 
+def _deleted(folder: RunFolder) -> RunNotFoundError:
+    return RunNotFoundError(
+        f"Run {folder.run_id} no longer exists: it was deleted (relay delete) as this command "
+        f"came to it. List runs with: relay runs {folder.relay}"
+    )
+
+
 def _locked(folder: RunFolder, why: str) -> RunLockedError:
     return RunLockedError(
         f"Run {folder.run_id} is being executed by {why} right now; a run has a single "
@@ -72,15 +80,33 @@ def _locked(folder: RunFolder, why: str) -> RunLockedError:
     )
 
 
-def take_run_lock(folder: RunFolder, backend: Backend) -> RunLock:
-    """Lock ``folder``'s run for one attempt, or raise ``RunLockedError`` at once."""
+def take_run_lock(folder: RunFolder, backend: Backend, *, recorded: bool = True) -> RunLock:
+    """Lock ``folder``'s run for one attempt, or raise ``RunLockedError`` at once.
+
+    ``recorded``: the run must still have its run.json once locked (a run deleted meanwhile is
+    ``RunNotFoundError``, and leaves no lock file).
+    """
     if not backend.is_postgres:
-        fd = os.open(folder.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(folder.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            raise _deleted(folder) from None
+        except OSError as exc:
+            if storage_error(exc) is not None:
+                raise  # a full disk or a read-only workspace is said as such
+            raise folder.damaged(
+                folder.lock, f"cannot be opened as the run's lock file ({exc.strerror or exc})"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise _locked(folder, "another process") from None
+        if recorded and not folder.meta.is_file():  # deleted while we came: leave no trace
+            with contextlib.suppress(OSError):
+                folder.lock.unlink()
+            os.close(fd)
+            raise _deleted(folder)
         return RunLock(fd=fd)
     conn = _lock_connection(backend)
     try:

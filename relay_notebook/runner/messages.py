@@ -13,12 +13,22 @@ came is resumed by its supervisor (``RunHandle.continue_with``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from agentworks.redact import Redactor
-from relay_notebook.errors import InvalidInputError, RunDatabaseError, RunNotWaitingError
+from relay_notebook.errors import (
+    DiskFullError,
+    InvalidInputError,
+    RunDatabaseError,
+    RunNotWaitingError,
+)
+from relay_notebook.errors.storage import is_disk_full
 from relay_notebook.record.backend import database_error, error_text
 from relay_notebook.record.checkpoints import read_workflow_status
 from relay_notebook.record.folders import RunFolder, find_run
@@ -41,7 +51,7 @@ __all__ = ["MAX_MESSAGE_BYTES", "Delivery", "send_message"]
 #: the largest message, as compact UTF-8 JSON (DBOS keeps every message in its store)
 MAX_MESSAGE_BYTES = 256 * 1024
 #: statuses of runs whose workflow cannot read a message any more, or never existed
-_CLOSED = {"succeeded", "failed", "rejected", "pending", "queued"}
+_CLOSED = {"succeeded", "failed", "rejected", "creating", "pending", "queued"}
 
 
 @dataclass
@@ -88,7 +98,7 @@ def _refuse_closed(record: RunRecord) -> None:
             f"relay_durability: none, so it has no DBOS workflow."
         )
     if record.status in _CLOSED:
-        if record.status in ("pending", "queued"):
+        if record.status in ("creating", "pending", "queued"):
             why = "has not started yet, so its workflow does not exist"
         else:
             why = f"{record.status}; nothing will read a message any more"
@@ -112,6 +122,12 @@ def _deliver(folder: RunFolder, backend: Backend, topic: str, message: Any, key:
     except Exception as exc:
         if database_error(exc) is None:
             raise
+        if is_disk_full(exc):
+            raise DiskFullError(
+                f"The disk holding {folder.path} is full: the message to run {folder.run_id} "
+                f"could not be stored. Nothing was delivered; the run still waits. Free space "
+                f"there (df -h {folder.path}), then send again."
+            ) from exc
         raise RunDatabaseError(
             f"Cannot deliver the message to run {folder.run_id}: its database refused it "
             f"({type(database_error(exc)).__name__}: {' '.join(error_text(exc).split())}). "
@@ -120,6 +136,17 @@ def _deliver(folder: RunFolder, backend: Backend, topic: str, message: Any, key:
         ) from exc
     finally:
         client.destroy()
+
+
+@contextlib.contextmanager
+def _delivering(folder: RunFolder) -> Iterator[None]:
+    """Hold the run's delivery lock: ``flock`` on its folder, so no lock file is left."""
+    fd = os.open(folder.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def send_message(
@@ -143,18 +170,21 @@ def send_message(
     record = RunRecord.load(folder)
     run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     key = idempotency_key or uuid.uuid4().hex
-    if idempotency_key is not None and delivered_message(folder, record, run_backend, key):
-        # a retried delivery: the answer it got the first time, even if the run finished since
-        return Delivery(run_id, topic, key, True, record.status, None)
-    _refuse_closed(record)
-    _check_message(workspace, run_id, message)
-    if read_workflow_status(folder, run_backend) is None:
-        raise RunNotWaitingError(
-            f"Run {run_id} has no DBOS workflow to receive the message: its attempt stopped "
-            f"before DBOS started it. Nothing was delivered. Recover it first with: relay "
-            f"recover {run_id}"
-        )
-    _deliver(folder, run_backend, topic, message, key)
+    # one sender at a time checks and delivers: of two sends with one key, the second is
+    # told it was a duplicate (DBOS stores the message once either way)
+    with _delivering(folder):
+        if idempotency_key is not None and delivered_message(folder, record, run_backend, key):
+            # a retried delivery: the answer it got the first time, even if the run finished
+            return Delivery(run_id, topic, key, True, RunRecord.load(folder).status, None)
+        _refuse_closed(record)
+        _check_message(workspace, run_id, message)
+        if read_workflow_status(folder, run_backend) is None:
+            raise RunNotWaitingError(
+                f"Run {run_id} has no DBOS workflow to receive the message: its attempt "
+                f"stopped before DBOS started it. Nothing was delivered. Recover it first with: "
+                f"relay recover {run_id}"
+            )
+        _deliver(folder, run_backend, topic, message, key)
     handle = None
     if resume:
         handle = resume_waiting(workspace, run_id, on_event=on_event, backend=run_backend)

@@ -17,7 +17,7 @@ from relay_notebook.record.checkpoints import read_checkpoints
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms, read_events
 from relay_notebook.record.ledger_events import Event
-from relay_notebook.record.rules import waiting_message
+from relay_notebook.record.rules import after_interruption, waiting_message
 from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, WaitState
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.confine import attempt_write_rules
@@ -230,7 +230,7 @@ def settle_attempt(
         )
         error = codes.INTERRUPTED.record(
             f"Attempt {attempt} of run {folder.run_id} {how} before finishing. "
-            f"Recover it with: relay recover {folder.run_id}"
+            f"{after_interruption(record)}"
         )
         if stderr_tail and not end.crashed_on_purpose:
             error["stderr"] = stderr_tail
@@ -302,7 +302,10 @@ def _waiting(data: Any) -> dict[str, Any] | None:
     if state is None:
         return None
     function_id = data.get("function_id")
-    return {**state.to_json(), "function_id": function_id if type(function_id) is int else None}
+    out = {**state.to_json(), "function_id": function_id if type(function_id) is int else None}
+    if isinstance(data.get("crash"), dict):
+        out["crash"] = data["crash"]  # a --crash point not reached yet: the resumed attempt's
+    return out
 
 
 def settle_lost_attempts(
@@ -338,8 +341,8 @@ def _settle_lost(
     where = a.executor_id or "its supervisor"
     error = codes.INTERRUPTED.record(
         f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
-        f"{a.host or 'this machine'}, which stopped before the attempt ended. Recover it "
-        f"with: relay recover {folder.run_id}"
+        f"{a.host or 'this machine'}, which stopped before the attempt ended. "
+        f"{after_interruption(record)}"
     )
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
     writer.emit(

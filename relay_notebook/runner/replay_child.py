@@ -213,6 +213,10 @@ def main(spec_path: str) -> None:
     )
     install_runtime(attempt, events, {}, attempt.outcome_path)
     _Replay(str(code_dir / spec["entry"]), report_path).install()
+    from relay_notebook.runner.queues import DeclaredQueues
+
+    queues = DeclaredQueues()  # module-level DBOS.register_queue: registered after the launch
+    queues.install()
     try:
         _load_relay(code_dir, spec["entry"])
     except Exception as exc:
@@ -228,6 +232,7 @@ def main(spec_path: str) -> None:
     )
     DBOS.launch()
     try:
+        queues.register()
         result = asyncio.run(_replay(spec))
     except dbos_error.DBOSUnexpectedStepError as exc:
         _write(report_path, _divergence(exc, None))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from agentworks.redact import Redactor
@@ -14,6 +16,7 @@ from relay_notebook.errors import (
     codes,
 )
 from relay_notebook.record.bindings import (
+    RunCode,
     compute_bindings,
     draft_code,
     release_code,
@@ -31,6 +34,8 @@ from relay_notebook.runner.backend import (
     workspace_backend,
 )
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.fork import CREATING
+from relay_notebook.runner.fork_make import complete_fork
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.preflight import (
     Held,
@@ -46,6 +51,8 @@ from relay_notebook.workspace import (
     Workspace,
 )
 from relay_notebook.workspace.access import AccessPolicy
+from relay_notebook.workspace.file_io import require_free_space
+from relay_notebook.workspace.relay_lock import hold_relay
 from relay_notebook.workspace.vault import Vault
 
 __all__ = [
@@ -108,9 +115,11 @@ def record_new_run(
     backend: Backend,
     deadline_s: float = DEFAULT_DEADLINE_S,
     queued: bool = False,
+    shape: Callable[[RunRecord], None] | None = None,
 ) -> tuple[RunFolder, RunRecord]:
     """``create_run``'s folder and the record it wrote (so its first attempt, or a fork that
-    edits it, need not read run.json back)."""
+    edits it, need not read run.json back); ``shape`` changes the record before its first save
+    (a fork is recorded ``creating`` from the start: see ``runner.fork``)."""
     run_input = {} if run_input is None else run_input
     check_run_input(run_input)
     _refuse_vault_values(workspace, draft.name, run_input)
@@ -123,7 +132,33 @@ def record_new_run(
     if backend.is_postgres:
         prepare_database(backend, workspace.home)
         ensure_dbos_schema(backend)
-    folder = allocate_run(workspace, draft.name)
+    require_free_space(workspace.home, f"a new run of {draft.name}")
+    # under the relay's lock: a relay deleted meanwhile gets no run folder (relay_lock)
+    with hold_relay(workspace, draft.name, exclusive=False):
+        folder = allocate_run(workspace, draft.name)
+        try:
+            record = _first_record(
+                folder, draft, code, run_input, backend, deadline_s, queued, shape
+            )
+        except BaseException:  # a full disk: no run folder is left without its run.json
+            shutil.rmtree(folder.path, ignore_errors=True)
+            raise
+    return folder, record
+
+
+def _first_record(
+    folder: RunFolder,
+    draft: Draft,
+    code: RunCode,
+    run_input: Any,
+    backend: Backend,
+    deadline_s: float,
+    queued: bool,
+    shape: Callable[[RunRecord], None] | None = None,
+) -> RunRecord:
+    """The new run's record, saved to its run.json (the run's own code kept first)."""
+    if code.release is None:  # a release keeps its files; a draft may change after the start
+        folder.keep_code(code.entry)
     created = now_ms()
     record = RunRecord(
         run_id=folder.run_id,
@@ -145,8 +180,10 @@ def record_new_run(
         attempts=[],
         database=backend.record() if backend.is_postgres else None,
     )
+    if shape is not None:
+        shape(record)
     record.save(folder)
-    return folder, record
+    return record
 
 
 def start_run(
@@ -269,13 +306,24 @@ def resume_waiting(
         return None  # checked again under the run lock
     request = AttemptRequest.of_run(
         workspace, folder, record, run_backend, on_event=on_event, executor_id=executor_id,
-        lifeline=lifeline, resume=True,
+        lifeline=lifeline, resume=True, crash=_carried_crash(record),
     )  # fmt: skip
     try:
         handle = _launch(workspace, request, checked=True)
     except (RunLockedError, NotWaiting):
         return None
     return handle if handle.process is not None else None
+
+
+def _carried_crash(record: RunRecord) -> CrashSpec | None:
+    """The ``--crash`` point a run went waiting before reaching: it fires in the attempt that
+    resumes the run (the call counts run from the start of the run, replayed calls included)."""
+    waiting = record.raw.get("waiting")
+    carried = waiting.get("crash") if isinstance(waiting, dict) else None
+    try:
+        return CrashSpec.from_dict(carried) if isinstance(carried, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _next_attempt(
@@ -292,6 +340,8 @@ def _next_attempt(
     """
     folder = find_run(workspace, run_id)
     record = RunRecord.load(folder)
+    if record.status == CREATING:  # a fork whose making was cut short: completed, or refused
+        record = complete_fork(workspace, folder, record, backend)
     if record.attempts:  # a crash applies to a run's first attempt only
         choices.pop("crash", None)
     run_backend = backend_for_run(record, workspace_backend(workspace, backend))

@@ -259,14 +259,15 @@ def _leave_after(init: int, status_r: int, hold: set[int]) -> NoReturn:
     with os.fdopen(status_r, "rb") as stream:
         said = stream.read()
     _, own = os.waitpid(init, 0)
-    _leave_as(int(said) if said else own)
+    _leave_as(int(said) if said.strip().isdigit() else own)  # (an init killed mid-write)
 
 
 def _leave_as(status: int) -> NoReturn:
     """Exit with the relay process's wait ``status``: the same code, or the same signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two cannot be handled anyway
+        # SIGKILL and SIGSTOP cannot be handled (EINVAL), nor the C library's own signals
+        with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)

@@ -42,6 +42,7 @@ from relay_notebook.runner.confine import (
     confine_command,
     landlock_confinement,
 )
+from relay_notebook.runner.disk_full import release_space, reserve_space
 from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallback, RunHandle
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
@@ -49,6 +50,7 @@ from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.sandbox_plan import attempt_plan, hand_over, sandbox_probe
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.runner.warm import ForkedProcess, WarmParent, restart_warm_parent, warm_parent
+from relay_notebook.workspace.file_io import require_free_space
 
 if TYPE_CHECKING:
     from relay_notebook.runner.attempt_request import AttemptRequest
@@ -182,13 +184,17 @@ def launch_attempt(
     folder, backend, confine = request.folder, request.backend, request.confine
     lock = take_run_lock(folder, backend)
     life_r = life_w = report_r = report_w = None
+    attempt_dir: Path | None = None
     try:
         with lend_session(backend, lock.session):  # its reads share the lock's session
             record = preflight() if preflight is not None else RunRecord.load(folder)
         attempt = record.attempts_used + 1
+        # refused before an attempt is used, rather than stopped half way
+        require_free_space(folder.path, f"attempt {attempt} of run {folder.run_id}")
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
+        reserve_space(attempt_dir)  # room to record its end if the disk fills meanwhile
         rules = attempt_write_rules(folder, attempt_dir, request.hidden)
         parent = warm_parent() if request.warm_start else None
         if parent is not None and confine and not parent.can_confine():
@@ -289,6 +295,8 @@ def launch_attempt(
             for fd in child_fds:
                 os.close(fd)
     except BaseException:
+        if attempt_dir is not None:
+            release_space(attempt_dir)
         lock.release()
         for end in (life_w, report_r):
             if end is not None:

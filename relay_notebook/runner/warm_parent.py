@@ -87,22 +87,24 @@ def _preload(*, one_attempt: bool = False) -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     with contextlib.suppress(ImportError, OSError):
-        from relay_notebook.runner.dbos_template import template_path
+        from relay_notebook.runner.dbos_template import expected_schema, template_path
 
         template_path()  # hashed once here; every child inherits the answer
+        if not one_attempt:  # what a template must hold, for the many children to check
+            expected_schema()
 
 
 def _make_template_aside() -> None:
-    """If the DBOS template is missing, make it in a process of its own that nobody waits for
-    (a grandchild in its own session, holding none of our descriptors): ``runner.dbos_template``.
-    """
+    """Check the DBOS template, and make it if it is missing or wrong, in a process of its own
+    that nobody waits for (a grandchild in its own session, holding none of our descriptors):
+    ``runner.dbos_template``."""
     try:
         from relay_notebook.runner.dbos_template import make_template, template_path
 
         target = template_path()
     except (ImportError, OSError):
         return
-    if target is None or target.is_file():
+    if target is None:
         return
     helper = os.fork()
     if helper == 0:

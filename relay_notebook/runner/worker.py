@@ -33,6 +33,7 @@ from typing import Any
 from dbos import DBOS
 
 from relay_notebook.errors import (
+    DiskFullError,
     InvalidRunIdError,
     RelayError,
     RunLockedError,
@@ -297,6 +298,13 @@ class Worker:
                 return {
                     "run_id": run_id,
                     "status": "rejected",
+                    "error": {"code": exc.code, "message": exc.message},
+                }
+            except DiskFullError as exc:  # the run is left interrupted, recoverable
+                self.log(f"{me}: {run_id} stopped: {exc}")
+                return {
+                    "run_id": run_id,
+                    "status": "interrupted",
                     "error": {"code": exc.code, "message": exc.message},
                 }
             except (RunNotFoundError, InvalidRunIdError) as exc:

@@ -10,9 +10,11 @@ traceback (an unexpected exception is logged by the server and reported as
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from collections.abc import Callable
 from http.client import responses
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,6 +27,7 @@ from relay_notebook.commands.run_files import run_file, run_files
 from relay_notebook.commands.runs import RunOutcome
 from relay_notebook.errors import (
     AdmissionError,
+    DiskFullError,
     IdempotencyKeyReusedError,
     InvalidRequestError,
     RelayError,
@@ -35,6 +38,7 @@ from relay_notebook.errors import (
     RunNotFoundError,
     codes,
 )
+from relay_notebook.errors.storage import storage_error
 from relay_notebook.server.service import RelayService
 from relay_notebook.server.workspaces import WorkspaceServices
 from relay_notebook.views.wording import reword
@@ -52,10 +56,12 @@ T = TypeVar("T")
 
 
 def error_status(error: RelayError) -> int:
-    """404 for a missing relay, release or run; 413 a body over the limit; 400 other bad
-    input; 422 or 409 refusals."""
+    """404 for a missing relay, release or run; 413 a body over the limit; 507 a full disk;
+    400 other bad input; 422 or 409 refusals."""
     if isinstance(error, RequestTooLargeError):
         return 413
+    if isinstance(error, DiskFullError):
+        return 507
     if isinstance(error, _NOT_FOUND):
         return 404
     if error.exit_code == 2:
@@ -63,6 +69,20 @@ def error_status(error: RelayError) -> int:
     if isinstance(error, _UNPROCESSABLE):
         return 422
     return 409
+
+
+def _answerable(exc: BaseException, home: Path) -> RelayError | None:
+    """The coded answer to an unexpected ``exc`` that is no bug: a full disk, a read-only
+    workspace, a file or folder name longer than the file system takes (HTTP 400)."""
+    stored = storage_error(exc, home)
+    if stored is not None:
+        return stored
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        return InvalidRequestError(
+            "A file or folder name in the request is longer than the file system allows "
+            "(at most 255 bytes a name, 4,096 a path); use a shorter one."
+        )
+    return None
 
 
 @web.stream_request_body
@@ -133,6 +153,8 @@ class RelayAPIHandler(APIHandler):
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
+        if exc is not None and not isinstance(exc, RelayError | web.HTTPError):
+            exc = _answerable(exc, self.services.default.workspace.home) or exc
         if isinstance(exc, RelayError):
             extra: dict[str, Any] = {}
             if isinstance(exc, AdmissionError):
@@ -168,6 +190,8 @@ class RelayAPIHandler(APIHandler):
         tb: TracebackType | None,
     ) -> None:
         # a RelayError is an answer to the client, not a server failure: one line, no traceback
+        if value is not None and not isinstance(value, RelayError | web.HTTPError):
+            value = _answerable(value, self.services.default.workspace.home) or value
         if isinstance(value, RelayError):
             self.log.info("%s: %s [%s]", self._request_summary(), value.message, value.code)
             return

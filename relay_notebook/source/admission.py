@@ -16,6 +16,7 @@ from relay_notebook.source.lint import (
     lint_source,
     module_functions,
     parse,
+    statements,
 )
 
 __all__ = [
@@ -93,7 +94,7 @@ def _missing_entrypoint(tree: ast.Module, file: str) -> Diagnostic:
         if bound:
             message = f"`run` at line {stmt.lineno} is not a function defined here: {fix}."
             return _error(stmt, "missing-entrypoint", message, file)
-    for node in ast.walk(tree):
+    for node in statements(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "run":
             message = f"`run` at line {node.lineno} is nested inside another block: {fix}."
             return _error(node, "missing-entrypoint", message, file)
@@ -140,26 +141,22 @@ def _check_entrypoint(tree: ast.Module, names: Names, file: str) -> list[Diagnos
         out.append(_error(fn, "entrypoint-signature", message, file))
     if count == 2:
         return out
-    if is_workflow and not is_async:
-        message = (
-            "`run` is decorated @DBOS.workflow() but defined with `def`: "
-            "make it `async def run(INPUT)`."
-        )
-        out.append(_error(fn, "entrypoint-not-async", message, file))
-    elif not is_workflow:
+    # a sync `def run(INPUT)` workflow is admitted as DBOS runs it (the child calls it in a
+    # thread); `async def` stays the form the messages recommend
+    if not is_workflow:
         as_step = any(d in STEP_DECORATORS for d in decorators)
         got_what = "a step" if as_step else "a plain function"
         todo = "replace the step decorator with" if as_step else "add the decorator"
         todo += " @DBOS.workflow()"
-        todo += "" if is_async else " and make it `async def`"
-        message = f"`run` must be {_ENTRYPOINT} but is {got_what}: {todo}."
+        shown = _ENTRYPOINT if is_async else f"{_ENTRYPOINT} (or the sync `def run(INPUT)`)"
+        message = f"`run` must be {shown} but is {got_what}: {todo}."
         out.append(_error(fn, "entrypoint-not-workflow", message, file))
     return out
 
 
 def _check_decorators(tree: ast.Module, names: Names, file: str) -> list[Diagnostic]:
     out = []
-    for node in ast.walk(tree):
+    for node in statements(tree):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
         for deco in node.decorator_list:
@@ -179,13 +176,15 @@ def _check_lifecycle(tree: ast.Module, names: Names, file: str) -> list[Diagnost
     """Constructors are reported at the call; launch/destroy where named, called or not."""
     out = []
     called: set[int] = set()
-    for node in ast.walk(tree):  # breadth first: a call comes before its function
+    for node in names.nodes:  # breadth first: a call comes before its function
         if isinstance(node, ast.Call):
             called.add(id(node.func))
             target: ast.expr = node.func
         elif isinstance(node, ast.Name | ast.Attribute):
             target = node
         else:
+            continue
+        if not names.may_be_forbidden(target):
             continue
         code = DBOS_FORBIDDEN.get(names.qualify(target) or "")
         is_constructor = code == "dbos-config-forbidden"
@@ -197,9 +196,39 @@ def _check_lifecycle(tree: ast.Module, names: Names, file: str) -> list[Diagnost
     return out
 
 
+_TRANSACTION: Final = "dbos.DBOS.transaction"
+_QUEUE: Final = "dbos.Queue"
+
+
+def _check_removed_apis(tree: ast.Module, names: Names, file: str) -> list[Diagnostic]:
+    """DBOS 2 spellings that fail at import under DBOS 3.4: ``@DBOS.transaction`` and a
+    ``Queue(...)`` built directly."""
+    out = []
+    for node in names.nodes:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for deco in node.decorator_list:
+                if names.qualify(deco.func if isinstance(deco, ast.Call) else deco) != _TRANSACTION:
+                    continue
+                message = (
+                    f"`@{dotted(deco.func if isinstance(deco, ast.Call) else deco)}` on "
+                    f"`{node.name}` was removed in DBOS 3, so importing the relay fails: make it "
+                    f"a datasource transaction (`ds = SQLAlchemyDatasource.create(url)` at the "
+                    f"top of the relay, then `@ds.transaction()`), or a `@DBOS.step()`."
+                )
+                out.append(_error(deco, "dbos-transaction-removed", message, file))
+        elif isinstance(node, ast.Call) and names.qualify(node.func) == _QUEUE:
+            message = (
+                f"`{dotted(node.func)}(...)` cannot be constructed in DBOS 3.4, so importing the "
+                f'relay fails: declare the queue with `queue = DBOS.register_queue("name", ...)` '
+                f"at the top of the relay (the runner registers it when it launches DBOS)."
+            )
+            out.append(_error(node, "dbos-queue-constructed", message, file))
+    return out
+
+
 def _check_dbos_imported(tree: ast.Module, names: Names, file: str) -> list[Diagnostic]:
     uses: list[ast.Name] = []
-    for node in ast.walk(tree):
+    for node in names.nodes:
         if isinstance(node, ast.Name) and node.id == "DBOS":
             if not isinstance(node.ctx, ast.Load):
                 return []
@@ -221,7 +250,13 @@ def _check_dbos_imported(tree: ast.Module, names: Names, file: str) -> list[Diag
 
 def _admit_tree(tree: ast.Module, file: str) -> list[Diagnostic]:
     names = Names(tree)
-    checks = (_check_entrypoint, _check_decorators, _check_lifecycle, _check_dbos_imported)
+    checks = (
+        _check_entrypoint,
+        _check_decorators,
+        _check_lifecycle,
+        _check_dbos_imported,
+        _check_removed_apis,
+    )
     return sorted(d for check in checks for d in check(tree, names, file))
 
 
@@ -238,17 +273,17 @@ def admit_source(source: str, *, file: str = "relay.py") -> list[Diagnostic]:
     return _admit_tree(tree, file)
 
 
-def check_source(source: str, *, file: str = "relay.py") -> list[Diagnostic]:
+def check_source(source: str | ast.Module, *, file: str = "relay.py") -> list[Diagnostic]:
     """Admission errors and determinism warnings together, sorted by (line, col, code)."""
     try:
-        tree = parse(source)
+        tree = parse(source) if isinstance(source, str) else source
     except SyntaxError as exc:
         return [_syntax_error(exc, file)]
     return sorted(_admit_tree(tree, file) + lint_source(tree, file=file))
 
 
 def entrypoint_kind(source: str | ast.Module) -> EntrypointKind | None:
-    """``"workflow"`` for an admitted ``async def run(INPUT)`` with @DBOS.workflow(),
+    """``"workflow"`` for an admitted ``[async] def run(INPUT)`` with @DBOS.workflow(),
     ``"legacy"`` for ``run(INPUT, ctx)``, None for anything else (including bad syntax)."""
     try:
         tree = parse(source) if isinstance(source, str) else source
@@ -259,21 +294,23 @@ def entrypoint_kind(source: str | ast.Module) -> EntrypointKind | None:
         return None
     count = len(fn.args.posonlyargs) + len(fn.args.args)
     is_workflow = any(d in WORKFLOW_DECORATORS for d in Names(tree).decorator_names(fn))
-    if count == 1 and is_workflow and isinstance(fn, ast.AsyncFunctionDef):
+    if count == 1 and is_workflow:
         return "workflow"
     if count == 2 and not is_workflow:
         return "legacy"
     return None
 
 
-def check_durability(source: str, durability: str, *, file: str = "relay.py") -> list[Diagnostic]:
+def check_durability(
+    source: str | ast.Module, durability: str, *, file: str = "relay.py"
+) -> list[Diagnostic]:
     """The manifest's ``relay_durability`` against the source: ``none`` runs a legacy
     ``run(INPUT, ctx)`` once without DBOS, but a @DBOS.workflow relay cannot run without it
     (its decorated functions need a launched DBOS), so that pair is refused here."""
     if durability != "none":
         return []
     try:
-        tree = parse(source)
+        tree = parse(source) if isinstance(source, str) else source
     except SyntaxError:
         return []  # reported by check_source
     if entrypoint_kind(tree) != "workflow":

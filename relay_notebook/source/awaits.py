@@ -6,15 +6,17 @@ check, and the run then fails far from the mistake (DBOS cannot pickle the corou
 handed, or the relay compares one with a number). The call is fine wherever the coroutine is
 handed on to be awaited: awaited at once, passed to a call (``asyncio.gather``,
 ``create_task``, ``DBOS.start_workflow_async``), inside a list, tuple or comprehension that is
-passed to a call, or returned by a helper (its caller awaits it). Anywhere else — assigned,
-used in an expression, a statement of its own, returned by a workflow — it is a warning with
-the line and the fix. Step and tool bodies are not checked: what they do with coroutines is
-their own business.
+passed to a call, returned by a helper (its caller awaits it), or assigned to a name the body
+later awaits or passes to a call (``fast = fetch(x)`` then ``DBOS.asyncio_wait([fast, slow])``).
+Anywhere else — assigned to a name never handed on, used in an expression, a statement of its
+own, returned by a workflow — it is a warning with the line and the fix. Step and tool bodies
+are not checked: what they do with coroutines is their own business.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterator
 from typing import Final
 
@@ -26,6 +28,7 @@ __all__ = ["CODE", "DESCRIPTION", "missing_awaits"]
 CODE: Final = codes.MISSING_AWAIT.code
 DESCRIPTION: Final = codes.MISSING_AWAIT.meaning
 
+_BUILTINS: Final = frozenset(dir(builtins))
 # containers a coroutine can sit in on its way to the call that takes it
 _CONTAINERS: Final = (
     ast.List,
@@ -50,21 +53,56 @@ def _parents(fn: ast.AST) -> dict[int, ast.AST]:
     return parents
 
 
-def _handed_on(call: ast.Call, parents: dict[int, ast.AST], workflow: bool) -> bool:
-    """Whether the coroutine ``call`` makes reaches something that will await it."""
-    node: ast.AST = call
+def _taker(node: ast.AST, parents: dict[int, ast.AST]) -> tuple[ast.AST, ast.AST | None]:
+    """Where the value of ``node`` goes, past the containers it sits in: (the outermost
+    container or ``node``, the node that takes it)."""
     parent = parents.get(id(node))
-    if isinstance(parent, ast.Await):
-        return True
     while isinstance(parent, _CONTAINERS) and not (
         isinstance(parent, ast.ListComp | ast.SetComp | ast.GeneratorExp) and parent.elt is not node
     ):
         node, parent = parent, parents.get(id(parent))
-    if isinstance(parent, ast.Call) and node is not parent.func:
-        return True  # an argument: gather, create_task, start_workflow...
-    if isinstance(parent, ast.keyword | ast.Lambda):
+    return node, parent
+
+
+def _takes(node: ast.AST, parent: ast.AST | None) -> bool:
+    """Whether ``parent`` awaits ``node`` or hands it to a call that will."""
+    if isinstance(parent, ast.Await | ast.keyword | ast.Lambda):
         return True
+    return isinstance(parent, ast.Call) and node is not parent.func  # gather, asyncio_wait...
+
+
+def _handed_on(
+    call: ast.Call, parents: dict[int, ast.AST], workflow: bool, later: set[str]
+) -> bool:
+    """Whether the coroutine ``call`` makes reaches something that will await it; ``later``:
+    the names the body awaits or hands to a call (``fast = fetch(x)`` ...
+    ``await DBOS.asyncio_wait([fast, slow])``)."""
+    if isinstance(parents.get(id(call)), ast.Await):
+        return True
+    node, parent = _taker(call, parents)
+    if _takes(node, parent):
+        return True
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+        return isinstance(target, ast.Name) and target.id in later
     return isinstance(parent, ast.Return) and not workflow
+
+
+def _handed_names(fn: ast.AST, parents: dict[int, ast.AST]) -> set[str]:
+    """The names ``fn``'s body awaits or passes to a call (alone or in a collection)."""
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            outer, parent = _taker(node, parents)
+            builtin = isinstance(parent, ast.Call) and _builtin(parent.func)
+            if _takes(outer, parent) and not builtin:
+                names.add(node.id)
+    return names
+
+
+def _builtin(func: ast.expr) -> bool:
+    """``str``, ``print``, ``len``...: a builtin never awaits what it is given."""
+    return isinstance(func, ast.Name) and func.id in _BUILTINS
 
 
 def _bodies(
@@ -92,11 +130,16 @@ def missing_awaits(
     out: list[Diagnostic] = []
     for fn, is_workflow in _bodies(tree, exempt, workflows):
         parents = _parents(fn)
+        later: set[str] | None = None
         for node in ast.walk(fn):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
             name = node.func.id
-            if name not in coroutines or _handed_on(node, parents, is_workflow):
+            if name not in coroutines:
+                continue
+            if later is None:
+                later = _handed_names(fn, parents)
+            if _handed_on(node, parents, is_workflow, later):
                 continue
             kind = "step" if name in steps else "workflow" if name in workflows else "helper"
             out.append(

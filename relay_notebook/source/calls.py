@@ -24,12 +24,41 @@ from typing import Final, Literal
 from relay_notebook.source.module_index import BUILTINS, DBOS_CLASS, Function, ModuleIndex, Scope
 from relay_notebook.source.source_text import SourceText, short
 
-__all__ = ["ADAPTERS", "DURABLE_CALLS", "DURABLE_NAMES", "INERT", "Target", "resolve_call"]
+__all__ = [
+    "ADAPTERS",
+    "DURABLE_CALLS",
+    "DURABLE_NAMES",
+    "FAN_OUTS",
+    "INERT",
+    "STARTERS",
+    "STEP_RUNNERS",
+    "Target",
+    "resolve_call",
+]
 
 #: agentworks functions drawn as typed nodes when called (``tool`` is drawn at ``@tool`` calls)
 ADAPTERS: Final = frozenset({"agent", "mcp", "vault", "admit"})
 _INERT_ROOTS: Final = frozenset(sys.stdlib_module_names) | {"dbos", "agentworks"}
-_STARTERS: Final = frozenset({f"{DBOS_CLASS}.start_workflow", f"{DBOS_CLASS}.start_workflow_async"})
+#: what starts a child workflow without awaiting it: the position of the workflow argument
+STARTERS: Final[dict[str, int]] = {
+    "start_workflow": 0,
+    "start_workflow_async": 0,
+    "enqueue_workflow": 1,
+    "enqueue_workflow_async": 1,
+    # methods of a queue (``queue = DBOS.register_queue(...)``)
+    "enqueue": 0,
+    "enqueue_async": 0,
+}
+#: DBOS's calls that run a function as a step: ``DBOS.run_step[_async](options, fn, ...)``
+STEP_RUNNERS: Final = frozenset({"run_step", "run_step_async"})
+#: what waits on several awaitables at once, drawn as parallel branches (by its label)
+FAN_OUTS: Final[dict[str, str]] = {
+    "asyncio.gather": "gather",
+    "asyncio.wait": "wait",
+    f"{DBOS_CLASS}.asyncio_wait": "wait",
+}
+#: methods of a workflow handle: waiting on a child already drawn where it was started
+_HANDLE_METHODS: Final = frozenset({"get_result", "get_status", "get_workflow_id"})
 #: what a workflow body hands to DBOS itself, recorded once in its history: node type by method
 DURABLE_CALLS: Final[dict[str, str]] = {
     "sleep": "sleep",
@@ -61,6 +90,7 @@ class Target:
         "gather",
         "to_thread",
         "start",
+        "run_step",
         "durable",
         "unresolved",
         "inert",
@@ -74,12 +104,15 @@ INERT: Final = Target("inert")
 
 
 def _qualified(name: str, text: str, awaited: bool) -> Target:
-    if name == "asyncio.gather":
-        return Target("gather")
+    if name in FAN_OUTS:
+        return Target("gather", name=FAN_OUTS[name])
     if name == "asyncio.to_thread":
         return Target("to_thread")
-    if name in _STARTERS:
-        return Target("start", name=name.rsplit(".", 1)[1])
+    method = name[len(DBOS_CLASS) + 1 :] if name.startswith(f"{DBOS_CLASS}.") else ""
+    if method.removesuffix("_async") in ("start_workflow", "enqueue_workflow"):
+        return Target("start", name=method)
+    if method in STEP_RUNNERS:
+        return Target("run_step", name=method)
     if (
         name.startswith(f"{DBOS_CLASS}.")
         and name[len(DBOS_CLASS) + 1 :].removesuffix("_async") in DURABLE_CALLS
@@ -134,6 +167,13 @@ def resolve_call(
             qualified = index.qualify(func, scope)
             if qualified is not None:
                 return _qualified(qualified, text.of(func), awaited)
+            if (
+                root.id in index.queues
+                and func.value is root
+                and func.attr in STARTERS
+                and root.id not in scope.functions
+            ):
+                return Target("start", name=func.attr)
             if root.id in index.objects and root.id not in scope.functions:
                 return _unresolved(
                     f"`{text.of(func)}` is a method of `{root.id}`, a module-level object the "
@@ -143,6 +183,8 @@ def resolve_call(
                 return INERT
         elif isinstance(root, ast.Constant):
             return INERT
+        if func.attr in _HANDLE_METHODS:
+            return INERT  # a workflow handle's result: the child is drawn where it started
         if awaited:
             return _unresolved(
                 f"`{short(text.of(func))}` is a method of an object the graph cannot follow"

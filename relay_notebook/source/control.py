@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from relay_notebook.source.frontier import GraphBuilder, Pending, merge
 from relay_notebook.source.module_index import (
@@ -48,6 +48,8 @@ class Frame:
     scope: Scope
     returns: list[Pending] | None  # None: a return ends the run (joins the output node)
     loops: list[_Loop] = field(default_factory=list)
+    #: names bound to coroutines not yet run (``fast = fetch(x)``): drawn where they are used
+    deferred: dict[str, ast.expr] = field(default_factory=dict)
 
 
 def _irrefutable(pattern: ast.pattern) -> bool:
@@ -93,6 +95,17 @@ class ControlFlow(GraphBuilder):
     def call(self, call: ast.Call, *, awaited: bool) -> None:
         """Draw what ``call`` does; the base class draws nothing."""
 
+    def makes_coroutine(self, call: ast.Call) -> bool:
+        """Whether ``call``, not awaited, only makes a coroutine of the module's (an async step,
+        workflow or helper): nothing runs until it is awaited or handed to a fan-out."""
+        return False
+
+    def _coroutines(self, value: ast.expr) -> bool:
+        """``value`` makes coroutines and runs nothing: ``fetch(x)``, ``[fetch(u) for u in us]``."""
+        if isinstance(value, ast.ListComp | ast.GeneratorExp):
+            value = value.elt
+        return type(value) is ast.Call and self.makes_coroutine(value)
+
     def block(self, body: list[ast.stmt]) -> None:
         for stmt in body:
             if not self.frontier:
@@ -104,12 +117,17 @@ class ControlFlow(GraphBuilder):
     def _assign(self, stmt: ast.Assign | ast.AnnAssign) -> None:
         if stmt.value is None:
             return
-        self.expr(stmt.value)
-        scope = self.frames[-1].scope
+        frame = self.frames[-1]
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and self._coroutines(stmt.value):
+            frame.deferred[targets[0].id] = stmt.value  # runs where it is awaited or gathered
+            return
+        self.expr(stmt.value)
+        scope = frame.scope
         for target in targets:
             if isinstance(target, ast.Name):
                 name = target.id
+                frame.deferred.pop(name, None)
                 scope.functions.pop(name, None)
                 scope.lambdas.discard(name)
                 if isinstance(stmt.value, ast.Lambda):
@@ -289,7 +307,14 @@ class ControlFlow(GraphBuilder):
         while stack:
             node = stack.pop()
             kind = type(node)
-            if kind is ast.Name or kind is ast.Constant or kind is ast.Lambda:
+            if kind is ast.Name:
+                deferred = self.frames[-1].deferred if self.frames else None
+                if deferred:
+                    made = deferred.pop(cast(ast.Name, node).id, None)
+                    if made is not None:
+                        self._run_deferred(made)  # the coroutines made earlier run here
+                continue
+            if kind is ast.Constant or kind is ast.Lambda:
                 continue
             if isinstance(node, ast.Call):
                 self.call(node, awaited=False)
@@ -302,6 +327,13 @@ class ControlFlow(GraphBuilder):
             else:
                 children = [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
                 stack.extend(reversed(children))
+
+    def _run_deferred(self, value: ast.expr) -> None:
+        """Draw coroutines made earlier where they are run: one call, or a comprehension's."""
+        if isinstance(value, ast.ListComp | ast.GeneratorExp):
+            self._comprehension(value)
+        else:
+            self.expr(value)
 
     def _ifexp(self, node: ast.IfExp) -> None:
         body, orelse = node.body, node.orelse
@@ -337,15 +369,35 @@ class ControlFlow(GraphBuilder):
         self.frontier = [(loop, "done")]
         self.settle(mark, jumps=False)
 
-    def _gather(self, call: ast.Call) -> None:
+    def _branches(self, call: ast.Call, label: str) -> list[ast.expr]:
+        """The awaitables a fan-out runs side by side: ``gather``'s arguments, the items of the
+        collection ``asyncio.wait`` / ``DBOS.asyncio_wait`` takes (a comprehension starred)."""
+        if label == "gather":
+            return list(call.args)
+        if not call.args:
+            return []
+        first = call.args[0]
+        deferred = self.frames[-1].deferred
+        if isinstance(first, ast.Name) and first.id in deferred:
+            first = deferred.pop(first.id)
+        if isinstance(first, ast.List | ast.Tuple | ast.Set):
+            return list(first.elts)
+        if isinstance(first, _COMPREHENSIONS):
+            return [ast.Starred(value=first, ctx=ast.Load())]
+        return [first, *call.args[1:]]
+
+    def _gather(self, call: ast.Call, label: str = "gather") -> None:
         mark = self.mark()
         parallel = self.emit(
-            f"parallel-L{call.lineno}", "parallel", "gather", call.lineno, {}, content=False
+            f"parallel-L{call.lineno}", "parallel", label, call.lineno, {}, content=False
         )
         start: list[Pending] = [(parallel, None)]
         after: list[Pending] = []
-        for arg in call.args:
+        deferred = self.frames[-1].deferred
+        for arg in self._branches(call, label):
             self.frontier = start
+            if isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name):
+                arg = ast.Starred(value=deferred.pop(arg.value.id, arg.value), ctx=ast.Load())
             if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
                 first = len(self.nodes)
                 self._comprehension_body(arg.value, skip_first=False)

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from relay_notebook.source.adapter_calls import adapter_spec
-from relay_notebook.source.calls import DURABLE_CALLS, DURABLE_NAMES, resolve_call
+from relay_notebook.source.agent_frameworks import FrameworkAgents, find_framework_agents
+from relay_notebook.source.calls import DURABLE_CALLS, DURABLE_NAMES, STARTERS, resolve_call
 from relay_notebook.source.control import OUTPUT, ControlFlow, Frame
 from relay_notebook.source.frontier import merge
 from relay_notebook.source.graph import FlowGraph, Node
 from relay_notebook.source.guarantees import assign_guarantees
+from relay_notebook.source.lint import gc_paused
 from relay_notebook.source.module_index import Function, ModuleIndex, Scope, resolve_function
 from relay_notebook.source.source_text import MISSING, SourceText, id_base, literal, short
 
@@ -49,6 +51,11 @@ _SKIP: Final = (
     ast.expr_context,
 )
 _NO_NAMES: Final = Scope()
+_WORD: Final = re.compile(r"\w+")
+#: lines of helper bodies the graph draws at their call sites, and more per line of source
+INLINE_BUDGET: Final = 20_000
+INLINES_PER_LINE: Final = 10
+_TASK_MAKERS: Final = frozenset({"asyncio.create_task", "asyncio.ensure_future"})
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,19 @@ class _FlowBuilder(ControlFlow):
         #: lines of the helper calls being inlined, outermost first
         self._sites: list[int] = []
         self.recursions = 0
+        #: lines of helper bodies drawn at their call sites so far, and the most there may be
+        self.inlined_lines = 0
+        self.inline_budget = INLINE_BUDGET + INLINES_PER_LINE * len(text.lines or ())
+        self.unexpanded = 0
         names = [n for n, q in index.imports.items() if q.split(".")[0] == "agentworks"]
         names += [n for n, f in index.named.items() if index.role(f)[0] in ("tool", "helper")]
         pattern = r"\b(?:" + "|".join(map(re.escape, names)) + r")\b"
         # only the parts of a step body whose text names an adapter, tool or helper are walked
         self._hint = re.compile(pattern) if names else None
+        # the same lines found by looking each word up: an alternation of thousands of names
+        # would be tried at every character of every step body
+        self._words = frozenset(names) if all(_WORD.fullmatch(n) for n in names) else None
+        self.agents: FrameworkAgents | None = None
 
     def draw(self, entry: Function) -> list[str]:
         node = entry.node
@@ -119,20 +134,25 @@ class _FlowBuilder(ControlFlow):
         scope = self.frames[-1].scope
         target = resolve_call(call, scope, self.index, self.text, awaited)
         if target.kind == "gather":
-            self._gather(call)
+            self._gather(call, target.name)
             return
-        if target.kind in ("to_thread", "start") and call.args:
-            for arg in call.args[1:]:
-                self.expr(arg)
+        if target.kind == "run_step":
+            self._run_step(target.name, call)
+            return
+        at = STARTERS.get(target.name, 0) if target.kind == "start" else 0
+        if target.kind in ("to_thread", "start") and len(call.args) > at:
+            for i, arg in enumerate(call.args):
+                if i != at:
+                    self.expr(arg)
             for keyword in call.keywords:
                 self.expr(keyword.value)
-            reference = ast.Call(func=call.args[0], args=[], keywords=[])
+            reference = ast.Call(func=call.args[at], args=[], keywords=[])
             inner = resolve_call(reference, scope, self.index, self.text, awaited=True)
-            via = "asyncio.to_thread" if target.kind == "to_thread" else f"DBOS.{target.name}"
+            via = "asyncio.to_thread" if target.kind == "to_thread" else _via(call, target.name)
             if inner.kind == "function" and inner.function is not None:
                 self._function(inner.function, call, via)
             elif inner.kind == "unresolved":
-                self._unresolved(call, call.args[0], inner.reason)
+                self._unresolved(call, call.args[at], inner.reason)
             return
         if type(call.func) is not ast.Name:
             self.expr(call.func)
@@ -149,7 +169,27 @@ class _FlowBuilder(ControlFlow):
         elif target.kind == "durable":
             self._durable(target.name, call)
         elif target.kind == "unresolved":
-            self._unresolved(call, call.func, target.reason)
+            agent = self.agents.agent_run(call) if self.agents is not None else None
+            if agent is not None:  # a framework agent's durable run (source.agent_frameworks)
+                label, base, details = agent.node()
+                self.emit(base, "agent", label, call.lineno, self._sited(call, details))
+            else:
+                self._unresolved(call, call.func, target.reason)
+
+    def makes_coroutine(self, call: ast.Call) -> bool:
+        func = call.func
+        scope = self.frames[-1].scope
+        if type(func) is ast.Attribute and call.args and type(call.args[0]) is ast.Call:
+            # a task of one: asyncio.create_task(fetch(x)) runs where the fan-out waits on it
+            made = self.index.qualify(func, scope) in _TASK_MAKERS
+            return made and self.makes_coroutine(call.args[0])
+        if type(func) is not ast.Name:
+            return False
+        if func.id not in scope.functions and func.id not in self.index.named:
+            return False
+        target = resolve_call(call, scope, self.index, self.text, awaited=False)
+        function = target.function
+        return function is not None and isinstance(function.node, ast.AsyncFunctionDef)
 
     def _durable(self, method: str, call: ast.Call) -> None:
         """``DBOS.sleep`` / ``recv`` / ``get_event`` / ``send`` / ``set_event`` /
@@ -224,9 +264,74 @@ class _FlowBuilder(ControlFlow):
         )
         if function.role == "step":
             self._attach(node_id, function)
+        elif function.role == "workflow":
+            self._child(node_id, function, call, started=via is not None)
+
+    def _child(self, node_id: str, function: Function, call: ast.Call, *, started: bool) -> None:
+        """A child workflow's body drawn after its node, each node it draws attributed to it
+        (``in_workflow``). A child started or enqueued runs from DBOS's own frames, so the call
+        sites recorded in it start in its body; one called directly has its caller's line."""
+        body = function.node
+        self.inlined_lines += (body.end_lineno or body.lineno) - body.lineno + 1
+        if self.inlined_lines > self.inline_budget:
+            self.unexpanded += 1  # children of children drawn twice over: as helpers, a limit
+            return
+        first, sites = len(self.nodes), self._sites
+        self._sites = [] if started else [*sites, call.lineno]
+        frame = Frame(function.node, Scope(), [])
+        self.frames.append(frame)
+        try:
+            self.block(function.node.body)
+        finally:
+            self.frames.pop()
+            self._sites = sites
+        self.frontier = merge(frame.returns or [], self.frontier)
+        for node in self.nodes[first:]:
+            node.details.setdefault("in_workflow", node_id)
+
+    def _run_step(self, method: str, call: ast.Call) -> None:
+        """``DBOS.run_step[_async](options, fn, *args)``: a step node for ``fn``, named as DBOS
+        records it (the options' ``name``, else the function's)."""
+        kw = {k.arg: k.value for k in call.keywords if k.arg}
+        options = call.args[0] if call.args else kw.get("dbos_step_options")
+        fn = call.args[1] if len(call.args) > 1 else kw.get("func")
+        for arg in call.args[2:]:
+            self.expr(arg)
+        for key, value in kw.items():
+            if key not in ("dbos_step_options", "func"):
+                self.expr(value)
+        given = literal(options) if options is not None else None
+        name = given.get("name") if isinstance(given, dict) else None
+        function = resolve_function(fn, self.frames[-1].scope, self.index) if fn else None
+        details: dict[str, Any] = {"via": f"DBOS.{method}"}
+        if function is not None:
+            details.update({k: v for k, v in function.details.items() if k != "name"})
+        elif fn is not None:
+            details["function"] = self.text.of(fn)
+        label = name if isinstance(name, str) and name else None
+        if label is None and function is not None:
+            label = function.node.name
+        elif label is None and fn is not None:
+            label = "<lambda>" if isinstance(fn, ast.Lambda) else short(self.text.of(fn), 40)
+        label = label or "step"
+        details["name"] = label
+        node_id = self.emit(
+            id_base("step", label), "step", short(label), call.lineno, self._sited(call, details)
+        )
+        if function is not None:
+            self._attach(node_id, function)
 
     def _inline(self, function: Function, call: ast.Call) -> None:
         if id(function.node) in self._inert:
+            return
+        node = function.node
+        self.inlined_lines += (node.end_lineno or node.lineno) - node.lineno + 1
+        if self.inlined_lines > self.inline_budget:
+            # helpers calling helpers twice over would draw 2**depth copies: the graph stops
+            # growing where a drawing stops being readable, and says so
+            self.unexpanded += 1
+            reason = f"{node.name}() is not drawn again: the graph inlines helpers up to a limit"
+            self._unresolved(call, call.func, reason)
             return
         caller = self.frames[-1].scope
         scope = Scope()
@@ -302,8 +407,21 @@ class _FlowBuilder(ControlFlow):
         if self.text.lines is None:
             return None
         first: int = getattr(node, "lineno", 1)
+        if self._words is not None:
+            last: int = getattr(node, "end_lineno", None) or first
+            words = self._words
+            return {
+                first + i
+                for i, line in enumerate(self.text.lines[first - 1 : last])
+                if not words.isdisjoint(_WORD.findall(line))
+            }
         span = self.text.span(node)
-        return {first + span.count("\n", 0, m.start()) for m in self._hint.finditer(span)}
+        lines, at, line = set(), 0, first
+        for match in self._hint.finditer(span):
+            line += span.count("\n", at, match.start())
+            at = match.start()
+            lines.add(line)
+        return lines
 
     def _attached(self, function: Function) -> list[_Attached]:
         """The adapter and tool calls a step body makes, through the helpers it calls."""
@@ -336,6 +454,15 @@ class _FlowBuilder(ControlFlow):
         return found
 
 
+def _via(call: ast.Call, method: str) -> str:
+    """How a child workflow is started: ``DBOS.start_workflow_async``, ``queue.enqueue``..."""
+    func = call.func
+    if method in ("enqueue", "enqueue_async") and isinstance(func, ast.Attribute):
+        owner = func.value.id if isinstance(func.value, ast.Name) else "queue"
+        return f"{owner}.{method}"
+    return f"DBOS.{method}"
+
+
 def _no_parse_note(exc: SyntaxError | ValueError) -> str:
     where = ""
     if isinstance(exc, SyntaxError) and exc.lineno is not None:
@@ -350,6 +477,11 @@ def build_flow_graph(source: str | ast.Module, *, relay: str | None = None) -> F
     Unparsable source gives a graph without nodes and a note saying where it fails; a module
     without a ``run`` entrypoint gives just an input and an output node and a note.
     """
+    with gc_paused():  # the tree and the graph have no cycles to collect
+        return _build_flow_graph(source, relay)
+
+
+def _build_flow_graph(source: str | ast.Module, relay: str | None) -> FlowGraph:
     graph = FlowGraph(relay=relay, kind="flow")
     if isinstance(source, ast.Module):
         module, text = source, SourceText(None)
@@ -377,6 +509,7 @@ def build_flow_graph(source: str | ast.Module, *, relay: str | None = None) -> F
         )
         return graph
     builder = _FlowBuilder(index, text)
+    builder.agents = find_framework_agents(module, index, text)
     try:
         graph.notes.extend(builder.draw(entry))
     except RecursionError:
@@ -385,6 +518,11 @@ def build_flow_graph(source: str | ast.Module, *, relay: str | None = None) -> F
         )
         return graph
     graph.nodes, graph.edges = builder.nodes, builder.edges
+    if builder.unexpanded:
+        graph.notes.append(
+            f"Helpers are drawn at each call up to {builder.inline_budget:,} lines in all; "
+            f"{builder.unexpanded} later helper calls are shown as unresolved nodes."
+        )
     assign_guarantees(graph, module)
     unresolved = sum(1 for node in graph.nodes if node.type == "unresolved")
     if unresolved == 1:

@@ -52,15 +52,32 @@ class GraphBuilder:
         self.jumps = 0
         self._ids: set[str] = set()
         self._edge_keys: set[tuple[str, str, str | None]] = set()
+        # per base, a number below which every ``base-n`` is taken: the search for a free id
+        # starts there, so a call drawn k times costs O(k) in all, not O(k**2)
+        self._free_from: dict[str, int] = {}
 
     def new_id(self, base: str) -> str:
-        """``base``, or ``base-2``, ``base-3``… for its later occurrences."""
-        node_id, n = base, 1
+        """``base``, or ``base-2``, ``base-3``… for its later occurrences (the first free one)."""
+        n = self._free_from.get(base, 1)
+        node_id = base if n == 1 else f"{base}-{n}"
         while node_id in self._ids:
             n += 1
             node_id = f"{base}-{n}"
         self._ids.add(node_id)
+        self._free_from[base] = n + 1
         return node_id
+
+    def _release_id(self, node_id: str) -> None:
+        """Free ``node_id``: it is ``base-n`` of its own base (n=1) and maybe of one shorter."""
+        self._ids.discard(node_id)
+        if node_id in self._free_from:
+            self._free_from[node_id] = 1
+        base, _, digits = node_id.rpartition("-")
+        if not (base and digits.isascii() and digits.isdigit()) or digits[0] == "0":
+            return
+        known = self._free_from.get(base)
+        if known is not None and 2 <= int(digits) < known:
+            self._free_from[base] = int(digits)
 
     def edge(self, source: str, target: str, label: str | None) -> None:
         """Add ``source -> target`` unless it is a self loop or already present."""
@@ -109,7 +126,7 @@ class GraphBuilder:
     def rollback(self, mark: Mark) -> None:
         """Forget every node and edge added since ``mark``."""
         for node in self.nodes[mark.nodes :]:
-            self._ids.discard(node.id)
+            self._release_id(node.id)
         for edge in self.edges[mark.edges :]:
             self._edge_keys.discard((edge.source, edge.target, edge.label))
         del self.nodes[mark.nodes :], self.edges[mark.edges :]

@@ -6,8 +6,10 @@ once* (a crash after its body ran but before its checkpoint was saved runs it ag
 retry settings add attempts on errors); what the workflow body hands to DBOS itself (``send``,
 ``set_event``, ``recv``, ``sleep``) is *recorded once*; an agent or MCP call is *uncertain* on a
 crash (the kit cannot know whether the far side acted) unless it is declared ``replay_safe``;
-a tool with ``recovery="restart"`` is *journaled*. A run's record then confirms or contradicts
-the badge (``history.run_overlay`` marks a call that really ran more than once).
+a tool with ``recovery="restart"`` is *journaled*; a datasource transaction
+(``@ds.transaction()``) is recorded once, its checkpoint committed with it. A run's record then
+confirms or contradicts the badge (``history.run_overlay`` marks a call that really ran more
+than once).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import ast
 from typing import Any, Final
 
 from relay_notebook.source.graph import FlowGraph, Node
-from relay_notebook.source.lint import Names
+from relay_notebook.source.lint import Names, walk_all
 
 __all__ = ["GUARANTEES", "assign_guarantees", "guarantee_of"]
 
@@ -36,6 +38,10 @@ GUARANTEES: Final[dict[str, tuple[str, str]]] = {
     "replay_safe": ("safe", "replay-safe: repeated after a crash, declared harmless"),
     "journaled": ("journal", "journaled: restarted from its journal after a crash"),
 }
+_TRANSACTION: Final = (
+    "exactly once: the transaction commits together with its checkpoint, so a crash keeps "
+    "both or neither"
+)
 #: node types drawn for calls the workflow body makes to DBOS itself
 _RECORDED: Final = frozenset({"send", "wait", "sleep", "event", "stream"})
 _SERVICE_PREFIXES: Final = ("requests.", "httpx.", "aiohttp.", "urllib.request.", "urllib3.")
@@ -55,12 +61,15 @@ def _retries(details: dict[str, Any]) -> str:
 
 
 def _calls_a_service(function: ast.AST, names: Names) -> bool:
-    for node in ast.walk(function):
-        if isinstance(node, ast.Call):
-            qualified = names.qualify(node.func) or ""
-            if qualified.startswith(_SERVICE_PREFIXES):
-                return True
-    return False
+    key = ("calls_a_service", id(function))  # once per function, however often it is drawn
+    known = names.memo.get(key)
+    if known is None:
+        known = names.memo[key] = any(
+            isinstance(node, ast.Call)
+            and (names.qualify(node.func) or "").startswith(_SERVICE_PREFIXES)
+            for node in walk_all(function)
+        )
+    return known
 
 
 def _has_key_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -78,7 +87,11 @@ def guarantee_of(
     details = node.details
     kind: str | None = None
     out: dict[str, Any] = {}
-    if node.type == "step":
+    if node.type == "step" and details.get("transaction"):
+        # a datasource transaction commits in one database transaction with its checkpoint
+        kind = "recorded_once"
+        out["text"] = _TRANSACTION
+    elif node.type == "step":
         kind = "at_least_once"
         out["retries"] = _retries(details)
         function = (functions or {}).get(str(details.get("function", "")))
@@ -93,6 +106,8 @@ def guarantee_of(
                 f"key: a repeat after a crash may act twice; pass one (e.g. idempotency_key) "
                 f"and send it with the request"
             )
+    elif details.get("framework"):  # a framework agent: its model requests are DBOS steps
+        kind = "at_least_once"
     elif node.type in ("agent", "mcp", "tool"):
         if details.get("recovery") == "restart":
             kind = "journaled"

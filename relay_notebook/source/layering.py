@@ -18,6 +18,9 @@ __all__ = ["CHAIN_WEIGHT", "LayeredGraph", "assign_layers", "break_cycles", "red
 
 #: placement weight of a one-to-one link: chains of these are drawn as one straight column
 CHAIN_WEIGHT: Final = 8.0
+#: dummy vertices every graph may have (long edges routed one by one), and per node beyond that
+DUMMY_BUDGET: Final = 20_000
+DUMMIES_PER_NODE: Final = 4
 _MAX_SWEEPS = 24
 _STALL_LIMIT = 4
 
@@ -91,26 +94,65 @@ class LayeredGraph:
         self.up: list[list[int]] = [[] for _ in range(n)]
         self.chains: dict[int, list[int]] = {}
         links: list[tuple[int, int, bool]] = []
+        lanes, unrouted = _plan_long_edges(n, layer, dag, flipped)
+        lane_of: dict[int, dict[int, int]] = {}  # target -> layer -> the lane's dummy there
         for k, s, t in dag:
+            if k in unrouted:
+                self.chains[k] = [s, t]  # drawn straight, outside the rows
+                continue
+            lane = lanes.get(k)
+            if lane is not None:
+                self.chains[k] = self._join_lane(lane_of.setdefault(t, {}), lane, s, t, links)
+                continue
             chain = [s]
             for lv in range(layer[s] + 1, layer[t]):
-                d = len(self.layer)
-                self.layer.append(lv)
-                self.key.append((max(s, t), 1, k))
-                self.down.append([])
-                self.up.append([])
-                chain.append(d)
+                chain.append(self._dummy(lv, (max(s, t), 1, k)))
             chain.append(t)
             for a, b in pairwise(chain):
-                self.down[a].append(b)
-                self.up[b].append(a)
-                links.append((a, b, k in flipped))
+                self._link(a, b, k in flipped, links)
             self.chains[k] = chain
         self.pos = [0] * len(self.layer)
         self.best_order: list[list[int]] = []
         self.links = links
         self.up_w: list[list[float]] = []
         self.down_w: list[list[float]] = []
+
+    def _link(self, a: int, b: int, back: bool, links: list[tuple[int, int, bool]]) -> None:
+        self.down[a].append(b)
+        self.up[b].append(a)
+        links.append((a, b, back))
+
+    def _join_lane(
+        self,
+        lane: dict[int, int],
+        key: tuple[int, int, int],
+        s: int,
+        t: int,
+        links: list[tuple[int, int, bool]],
+    ) -> list[int]:
+        """Route ``s -> t`` down ``t``'s lane (one dummy per row above ``t``, extended upwards
+        as needed); its chain names only where it joins and leaves the lane, so an edge costs
+        O(1) beyond the lane's rows, and its polyline stays short."""
+        first, last = self.layer[s] + 1, self.layer[t] - 1
+        if not lane:
+            lane[last] = self._dummy(last, key)
+            self._link(lane[last], t, False, links)
+        top = min(lane)
+        for lv in range(top - 1, first - 1, -1):  # rows above the lane's top, upwards
+            lane[lv] = self._dummy(lv, key)
+            self._link(lane[lv], lane[lv + 1], False, links)
+        entry = lane[first]
+        if entry not in self.down[s]:
+            self._link(s, entry, False, links)
+        return [s, entry, lane[last], t] if entry != lane[last] else [s, entry, t]
+
+    def _dummy(self, lv: int, key: tuple[int, int, int]) -> int:
+        d = len(self.layer)
+        self.layer.append(lv)
+        self.key.append(key)
+        self.down.append([])
+        self.up.append([])
+        return d
 
     def weigh(self) -> None:
         """Link weights for placement, read from the final ordering.
@@ -213,6 +255,50 @@ class LayeredGraph:
         row.sort(key=lambda v: (keys[v], pos[v]))
         for i, v in enumerate(row):
             pos[v] = i
+
+
+def dummy_budget(n: int) -> int:
+    """How many dummy vertices a graph of ``n`` nodes gets before its long edges share lanes."""
+    return max(DUMMY_BUDGET, DUMMIES_PER_NODE * n)
+
+
+def _plan_long_edges(
+    n: int, layer: list[int], dag: list[tuple[int, int, int]], flipped: set[int]
+) -> tuple[dict[int, tuple[int, int, int]], set[int]]:
+    """Which long edges share a lane (edge -> the lane's sort key) and which are left unrouted.
+
+    Within the budget every long edge has dummies of its own (nothing changes). Over it, which
+    only a huge graph reaches (a return deep in a 10,000-step body spans every row below it,
+    and each one more would add as many dummies), the forward edges into one node share one
+    lane of dummies; if the lanes and back edges still exceed the budget, the longest of them
+    are drawn straight, outside the rows, so the layout stays linear in the graph's size.
+    """
+    budget = dummy_budget(n)
+    span = {k: layer[t] - layer[s] - 1 for k, s, t in dag if layer[t] - layer[s] > 1}
+    if sum(span.values()) <= budget:
+        return {}, set()
+    groups: dict[int, list[int]] = {}
+    top: dict[int, int] = {}
+    last: dict[int, int] = {}  # a lane follows the latest of its endpoints, like a dummy
+    for k, s, t in dag:
+        if k in span and k not in flipped:
+            groups.setdefault(t, []).append(k)
+            top[t] = min(top.get(t, layer[t]), layer[s])
+            last[t] = max(last.get(t, t), s)
+    lanes = {k: (last[t], 1, members[0]) for t, members in groups.items() for k in members}
+    # the units that cost dummies: a lane (all its edges) or one back edge
+    units: list[tuple[int, int, list[int]]] = [
+        (layer[t] - top[t] - 1, members[0], members) for t, members in groups.items()
+    ]
+    units += [(cost, k, [k]) for k, cost in span.items() if k in flipped]
+    total = sum(cost for cost, _, _ in units)
+    unrouted: set[int] = set()
+    for cost, _, members in sorted(units, key=lambda u: (-u[0], u[1])):
+        if total <= budget:
+            break
+        total -= cost
+        unrouted.update(members)
+    return lanes, unrouted
 
 
 def reduce_crossings(g: LayeredGraph, order: list[list[int]]) -> int:

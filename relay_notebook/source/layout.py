@@ -25,6 +25,7 @@ from relay_notebook.source.layering import (
     assign_layers,
     break_cycles,
 )
+from relay_notebook.source.lint import gc_paused
 
 __all__ = [
     "CHAR_WIDTH",
@@ -110,6 +111,11 @@ def layout_graph(graph: FlowGraph) -> FlowGraph:
 
 def compute_layout(graph: FlowGraph, *, reduce_crossings: bool = True) -> Layout:
     """Lay ``graph`` out without changing it; ``reduce_crossings=False`` keeps input order."""
+    with gc_paused():  # lists of numbers: nothing cyclic, yet a huge graph made many collections
+        return _compute_layout(graph, reduce_crossings)
+
+
+def _compute_layout(graph: FlowGraph, reduce_crossings: bool) -> Layout:
     n = len(graph.nodes)
     sizes = [node_size(nd.type, nd.label) for nd in graph.nodes]
     if n == 0:

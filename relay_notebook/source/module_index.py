@@ -33,6 +33,10 @@ Role = Literal["step", "workflow", "tool", "helper"]
 BUILTINS: Final = frozenset(dir(builtins))
 #: the one spelling of the DBOS class, however the module imports it
 DBOS_CLASS: Final = "dbos.DBOS"
+_QUEUE_MAKERS: Final = frozenset({f"{DBOS_CLASS}.register_queue", "dbos.Queue"})
+_DATASOURCE_MAKERS: Final = frozenset(
+    {"dbos.SQLAlchemyDatasource.create", "dbos.AsyncSQLAlchemyDatasource.create"}
+)
 _ROLES: Final[dict[str, Role]] = {
     f"{DBOS_CLASS}.step": "step",
     f"{DBOS_CLASS}.transaction": "step",
@@ -85,6 +89,10 @@ class ModuleIndex:
         self.nodes: dict[str, FunctionNode] = {}
         self.classes: set[str] = set()
         self.objects: set[str] = set()
+        #: module-level queues (``queue = DBOS.register_queue("q")``): their enqueues are drawn
+        self.queues: set[str] = set()
+        #: module-level datasources (``ds = SQLAlchemyDatasource.create(url)``)
+        self.datasources: set[str] = set()
         self.lambdas: set[str] = set()
         aliases: list[tuple[str, str]] = []
         pending: deque[ast.stmt] = deque(module.body)
@@ -125,6 +133,11 @@ class ModuleIndex:
             isinstance(value.func, ast.Name) and value.func.id in BUILTINS
         ):
             self.objects.add(name)
+            made = self.qualify(value.func)
+            if made in _QUEUE_MAKERS:
+                self.queues.add(name)
+            elif made in _DATASOURCE_MAKERS:
+                self.datasources.add(name)
 
     def qualify(self, expr: ast.expr, scope: Scope | None = None) -> str | None:
         """The dotted name ``expr`` spells through the imports, or None if it is not imported."""
@@ -142,9 +155,22 @@ class ModuleIndex:
         for deco in node.decorator_list:
             call = deco if isinstance(deco, ast.Call) else None
             found = _ROLES.get(self.qualify(call.func if call else deco) or "")
+            if found is None and self.datasource_of(call.func if call else deco) is not None:
+                found = "step"  # a datasource transaction: a step that commits with its checkpoint
             if found is not None:
                 return found, call
         return "helper", None
+
+    def datasource_of(self, decorator: ast.expr) -> str | None:
+        """The module-level datasource ``decorator`` spells ``ds.transaction`` of, if any."""
+        if (
+            isinstance(decorator, ast.Attribute)
+            and decorator.attr == "transaction"
+            and isinstance(decorator.value, ast.Name)
+            and decorator.value.id in self.datasources
+        ):
+            return decorator.value.id
+        return None
 
     def describe(self, node: FunctionNode) -> Function:
         """``node``'s role (from its decorators), display label and details."""
@@ -162,6 +188,11 @@ class ModuleIndex:
         details: dict[str, Any] = {"function": node.name}
         if role != "helper":
             details["name"] = label
+        if role == "step" and self.datasources:
+            for deco in node.decorator_list:
+                source = self.datasource_of(deco.func if isinstance(deco, ast.Call) else deco)
+                if source is not None:
+                    details["transaction"] = source
         details.update((k, v) for k, v in kwargs.items() if k != "name")
         doc = ast.get_docstring(node)
         if doc and doc.strip():

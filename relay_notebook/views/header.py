@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = ["Surface", "attempt_text", "header_line", "next_command", "with_next"]
+__all__ = ["Surface", "attempt_text", "code_text", "header_line", "next_command", "with_next"]
 
 Surface = Literal["notebook", "terminal"]
 
@@ -65,14 +65,38 @@ def next_command(run: dict[str, Any], surface: Surface = "notebook") -> str | No
     return None
 
 
+def code_text(run: dict[str, Any], surface: Surface = "notebook") -> str | None:
+    """What the graph is drawn on, when that is not the draft as it is now (``run["code"]``,
+    from ``commands.run_flow``): None for a release's run or a draft unchanged since."""
+    code = run.get("code")
+    if not isinstance(code, dict) or code.get("kind") != "draft" or not code.get("changed"):
+        return None
+    compare = _command(surface, f"check {run.get('relay')} --replay {run.get('run_id')}")
+    if code.get("kept", True):
+        return (
+            "drawn on the code this run ran; the draft has changed since — compare the draft "
+            f"with this run: {compare}"
+        )
+    return (
+        "drawn on the current draft, which has changed since this run started (the run's own "
+        f"code was not kept): calls may not match their nodes; compare: {compare}"
+    )
+
+
 def with_next(run: dict[str, Any], surface: Surface = "notebook") -> dict[str, Any]:
-    """``run`` with its ``next`` for ``surface`` (a copy; none added when nothing is needed)."""
+    """``run`` with its ``next`` and ``drawn`` for ``surface`` (a copy; none added when
+    nothing is needed)."""
     out = dict(run)
     hint = next_command(run, surface)
     if hint is not None:
         out["next"] = hint
     else:
         out.pop("next", None)
+    drawn = code_text(run, surface)
+    if drawn is not None:
+        out["drawn"] = drawn
+    else:
+        out.pop("drawn", None)
     return out
 
 
@@ -104,8 +128,14 @@ def header_line(run: dict[str, Any]) -> str:
     elif isinstance(error, dict) and error.get("message"):
         where = f" (relay.py line {error['line']})" if error.get("line") else ""
         line += f" — {error['message']}{where}"
+    if run.get("result") is not None:
+        line += f" — result: {run['result']}"
+    if run.get("recovered"):
+        line += f" — {run['recovered']}"
     if run.get("note"):
         line += f" — {run['note']}"
+    if run.get("drawn"):
+        line += f" — {run['drawn']}"
     if run.get("next"):
         line += f"; {run['next']}"
     return line

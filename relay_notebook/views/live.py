@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -30,9 +31,19 @@ from relay_notebook.views.run_events import latest_lines
 from relay_notebook.views.svg import render_svg
 from relay_notebook.views.text import graph_text
 
-__all__ = ["RunMonitor", "Throttle"]
+__all__ = ["RESULT_PREVIEW", "RunMonitor", "Throttle", "result_preview"]
 
 MAX_RATE_HZ = 8
+
+
+#: characters of a run's result a view's header shows
+RESULT_PREVIEW = 200
+
+
+def result_preview(result: Any) -> str:
+    """``result`` as one line of JSON for the header, cut at ``RESULT_PREVIEW`` characters."""
+    text = json.dumps(result, ensure_ascii=False, default=str)
+    return text if len(text) <= RESULT_PREVIEW else text[: RESULT_PREVIEW - 1] + "…"
 
 
 class Throttle:
@@ -103,11 +114,22 @@ class RunMonitor:
         self.surface: Surface = surface
         #: a sentence about this view, e.g. that a recovery found nothing left to do
         self.note: str | None = None
+        #: the run's result, previewed (a live view shows it: no cell value returns it)
+        self.result: str | None = None
+        #: what the flow graph is drawn on (``commands.RunFlow.code``): the header says when it
+        #: is not the draft as it is now
+        self.code: dict[str, Any] | None = None
         self.graph = copy.deepcopy(flow)
         self.graph.kind = "run"
         self.run: dict[str, Any] | None = None
         self.refreshes = 0
         self._lock = threading.Lock()
+
+    def draw_on(self, flow: FlowGraph, code: dict[str, Any] | None) -> None:
+        """Draw the run on ``flow`` (the code the run ran) from the next refresh on."""
+        if any(n.x is None for n in flow.nodes):
+            layout_graph(flow)
+        self.flow, self.code = flow, code
 
     @property
     def status(self) -> str:
@@ -123,9 +145,14 @@ class RunMonitor:
         except RelayError:
             return  # its folder or record is not there yet
         graph = overlay_run(self.flow, log)
-        run = with_next(graph.run or {"run_id": run_id, "status": "starting"}, self.surface)
+        run = graph.run or {"run_id": run_id, "status": "starting"}
+        if self.code is not None and self.code.get("changed"):
+            run["code"] = self.code  # only then does the header say anything about it
+        run = with_next(run, self.surface)
         if self.note:
             run["note"] = self.note
+        if self.result is not None and run.get("status") == "succeeded":
+            run["result"] = self.result
         graph.run = run
         if self.read_events is not None:
             # no record yet: the events come with the next refresh

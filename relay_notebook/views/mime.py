@@ -4,6 +4,7 @@ SVG/HTML fallback everywhere else and a deterministic ``text/plain`` (compared b
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,10 @@ class GraphView:
         }
 
 
+#: a relay.py line number inside a diagnostic's message (``line 5``, never ``cell line``)
+_FILE_LINE = re.compile(r"(?<!cell )\bline (\d+)\b")
+
+
 @dataclass
 class CheckView:
     """Admission errors and lint warnings of a cell, one line each, with cell line numbers."""
@@ -50,11 +55,17 @@ class CheckView:
 
     def lines(self) -> list[str]:
         return [
-            f"cell line {d.line + self.line_offset}: {d.severity}: {d.message} [{d.code}]"
+            f"cell line {d.line + self.line_offset}: {d.severity}: "
+            f"{self._cell_lines(d.message)} [{d.code}]"
             if d.file == "relay.py"
             else d.format()
             for d in self.diagnostics
         ]
+
+    def _cell_lines(self, message: str) -> str:
+        """``message`` (about relay.py) with its line numbers as cell lines, so one sentence
+        never mixes the cell's numbering with the file's."""
+        return _FILE_LINE.sub(lambda m: f"cell line {int(m[1]) + self.line_offset}", message)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())

@@ -118,6 +118,10 @@ def run_log_text(log: RunLog, *, limit: int = STEP_LINES) -> str:
         lines += [_receipt_line(r, log.run_id) for r in log.receipts[:limit]]
         if len(log.receipts) > limit:
             lines.append(f"  … {_plural(len(log.receipts) - limit, 'more call')}")
+    if log.usage is not None:
+        from relay_notebook.views.usage_text import usage_lines
+
+        lines += usage_lines(log.usage, limit=limit)
     return "\n".join(lines)
 
 
@@ -252,7 +256,13 @@ class RunLogView:
             nowrap=(0, 7),
         )
         title = html.escape(run_log_text(self.log).splitlines()[0])
-        return f"<div class='relay-run-log'><p><b>{title}</b></p>{attempts}{calls}</div>"
+        usage = ""
+        if log.usage is not None:
+            from relay_notebook.views.usage_text import usage_lines
+
+            text = html.escape("\n".join(usage_lines(log.usage, limit=STEP_LINES)))
+            usage = f"<pre class='relay-usage'>{text}</pre>"
+        return f"<div class='relay-run-log'><p><b>{title}</b></p>{attempts}{calls}{usage}</div>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {"text/plain": run_log_text(self.log), "text/html": self.html()}

@@ -10,7 +10,7 @@ from typing import Any, Final
 from relay_notebook.source.graph import Edge, FlowGraph, Node
 from relay_notebook.source.layout import NODE_HEIGHT, fit_label, layout_graph, node_size
 
-__all__ = ["STATUS_COLOURS", "TYPE_COLOURS", "render_svg"]
+__all__ = ["STATUS_COLOURS", "STOP_BADGES", "TYPE_COLOURS", "render_svg"]
 
 FONT: Final = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
@@ -50,9 +50,23 @@ STATUS_COLOURS: Final[Mapping[str, tuple[str, str, str]]] = {
     "not_reached": ("#ffffff", "#e5e7eb", "#9ca3af"),
     # blocked in DBOS.recv / DBOS.sleep: not failed, not running, waiting for a message or a timer
     "waiting": ("#fefce8", "#ca8a04", "#713f12"),
+    # the call running when its process died (its body runs again on recovery)
+    "interrupted": ("#fff7ed", "#ea580c", "#7c2d12"),
+    # a platform call left without its result: a person settles it (relay reconcile)
+    "uncertain": ("#fffbeb", "#d97706", "#78350f"),
 }
 #: the badge of a node the run waits in
 WAITING_COLOUR: Final = "#a16207"
+#: the badge of a node where the run waits or stopped (``details["stopped"]``, else its
+#: status): its text and colour
+STOP_BADGES: Final[Mapping[str, tuple[str, str]]] = {
+    "waiting": ("waiting", WAITING_COLOUR),
+    "interrupted": ("stopped here", "#c2410c"),
+    "uncertain": ("uncertain", "#b45309"),
+    "raised": ("raised here", "#b91c1c"),
+}
+#: statuses drawn with a heavier outline: where the run is, or where it stopped
+_HEAVY: Final = frozenset({"running", "failed", "waiting", "interrupted", "uncertain"})
 
 Point = tuple[float, float]
 
@@ -141,11 +155,21 @@ def caption(node: Node) -> str:
     return f"{kind} · L{node.line}" if node.line is not None else kind
 
 
+def stop_mark(node: Node) -> str | None:
+    """Where the run waits or stopped, if at ``node``: a key of ``STOP_BADGES``."""
+    stopped = node.details.get("stopped")
+    if isinstance(stopped, str) and stopped in STOP_BADGES:
+        return stopped
+    return "waiting" if node.details.get("status") == "waiting" else None
+
+
 def reused_badge(node: Node) -> str:
     """The badge's text: ``reused``, ``2 of 3 reused`` for a node of several calls, or
-    ``copied from RUN`` (``edited · …``) for a fork's copied checkpoints."""
-    if node.details.get("status") == "waiting":
-        return "waiting"
+    ``copied from RUN`` (``edited · …``) for a fork's copied checkpoints; where the run waits
+    or stopped, that (``waiting``, ``stopped here``, ``uncertain``, ``raised here``)."""
+    stop = stop_mark(node)
+    if stop is not None:
+        return STOP_BADGES[stop][0]
     summary = node.details.get("summary")
     if isinstance(summary, str) and (summary.endswith("reused") or "copied from" in summary):
         return summary
@@ -153,9 +177,11 @@ def reused_badge(node: Node) -> str:
 
 
 def badge_colour(node: Node) -> str:
-    """Purple for reused checkpoints, teal for a fork's copied ones, gold while waiting."""
-    if node.details.get("status") == "waiting":
-        return WAITING_COLOUR
+    """Purple for reused checkpoints, teal for a fork's copied ones, gold while waiting, orange
+    or red where the run stopped."""
+    stop = stop_mark(node)
+    if stop is not None:
+        return STOP_BADGES[stop][1]
     return "#0e7490" if node.details.get("copied_from") else "#7c3aed"
 
 
@@ -205,7 +231,7 @@ def _node(node: Node) -> list[str]:
     if isinstance(status, str) and status in STATUS_COLOURS:
         fill, stroke, ink = STATUS_COLOURS[status]
         classes += f" relay-node--status-{status}"
-        stroke_width = "2.5" if status in ("running", "failed", "waiting") else "2"
+        stroke_width = "2.5" if status in _HEAVY else "2"
         if status == "not_reached":
             opacity = ' opacity="0.6"'
             dash = ' stroke-dasharray="4 3"'
@@ -236,12 +262,12 @@ def _node(node: Node) -> list[str]:
             f'<text x="{_num(cx)}" y="{_num(y0 + 29)}" text-anchor="middle" font-size="13" '
             f'fill="{ink}"{style}>{label}</text>'
         )
-    waiting = status == "waiting"
-    if node.details.get("reused") or node.details.get("copied_from") or waiting:
+    stop = stop_mark(node)
+    if node.details.get("reused") or node.details.get("copied_from") or stop:
         badge = reused_badge(node)
         bw = badge_width(badge)
         bx, by = x0 + w - bw + 12, y0 - 12
-        which = "waiting" if waiting else "reused"
+        which = stop or "reused"
         out.append(
             f'<g class="relay-badge relay-badge--{which}"><rect x="{_num(bx)}" y="{_num(by)}" '
             f'width="{_num(bw)}" height="16" rx="8" fill="{badge_colour(node)}"/>'

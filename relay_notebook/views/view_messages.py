@@ -8,7 +8,7 @@ to view) or ``action`` (view to kernel), so the two ends cannot drift unseen.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
     "ErrorMessage",
@@ -56,10 +56,12 @@ class WorkspaceMessage(TypedDict):
 
 
 class ErrorMessage(TypedDict):
-    """An action that could not start: shown in the view's header."""
+    """An action that could not start: shown in the view's header, worded for the notebook."""
 
     type: Literal["error"]
     message: str
+    #: the view's run as it is now (e.g. a waiting run answered elsewhere), shown with it
+    bundle: NotRequired[dict[str, Any]]
 
 
 #: every message the kernel sends a view

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay_notebook.errors import InvalidTargetError, RelayNotFoundError, WorkspaceError
+from relay_notebook.errors.storage import storage_error
 from relay_notebook.workspace.file_io import decode_source, read_source, write_bytes_atomic
 from relay_notebook.workspace.manifest import MANIFEST_FILE, Manifest, dump_manifest, load_manifest
 from relay_notebook.workspace.names import validate_relay_name
@@ -129,6 +130,9 @@ class Workspace:
         try:
             path.mkdir(parents=parents, exist_ok=True)
         except OSError as exc:
+            stored = storage_error(exc, path.parent)  # full, or read-only: said as such
+            if stored is not None:
+                raise stored from None
             raise WorkspaceError(
                 f"Cannot use the workspace {self.home}: creating {path} failed "
                 f"({exc.strerror or exc}). Point --home or RELAY_HOME at a folder you can write."

@@ -11,15 +11,47 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.errors import InvalidSourceError
+from relay_notebook.errors import DiskFullError, InvalidSourceError
 
 __all__ = [
+    "MIN_FREE_BYTES",
     "decode_source",
+    "free_bytes",
     "read_source",
+    "require_free_space",
     "unique_temporary",
     "write_bytes_atomic",
     "write_json_atomic",
 ]
+
+
+#: the least free space an attempt starts with: its run.json, ledger, trace and first
+#: checkpoints (a run's SQLite database alone starts at a few hundred KiB)
+MIN_FREE_BYTES = 1024 * 1024
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Bytes this process may still write on ``folder``'s file system (``None``: unknown)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    if st.f_blocks == 0:  # a file system that reports no sizes (some FUSE ones): unknown
+        return None
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail  # root may use the reserve
+    return blocks * st.f_frsize
+
+
+def require_free_space(folder: Path, doing: str, need: int = MIN_FREE_BYTES) -> None:
+    """``DiskFullError`` before ``doing`` if ``folder``'s disk has less than ``need`` free:
+    refused at the start rather than stopped half way."""
+    free = free_bytes(folder)
+    if free is not None and free < need:
+        raise DiskFullError(
+            f"The disk holding {folder} is full: {free // 1024:,} KiB free, and {doing} needs "
+            f"at least {need // 1024:,} KiB. Nothing was started. Free space there "
+            f"(df -h {folder}), then run the command again."
+        )
 
 
 def unique_temporary(path: Path) -> tuple[Path, int]:

@@ -10,6 +10,7 @@ recomputes every checksum because permissions alone do not stop a determined edi
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from relay_notebook.errors import InvalidTargetError, ReleaseNotFoundError
+from relay_notebook.errors import InvalidTargetError, ReleaseNotFoundError, ReleaseTamperedError
 from relay_notebook.workspace.drafts import Draft, Workspace
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
 
 RELEASE_FILE = "RELEASE.json"
 RELEASES_DIR = "releases"
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 _READ_ONLY_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _READ_ONLY_DIR = _READ_ONLY_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
@@ -111,14 +113,39 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def _read_release(folder: Path) -> Release:
-    meta = json.loads((folder / RELEASE_FILE).read_text(encoding="utf-8"))
-    return Release(
-        relay=meta["relay"],
-        version=int(meta["version"]),
-        hash=meta["hash"],
-        created_at=meta["created_at"],
-        files=dict(meta["files"]),
-        folder=folder,
+    """The release frozen in ``folder``; ``ReleaseTamperedError`` names a RELEASE.json that is
+    no longer what publishing wrote (garbled, emptied, a field gone)."""
+    path = folder / RELEASE_FILE
+    try:
+        meta = json.loads(path.read_bytes())
+        release = Release(
+            relay=meta["relay"],
+            version=meta["version"],
+            hash=meta["hash"],
+            created_at=meta["created_at"],
+            files=dict(meta["files"]),
+            folder=folder,
+        )
+        fields = (release.relay, release.hash, release.created_at, *release.files.values())
+        if type(release.version) is not int or not all(isinstance(f, str) for f in fields):
+            raise TypeError("a field of the wrong type")
+    except OSError as exc:
+        if exc.errno in _STORAGE_ERRNOS:
+            raise  # a full disk or a read-only workspace is said as such (errors.storage)
+        raise _tampered(path, f"cannot be read ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError):
+        raise _tampered(path, "is not valid JSON") from None
+    except (KeyError, TypeError, AttributeError) as exc:
+        why = f"is not a release's metadata ({type(exc).__name__}: {exc})"
+        raise _tampered(path, why) from None
+    return release
+
+
+def _tampered(path: Path, why: str) -> ReleaseTamperedError:
+    return ReleaseTamperedError(
+        f"Release file {path} {why}: it changed after publishing, so the release cannot be "
+        f"trusted. Restore the file from a copy, or delete the folder {path.parent} and publish "
+        f"again with: relay publish {path.parents[2].name}"
     )
 
 

@@ -182,6 +182,9 @@ def test_fork_from_the_panels_run_graph_then_delete_a_run(panel_page: Any, lab: 
         "pack",
         "pack",
     ]
+    # its first attempt lists the 3 copied checkpoints as copied, as the run view does
+    first = run.locator(".jp-RelayPanel-attempts li").first.inner_text()
+    assert "3 copied" in first and "3 reused" not in first, first
     panel_page.once("dialog", lambda dialog: dialog.accept())
     panel.get_by_role("button", name="Delete").click()
     panel.locator('.jp-RelayRunList-item[data-run-id="order-3"]').wait_for(state="detached")

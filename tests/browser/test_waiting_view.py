@@ -168,9 +168,10 @@ def test_the_side_panel_shows_events_and_a_waiting_run(
     panel.locator(f'.jp-RelayRunList-item[data-run-id="{run_id}"]').click()
     waiting = panel.locator(".jp-RelayPanel-waiting")
     waiting.wait_for()
-    assert waiting.inner_text() == (
-        f'waiting for a message on topic "approval"; answer it with '
-        f"%relay send {run_id} approval JSON"
+    text = waiting.inner_text()
+    assert text.startswith('waiting for a message on topic "approval" until ')
+    assert text.endswith(
+        f" · no process is held meanwhile; answer it with %relay send {run_id} approval JSON"
     )
     draft = panel.locator('.jp-RelayRunEvents-event[data-key="draft"]').inner_text()
     assert "Refund 42 EUR on order C-3" in draft

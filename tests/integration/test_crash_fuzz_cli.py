@@ -13,11 +13,14 @@ relay's own side-effect file).
 The cases run on a run folder's SQLite file and, fewer, on a PostgreSQL database (the run's
 locks are then the server's advisory locks, which a killed process's session drops).
 ``RELAY_CLI_FUZZ_CASES=N`` runs N SQLite cases instead of 8 (and half as many on PostgreSQL).
+Forks killed while they are made are the benchmark's cases (``fork_case``), a few of them here
+(``RELAY_FORK_FUZZ_CASES=N``, default 3).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import random
@@ -25,7 +28,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -215,3 +220,29 @@ def test_a_terminal_run_killed_at_a_random_moment_recovers_from_the_terminal(
     check_reuse(folder, log.steps, f"{context}\n{evidence(folder)}")
     assert all(a["confinement"]["mechanism"] == "landlock" for a in attempts), attempts
     print(f"{plan}: attempts {[a['status'] for a in attempts]}")  # shown with -s
+
+
+FORK_CASES = int(os.environ.get("RELAY_FORK_FUZZ_CASES", "3"))
+
+
+def _bench() -> ModuleType:
+    """``benchmarks/bench_crash_fuzz.py``, whose fork cases this test draws a few of."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_crash_fuzz", ROOT / "benchmarks" / "bench_crash_fuzz.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_forks_killed_while_they_are_made_end_right_or_never_were(tmp_path: Path) -> None:
+    """`relay fork` SIGKILLed at drawn points of its making (and `relay recover` at points of
+    completing it): each fork is absent or ends with its edit, no copied step run again, and
+    the parent stays byte-identical."""
+    stats: Counter[str] = Counter()
+    problems = _bench().fork_part(FORK_CASES, BASE_SEED + 900, stats, tmp_path / "relays")
+    assert problems == [], f"{problems}\n{dict(stats)}"
+    assert stats["fork kills"] == FORK_CASES, dict(stats)
+    done = stats["forks completed and right"] + stats["killed before anything was written"]
+    assert done == FORK_CASES, dict(stats)

@@ -329,6 +329,18 @@ def _check_schema_files() -> None:
     assert not missing, f"DBOS no longer has {missing}"
 
 
+def _check_migrations(tmp_path: Path) -> None:
+    from relay_notebook.runner import dbos_private
+
+    migrations = dbos_private.sqlite_migrations()
+    assert migrations and all(isinstance(m, str) for m in migrations)
+    with sqlite3.connect(tmp_path / "migrated.sqlite") as conn:
+        for migration in migrations:
+            conn.executescript(migration)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"workflow_status", "operation_outputs", "notifications"} <= tables
+
+
 def _check_fork_rows(tmp_path: Path) -> None:
     from relay_notebook.runner import dbos_private
 
@@ -372,7 +384,24 @@ def _check_fork_rows(tmp_path: Path) -> None:
 
 
 #: every private name of DBOS that runner/dbos_private.py uses, and its check
+def _check_declared_queue() -> None:
+    # runner/queues.py: a relay's module-level DBOS.register_queue gets the queue object
+    # DBOS.enqueue_workflow makes, built with the private token while DBOS is not launched
+    from dbos._queue import _INTERNAL_QUEUE_CONSTRUCTION, Queue
+
+    from relay_notebook.runner.dbos_private import declared_queue
+
+    assert _INTERNAL_QUEUE_CONSTRUCTION is not None
+    queue = declared_queue("orders")
+    assert isinstance(queue, Queue) and queue.name == "orders"
+    assert queue.database_backed_queue is True
+    assert callable(queue.enqueue) and callable(queue.enqueue_async)
+
+
 _PRIVATE_CHECKS: dict[str, Any] = {
+    "dbos._queue._INTERNAL_QUEUE_CONSTRUCTION (a relay's queue before launch)": (
+        _check_declared_queue
+    ),
     "dbos._dbos._get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec": (
         _check_internal_queue_poll
     ),
@@ -385,6 +414,7 @@ _PRIVATE_CHECKS: dict[str, Any] = {
     ),
     "PRELOAD_MODULES (dbos._dbos, dbos._sys_db_sqlite, dbos._client)": _check_preload_modules,
     "SCHEMA_FILES (_migration.py, _sys_db_sqlite.py, _sys_db.py)": _check_schema_files,
+    "dbos._migration.sqlite_migrations (the template's expected schema)": _check_migrations,
     "fork rows: operation_outputs, workflow_input, workflow_status by SQL": _check_fork_rows,
 }
 

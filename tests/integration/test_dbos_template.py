@@ -118,12 +118,13 @@ def test_the_first_run_makes_the_template_and_the_next_starts_from_it(
 def test_a_template_that_is_not_a_database_is_not_used(
     workspace: Workspace, cache: dict[str, str]
 ) -> None:
-    """A damaged template costs the run nothing: it starts from an empty file, as before."""
+    """A damaged template costs the run nothing: it starts from an empty file, as before
+    (spawned: no warm parent is there to make the template again first)."""
     workspace.save_draft("one", ONE_STEP)
     template = template_of(cache)
     template.parent.mkdir(parents=True)
     template.write_bytes(b"not a database")
-    done = relay(cache, workspace.home, "run", "one")
+    done = relay({**cache, "RELAY_WARM_START": "0"}, workspace.home, "run", "one")
     assert done["status"] == "succeeded" and done["result"] == {"value": 2}
     assert not started_from_template(workspace, done["run_id"])
 
@@ -141,3 +142,57 @@ def test_a_relay_cannot_write_the_template(workspace: Workspace, cache: dict[str
     assert done["status"] == "succeeded"
     assert done["result"]["outside"] in ("EACCES", "EPERM", "EROFS")
     assert template.read_bytes() == before
+
+
+def _drop_operation_outputs(template: Path) -> None:
+    with sqlite3.connect(template) as conn:
+        conn.execute("DROP TABLE operation_outputs")
+
+
+def _plant_next_run(template: Path) -> None:
+    with sqlite3.connect(template) as conn:
+        conn.execute(
+            "INSERT INTO workflow_status (workflow_uuid, status, name, output) "
+            "VALUES ('one-2', 'SUCCESS', 'run', '{\"value\": 999}')"
+        )
+
+
+def _truncate(template: Path) -> None:
+    data = template.read_bytes()
+    template.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_drop_operation_outputs, _plant_next_run, _truncate],
+    ids=["without-operation_outputs", "a-row-for-the-next-run", "truncated"],
+)
+def test_a_wrong_template_is_not_used_and_is_made_again(
+    workspace: Workspace, cache: dict[str, str], damage: Any
+) -> None:
+    """A template without operation_outputs, one holding a row for the next run's id, or a
+    truncated one: the next run (spawned, so nothing makes the template again first) succeeds
+    with its own result, not from the template (nothing of it is read as a checkpoint); the
+    next CLI's warm parent makes the template again, and the run after starts from it."""
+    from relay_notebook.runner.dbos_template import template_problem
+
+    workspace.save_draft("one", ONE_STEP)
+    template = template_of(cache)
+    assert relay(cache, workspace.home, "run", "one")["status"] == "succeeded"
+    wait_until(template.is_file, timeout=120, what=f"the DBOS template at {template}")
+    damage(template)
+    assert template_problem(template) is not None
+    spawned = {**cache, "RELAY_WARM_START": "0"}
+    done = relay(spawned, workspace.home, "run", "one", "--input", '{"x": 21}')
+    assert done["run_id"] == "one-2"
+    assert done["status"] == "succeeded" and done["result"] == {"value": 42}, done
+    assert not started_from_template(workspace, "one-2")
+    warm = relay(cache, workspace.home, "run", "one", "--input", '{"x": 4}')
+    assert warm["status"] == "succeeded" and warm["result"] == {"value": 8}
+    wait_until(
+        lambda: template_problem(template) is None, timeout=120,
+        what=lambda: f"the DBOS template made again ({template_problem(template)})",
+    )  # fmt: skip
+    again = relay(cache, workspace.home, "run", "one", "--input", '{"x": 5}')
+    assert again["status"] == "succeeded" and again["result"] == {"value": 10}
+    assert started_from_template(workspace, again["run_id"])

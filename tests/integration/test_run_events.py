@@ -168,7 +168,7 @@ def test_a_sleeping_run_says_until_when_and_its_sleep_node_waits(workspace: Work
     outcome = start_run(workspace, draft, run_input={"seconds": 600}).wait(120)
     assert outcome.status == "waiting"
     record = find_run(workspace, outcome.run_id).read_meta()
-    until = time.strftime("%H:%M:%S", time.localtime(record["waiting"]["until_ms"] / 1000))
+    until = time.strftime("%H:%M:%S %Z", time.localtime(record["waiting"]["until_ms"] / 1000))
     monitor = RunMonitor(
         commands.graph(workspace, "snooze"),
         lambda run_id: commands.logs(workspace, run_id),
@@ -176,7 +176,8 @@ def test_a_sleeping_run_says_until_when_and_its_sleep_node_waits(workspace: Work
     )
     monitor.refresh()
     assert monitor.summary() == (
-        f"run {outcome.run_id}: waiting · attempt 1 of 3 · 2 executed — sleeping until {until}; "
+        f"run {outcome.run_id}: waiting · attempt 1 of 3 · 2 executed — sleeping until {until} "
+        "· no process is held meanwhile; "
         "it resumes once due, on %relay wake or the next relay command"
     )
     nodes = {n.type: n.details for n in monitor.graph.nodes}

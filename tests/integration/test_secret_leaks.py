@@ -265,7 +265,6 @@ def test_a_workflow_error_carrying_the_secret_is_withheld(
         ("set-event-portable", "A value that"),
         ("write-stream", "A value that"),
         ("send", "A value that"),
-        ("sync-child-result", "A value that"),
     ],
 )
 def test_values_dbos_saves_for_the_relay_are_refused(
@@ -275,6 +274,17 @@ def test_values_dbos_saves_for_the_relay_are_refused(
     message or a plain child workflow's result carrying the secret is refused where DBOS
     writes it."""
     refused_with(attempt(capsys, home, leak), f"{what} {REFUSED}")
+
+
+def test_a_sync_child_workflows_result_is_refused_as_it_returns(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """A sync child workflow is watched as an async one is: its result carrying the secret is
+    refused as it returns, before DBOS could save it."""
+    refused_with(
+        attempt(capsys, home, "sync-child-result"),
+        "The result of workflow 'sync_child' carries the value of vault secret",
+    )
 
 
 def test_a_plain_child_workflow_error_is_withheld(

@@ -99,7 +99,9 @@ def test_run_returns_at_once_and_the_kernel_stays_responsive(ip: Any) -> None:
         outcome = view.wait(60)
     assert outcome.status == "succeeded" and ip.user_ns["result"] == {"slept": 1.5}
     assert returned_after < 1.5
-    assert repr(view) == "run slow-1: succeeded · attempt 1 of 3 · 1 executed"
+    assert (
+        repr(view) == 'run slow-1: succeeded · attempt 1 of 3 · 1 executed — result: {"slept": 1.5}'
+    )
     texts = [o.data.get("text/plain", "") for o in captured.outputs]
     assert any(t.startswith("run slow-1: running") for t in texts)
 
@@ -115,7 +117,10 @@ def test_crash_recover_runs_logs(ip: Any) -> None:
         assert view.outcome.status == "interrupted"
         assert ip.run_line_magic("relay", "recover doubler-1 --wait") == {"out": [2, 4, 6]}
     recovered = ip.magics_manager.registry["RelayMagics"].views[-1]
-    assert repr(recovered) == "run doubler-1: succeeded · attempt 2 of 3 · 1 executed, 2 reused"
+    assert repr(recovered) == (
+        "run doubler-1: succeeded · attempt 2 of 3 · 1 executed, 2 reused "
+        "— recovered from attempt 1's crash"
+    )
     runs = ip.run_line_magic("relay", "runs doubler")
     assert isinstance(runs, RunsView)
     assert runs.text().split()[:4] == ["doubler-1", "succeeded", "attempts", "2"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from relay_notebook import commands
 from relay_notebook.history import overlay_run
 from relay_notebook.magics.lab import RecoveryLab
-from relay_notebook.magics.runs import RunView, ViewChannel
+from relay_notebook.magics.runs import WATCHER, RunView, ViewChannel
 from relay_notebook.views.live import Throttle
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
@@ -224,7 +225,9 @@ def test_the_view_channel_answers_a_waiting_run_and_follows_it(workspace: Worksp
     outcome = first.wait(120)
     assert outcome.status == "waiting"
     run = first.monitor.bundle()[GRAPH_MIME]["run"]
-    assert run["waiting"]["text"] == 'waiting for a message on topic "approval"'
+    text = run["waiting"]["text"]
+    assert text.startswith('waiting for a message on topic "approval" until ')
+    assert text.endswith(" · no process is held meanwhile")
     assert run["next"] == "answer it with %relay send approval-1 approval JSON"
     assert statuses(first)["wait-L20"] == "waiting"
     assert [e["key"] for e in run["events"]["events"]] == ["draft"]
@@ -248,3 +251,196 @@ def test_the_view_channel_answers_a_waiting_run_and_follows_it(workspace: Worksp
 
 def statuses_of(doc: dict[str, Any]) -> dict[str, str]:
     return {n["id"]: n["details"].get("status") for n in doc["nodes"]}
+
+
+SCORER = relay_source("scorer")
+#: the scorer's draft once edited: the loop calls grade, which no run of the old draft called
+GRADER = SCORER.replace("def score(x):", "def grade(x):").replace(
+    "total += score(x)", "\n        total += grade(x)"
+)
+
+
+def test_an_old_run_is_drawn_on_the_code_it_ran_after_the_draft_changed(
+    workspace: Workspace,
+) -> None:
+    """A finished run reopened after its draft changed (the loop now calls grade) shows score ×3
+    as the ledger says, no unplaced-call footnote, and says the draft changed since."""
+    workspace.save_draft("scorer", SCORER)
+    first = RunView.start(workspace, "scorer", shell=None, release=None, run_input={})
+    assert first.wait(120).status == "succeeded"
+    workspace.save_draft("scorer", GRADER)
+    view = RunView.recover(workspace, "scorer-1", shell=None)
+    view.wait(120)
+    doc = view.monitor.bundle()[GRAPH_MIME]
+    calls = [s.name for s in commands.logs(workspace, "scorer-1").steps]
+    assert calls == ["score", "score", "score"]
+    nodes = {n["details"].get("name", n["label"]): n for n in doc["nodes"] if n["type"] == "step"}
+    assert set(nodes) == {"score"}  # never the draft's grade
+    assert nodes["score"]["details"]["count"] == 3 and nodes["score"]["label"] == "score ×3"
+    # its call site in the code the run ran (the edit moved the draft's loop a line down)
+    assert nodes["score"]["line"] == SCORER.splitlines().index("        total += score(x)") + 1
+    assert not any("cannot follow" in note for note in doc.get("notes", []))
+    assert doc["run"]["code"] == {"kind": "draft", "changed": True, "kept": True}
+    assert doc["run"]["drawn"].startswith("drawn on the code this run ran; the draft has changed")
+    assert "%relay check scorer --replay scorer-1" in doc["run"]["drawn"]
+    assert "the draft has changed since" in view.monitor.bundle()["text/plain"].splitlines()[0]
+    detail = commands.run_detail(workspace, "scorer-1")["graph"]
+    assert {n["label"] for n in detail["nodes"] if n["type"] == "step"} == {"score ×3"}
+    assert "%relay check scorer --replay scorer-1" in detail["run"]["drawn"]
+
+
+def test_a_run_of_the_draft_as_it_is_says_nothing_about_its_code(workspace: Workspace) -> None:
+    """A run whose draft has not changed since carries no 'drawn on' line."""
+    workspace.save_draft("scorer", SCORER)
+    view = RunView.start(workspace, "scorer", shell=None, release=None, run_input={"xs": [4]})
+    view.wait(120)
+    run = view.monitor.bundle()[GRAPH_MIME]["run"]
+    assert "code" not in run and "drawn" not in run
+
+
+APPROVAL = relay_source("approval")
+
+
+def test_a_waiting_view_answered_from_a_terminal_turns_into_what_happened(
+    workspace: Workspace,
+) -> None:
+    """A view of approval-1 left waiting follows the run once `relay send` in a terminal
+    answers it: its header turns succeeded with the record's counts, its last push is final,
+    and a button's late approve is refused in notebook words with the view as it is now."""
+    import subprocess
+    import sys
+
+    workspace.save_draft("approval", APPROVAL)
+    sent: list[tuple[dict[str, Any], bool]] = []
+    view = RunView.start(
+        workspace, "approval", shell=None, release=None, run_input={"order": "T-1"},
+        sinks=[lambda bundle, final: sent.append((bundle, final))],
+    )  # fmt: skip
+    assert view.wait(120).status == "waiting"
+    assert view.monitor.bundle()[GRAPH_MIME]["run"]["status"] == "waiting"
+    assert WATCHER.watching(view)
+    relay = Path(sys.executable).with_name("relay")
+    done = subprocess.run(
+        [str(relay), "--home", str(workspace.home), "send", "approval-1", "approval",
+         '{"approved": true}'],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wait_until(
+        lambda: view.monitor.bundle()[GRAPH_MIME]["run"]["status"] == "succeeded",
+        timeout=30,
+        what="the waiting view to show the run succeeded",
+    )
+    log = commands.logs(workspace, "approval-1")
+    run = view.monitor.bundle()[GRAPH_MIME]["run"]
+    assert run["attempt"] == len(log.attempts) and "next" not in run
+    assert sent[-1][1] and sent[-1][0][GRAPH_MIME]["run"]["status"] == "succeeded"
+    wait_until(lambda: not WATCHER.watching(view), what="the watcher to let the view go")
+    replies: list[dict[str, Any]] = []
+    channel = ViewChannel(RecordingComm(replies), lambda: workspace, shell=None)
+    channel.handle(
+        {"content": {"data": {"action": "send", "run_id": "approval-1", "topic": "approval",
+                              "message": {"approved": True}}}}
+    )  # fmt: skip
+    (error,) = replies
+    assert error["type"] == "error" and "[" not in error["message"]
+    assert error["message"].startswith("Not sent: run approval-1 is no longer waiting")
+    assert "relay run" not in error["message"].replace("%relay", "")
+    assert error["bundle"][GRAPH_MIME]["run"]["status"] == "succeeded"
+
+
+CLERK = """from dbos import DBOS
+from agentworks import agent
+
+
+@DBOS.step()
+async def clerk(text):
+    return await agent(name="clerk", user_message=text)
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return await clerk(INPUT.get("text", "order A-1"))
+"""
+
+
+RAISER = """from dbos import DBOS
+
+
+@DBOS.step()
+def check(x):
+    if x > 1:
+        raise ValueError("too big")
+    return x
+
+
+@DBOS.workflow()
+def run(INPUT):
+    for x in [1, 2]:
+        check(x)
+"""
+
+
+def _node(view: RunView, node_id: str) -> dict[str, Any]:
+    doc = view.monitor.bundle()[GRAPH_MIME]
+    return next(n for n in doc["nodes"] if n["id"] == node_id)
+
+
+def test_the_call_running_when_the_process_died_is_marked_and_recovery_says_so(
+    workspace: Workspace,
+) -> None:
+    """A crash during pack#1 marks pack's node interrupted, badged "stopped here" (never
+    greyed as not reached); recovered, the header says it came back from attempt 1's crash."""
+    crashed = order_view(workspace, run_input=BIG, crash="during:pack")
+    log = commands.logs(workspace, "order-1")
+    assert [s.name for s in log.steps if s.status == "interrupted"] == ["pack"]
+    pack = _node(crashed, "step-pack")
+    assert pack["status"] == "interrupted" and pack["details"]["stopped"] == "interrupted"
+    assert (
+        '<g class="relay-badge relay-badge--interrupted">'
+        in crashed.monitor.bundle()["image/svg+xml"]
+        and ">stopped here</text>" in crashed.monitor.bundle()["image/svg+xml"]
+    )
+    recovered = RunView.recover(workspace, "order-1", shell=None)
+    assert recovered.wait(120).status == "succeeded"
+    run = recovered.monitor.bundle()[GRAPH_MIME]["run"]
+    assert run["recovered"] == "recovered from attempt 1's crash"
+    assert "stopped" not in _node(recovered, "step-pack")["details"]
+    first_line = recovered.monitor.bundle()["text/plain"].splitlines()[0]
+    assert "recovered from attempt 1's crash" in first_line
+
+
+def test_the_call_that_raised_is_marked(workspace: Workspace) -> None:
+    """A failed run marks the node of the call whose exception failed it, "raised here"."""
+    workspace.save_draft("checker", RAISER)
+    view = RunView.start(workspace, "checker", shell=None, release=None, run_input={})
+    assert view.wait(120).status == "failed"
+    failed = [s.name for s in commands.logs(workspace, "checker-1").steps if s.status == "error"]
+    assert failed == ["check"]
+    check = _node(view, "step-check")
+    assert check["status"] == "failed" and check["details"]["stopped"] == "raised"
+    assert ">raised here</text>" in view.monitor.bundle()["image/svg+xml"]
+
+
+def test_an_uncertain_call_holds_the_header_at_reconcile(workspace: Workspace) -> None:
+    """A crash during agent:clerk: the recovered view says needs reconciliation, names the
+    call, tells to %relay reconcile, and marks the agent's node uncertain."""
+    from relay_notebook.workspace import Manifest
+
+    workspace.save_draft("shop", CLERK, Manifest(model="scripted:fixtures.json"))
+    (workspace.relay_dir("shop") / "fixtures.json").write_text('{"clerk": [{"content": "ok"}]}')
+    first = RunView.start(
+        workspace, "shop", shell=None, release=None, run_input={}, crash="during:agent:clerk"
+    )
+    assert first.wait(120).status == "interrupted"
+    view = RunView.recover(workspace, "shop-1", shell=None)
+    assert view.wait(120).status == "needs_reconciliation"
+    run = view.monitor.bundle()[GRAPH_MIME]["run"]
+    assert run["status"] == "needs_reconciliation"
+    assert run["uncertain"][0]["call"] == "agent 'clerk'"
+    assert "agent 'clerk' was left uncertain" in run["reason"]
+    assert run["next"].startswith("see the uncertain call with %relay reconcile shop-1")
+    agent = _node(view, "agent-clerk")
+    assert agent["status"] == "uncertain" and agent["details"]["stopped"] == "uncertain"
+    assert _node(view, "step-clerk")["details"]["stopped"] == "interrupted"
+    assert "recover it with" not in view.monitor.bundle()["text/plain"].splitlines()[0]

@@ -86,12 +86,11 @@ def test_run_that_is_not_a_toplevel_function_points_at_its_line(source: str, lin
     assert f"line {line}" in diagnostics[0].message
 
 
-def test_sync_workflow_entrypoint_must_be_async() -> None:
-    """A `def run(INPUT)` decorated as a workflow is told to become `async def`."""
+def test_sync_workflow_entrypoint_is_admitted() -> None:
+    """A `def run(INPUT)` decorated as a workflow is admitted, as DBOS runs it."""
     source = "from dbos import DBOS\n\n@DBOS.workflow()\ndef run(INPUT):\n    return INPUT\n"
-    diagnostics = admit_source(source)
-    assert found(diagnostics) == [("entrypoint-not-async", 4)]
-    assert "async def run(INPUT)" in diagnostics[0].message
+    assert admit_source(source) == []
+    assert entrypoint_kind(source) == "workflow"
 
 
 def test_undecorated_async_run_must_be_a_workflow() -> None:
@@ -274,7 +273,6 @@ def test_every_problem_is_reported_at_once_in_line_order() -> None:
         ("dbos-launch-forbidden", 2),
         ("dbos-destroy-forbidden", 5),
         ("dbos-decorator-not-called", 7),
-        ("entrypoint-not-async", 12),
         ("entrypoint-signature", 12),
     ]
 
@@ -307,9 +305,7 @@ def test_entrypoint_kind_accepts_a_parsed_module_and_rejects_non_entrypoints() -
     assert entrypoint_kind("def run(INPUT:\n") is None
     assert entrypoint_kind("VALUE = 1\n") is None
     assert entrypoint_kind("async def run(INPUT):\n    return 1\n") is None
-    assert (
-        entrypoint_kind("from dbos import DBOS\n@DBOS.workflow()\ndef run(INPUT): pass\n") is None
-    )
+    assert entrypoint_kind("from dbos import DBOS\n@DBOS.step()\ndef run(INPUT): pass\n") is None
 
 
 BAD_SOURCES = [

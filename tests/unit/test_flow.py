@@ -500,7 +500,7 @@ def test_dynamic_dispatch_is_unresolved() -> None:
 
 
 def test_child_workflows_are_workflow_nodes() -> None:
-    """Calling or starting another @DBOS.workflow draws a workflow node."""
+    """Calling or starting another @DBOS.workflow draws a workflow node, then its own steps."""
     source = relay(
         "await child(1)\nhandle = await DBOS.start_workflow_async(child, 2)\n",
         '''\
@@ -515,7 +515,8 @@ def test_child_workflows_are_workflow_nodes() -> None:
     started = graph.node("workflow-child-flow-2")
     assert started.details["via"] == "DBOS.start_workflow_async"
     assert started.details["doc"] == "Process one item."
-    assert of_type(graph, "step") == []
+    assert of_type(graph, "step") == ["step-a", "step-a-2"]
+    assert graph.node("step-a-2").details["in_workflow"] == "workflow-child-flow-2"
 
 
 def test_import_dbos_and_agentworks_module_spellings() -> None:

@@ -1,0 +1,154 @@
+"""An attempt SIGKILLed, from outside or by its own relay, is reported killed by its signal on
+every start path (forked from a kernel's warm parent, from `relay run`'s own, or spawned with
+``RELAY_WARM_START=0``), with no traceback of the kit's on the terminal or in run.json."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_notebook import commands
+from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+SELF_KILL = """\
+import os
+import signal
+
+from dbos import DBOS
+
+
+@DBOS.step()
+async def boom(x):
+    os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return await boom(1)
+"""
+NAP = """\
+import time
+from pathlib import Path
+
+from dbos import DBOS
+
+from agentworks import run_dir
+
+
+@DBOS.step()
+async def nap(x):
+    (Path(run_dir) / "napping").write_text(str(__import__("os").getpid()))
+    time.sleep(120)
+    return x
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return await nap(1)
+"""
+KILLED = "killed by SIGKILL"
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _below(pid: int) -> list[int]:
+    """Every live process below ``pid``, nearest first."""
+    parents = {int(e): _parent_of(int(e)) for e in os.listdir("/proc") if e.isdigit()}
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [p for p, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+def _relay_process(top: int) -> int:
+    """The relay's own process below ``top``: the deepest one running the child program."""
+
+    def cmdline(pid: int) -> str:
+        with contextlib.suppress(OSError):
+            return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        return ""
+
+    candidates = [p for p in _below(top) if "pasta" not in cmdline(p)]
+    assert candidates, f"no process below {top}"
+    return candidates[-1]
+
+
+def _napping(home: Path, run_id: str) -> bool:
+    number = run_id.rsplit("-", 1)[1]
+    return (home / "nap" / "runs" / f"iteration-{number}-hook" / "execution" / "napping").exists()
+
+
+def _check_record(home: Path, relay: str, run_id: str) -> None:
+    number = run_id.rsplit("-", 1)[1]
+    meta = json.loads((home / relay / "runs" / f"iteration-{number}-hook" / "run.json").read_text())
+    assert meta["status"] == "interrupted", meta
+    assert KILLED in meta["error"]["message"], meta["error"]
+    assert "Traceback" not in json.dumps(meta), meta["error"]
+    assert meta["attempts"][-1]["returncode"] == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("warm", ["1", "0"], ids=["warm", "spawned"])
+@pytest.mark.parametrize("how", ["outside", "itself"])
+def test_a_terminal_attempt_killed_is_reported_killed_by_sigkill(
+    warm: str, how: str, tmp_path: Path
+) -> None:
+    """`relay run` whose attempt is SIGKILLed (its relay's process, from outside; or the relay
+    kills itself): exit 3, "killed by SIGKILL" on stderr and in run.json, no traceback."""
+    home = tmp_path / "relays"
+    source = tmp_path / ("self_kill.py" if how == "itself" else "nap.py")
+    source.write_text(SELF_KILL if how == "itself" else NAP)
+    env = {**os.environ, "RELAY_WARM_START": warm, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "run", str(source)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    relay = source.stem
+    if how == "outside":
+        wait_until(lambda: _napping(home, "nap-1") or proc.poll() is not None, timeout=120,
+                   what="the relay's step to start")  # fmt: skip
+        os.kill(_relay_process(proc.pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, f"{out}\n{err}"
+    assert KILLED in err and "Traceback" not in err + out, err
+    assert "status 70" not in err
+    _check_record(home, relay, f"{relay}-1")
+
+
+@pytest.mark.parametrize("how", ["outside", "itself"])
+def test_an_attempt_forked_from_a_kernels_warm_parent_killed_is_reported_killed_by_sigkill(
+    how: str, workspace: Workspace
+) -> None:
+    """In a kernel's process (its long-lived warm parent forks the attempts), an attempt
+    SIGKILLed from outside or by its relay ends interrupted, "killed by SIGKILL", no
+    traceback; a second attempt forked the same way is reported the same."""
+    relay = "self_kill" if how == "itself" else "nap"
+    workspace.save_draft(relay, SELF_KILL if how == "itself" else NAP)
+    for n in (1, 2):
+        handle: Any = commands.run(workspace, relay)
+        if how == "outside":
+            wait_until(lambda: _napping(workspace.home, f"nap-{n}"), timeout=120,  # noqa: B023
+                       what="the relay's step to start")  # fmt: skip
+            os.kill(_relay_process(handle.process.pid), signal.SIGKILL)
+        outcome = handle.wait(120)
+        assert outcome.status == "interrupted", outcome
+        assert KILLED in outcome.error["message"] and "Traceback" not in json.dumps(
+            outcome.error
+        ), outcome.error
+        _check_record(workspace.home, relay, outcome.run_id)

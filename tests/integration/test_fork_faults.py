@@ -1,0 +1,178 @@
+"""`relay fork` killed inside the making of a fork: there is no fork, or `relay recover` completes
+the one there is (copied steps never run again, the edit kept), or refuses it in one coded line.
+
+Each case runs `relay` as a terminal does and makes the fork process SIGKILL itself at one of the
+named points of ``runner.fault_points`` (``RELAY_TEST_KILL_AT=fork:<point>``), as a power cut
+would. The relay notes each step body it runs in its run folder's ``execution/effects.log``, so
+"a copied step ran again" is read off the fork's own file; the parent is checked byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from relay_notebook.runner.fault_points import ENV_KILL_AT, FORK_POINTS
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = """\
+import os
+
+from dbos import DBOS
+
+
+def note(step, i):
+    fd = os.open("effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{step} {i}\\n".encode())
+    finally:
+        os.close(fd)
+
+
+@DBOS.step()
+async def fetch(i):
+    note("fetch", i)
+    return i * 10
+
+
+@DBOS.step()
+async def add(total, value):
+    note("add", value)
+    return total + value
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    total = 0
+    for i in range(INPUT["n"]):
+        value = await fetch(i)
+        total = await add(total, value)
+    return {"total": total}
+"""
+#: forked from add#2 with fetch#2 (copied) set to 100: fetch#1, add#1, fetch#2 are copied and
+#: 0 + 100 + 20 is the result; only add#2, fetch#3 and add#3 run, each once
+FORK = ("--from", "add#2", "--set", "fetch#2=100")
+RESULT = {"total": 120}
+FRESH = ["add 100", "fetch 2", "add 20"]
+
+
+def relay(
+    home: Path, *args: str, kill_at: str | None = None, database_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_KILL_AT, "RELAY_DATABASE_URL")}
+    env["PYTHONPATH"] = str(ROOT)
+    if kill_at is not None:
+        env[ENV_KILL_AT] = kill_at
+    if database_url is not None:
+        env["RELAY_DATABASE_URL"] = database_url
+    return subprocess.run(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), *args],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+
+
+def run_folder(home: Path, run_id: str) -> Path:
+    return home / "fuzz" / "runs" / f"iteration-{run_id.rsplit('-', 1)[1]}-hook"
+
+
+def effects(home: Path, run_id: str) -> list[str]:
+    path = run_folder(home, run_id) / "execution" / "effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of a run folder, by its path in it."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def run_ids(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "fuzz" / "runs").iterdir())
+
+
+def parent_run(home: Path, database_url: str | None = None) -> str:
+    (home / "fuzz").mkdir(parents=True)
+    (home / "fuzz" / "relay.py").write_text(SOURCE)
+    done = relay(home, "run", "fuzz", "--input", '{"n": 3}', "--json", database_url=database_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == {"total": 30}
+    return "fuzz-1"
+
+
+def check_killed_fork(home: Path, point: str, database_url: str | None = None) -> None:
+    """Kill `relay fork` at ``point``; then no fork, or one `relay recover` finishes right."""
+    parent = parent_run(home, database_url)
+    before = snapshot(run_folder(home, parent))
+    killed = relay(home, "fork", parent, *FORK, "--json", kill_at=point, database_url=database_url)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    if point == "fork:planned":  # nothing was written yet: no fork at all
+        assert run_ids(home) == ["iteration-1-hook"]
+        return
+    meta = json.loads((run_folder(home, "fuzz-2") / "run.json").read_text())
+    assert meta["status"] == ("pending" if point == "fork:published" else "creating"), meta
+    recovered = relay(home, "recover", "fuzz-2", "--json", database_url=database_url)
+    assert recovered.returncode == 0, recovered.stderr
+    outcome = json.loads(recovered.stdout)
+    assert outcome["status"] == "succeeded" and outcome["result"] == RESULT, outcome
+    assert effects(home, "fuzz-2") == FRESH  # no copied step ran, each fresh one once
+    meta = json.loads((run_folder(home, "fuzz-2") / "run.json").read_text())
+    assert meta["fork"]["edits"] == {"input": False, "outputs": ["fetch#2"]}
+    assert "fork_creation" not in meta
+    assert snapshot(run_folder(home, parent)) == before  # the parent, byte for byte
+    assert effects(home, parent) == ["fetch 0", "add 0", "fetch 1", "add 10", "fetch 2", "add 20"]
+
+
+@pytest.mark.parametrize("point", FORK_POINTS)
+def test_a_fork_killed_while_it_is_made_is_completed_by_recover_or_never_was(
+    point: str, tmp_path: Path
+) -> None:
+    """Killed at each point of its making, the fork is absent (before anything is written) or
+    completed by `relay recover` with the edit and without running a copied step again."""
+    check_killed_fork(tmp_path / "relays", point)
+
+
+@pytest.mark.parametrize("point", ["fork:recorded", "fork:forked", "fork:edited", "fork:resumed"])
+def test_a_fork_on_postgresql_killed_while_it_is_made_stays_held_until_recover_completes_it(
+    point: str, tmp_path: Path, database_url: str
+) -> None:
+    """On PostgreSQL the killed fork's rows stay on the hold queue; `relay recover` completes
+    them (the edit applied once) and runs only the fresh calls."""
+    check_killed_fork(tmp_path / "relays", point, database_url)
+
+
+def test_a_refused_fork_leaves_no_run_folder(tmp_path: Path) -> None:
+    """A call the parent never made, or an output set on a call that is not copied: refused
+    with [fork-refused], and no run folder (rejected or other) is left behind."""
+    home = tmp_path / "relays"
+    parent = parent_run(home)
+    for args in (("--from", "nope#1"), ("--from", "add#2", "--set", "add#3=1")):
+        refused = relay(home, "fork", parent, *args)
+        assert refused.returncode == 1 and refused.stderr.strip().endswith("[fork-refused]")
+        assert "Traceback" not in refused.stderr
+    assert run_ids(home) == ["iteration-1-hook"]
+
+
+def test_a_half_made_fork_whose_parent_is_gone_is_refused_in_one_coded_line(
+    tmp_path: Path,
+) -> None:
+    """With its parent deleted the fork cannot be completed: `relay recover` refuses it in one
+    line with [fork-incomplete] naming `relay delete`, runs nothing, and the delete works."""
+    home = tmp_path / "relays"
+    parent = parent_run(home)
+    killed = relay(home, "fork", parent, *FORK, kill_at="fork:copied")
+    assert killed.returncode == -signal.SIGKILL
+    assert relay(home, "delete", parent).returncode == 0
+    refused = relay(home, "recover", "fuzz-2")
+    assert refused.returncode == 1
+    line = refused.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.endswith("[fork-incomplete]"), line
+    assert "relay delete fuzz-2" in line
+    assert effects(home, "fuzz-2") == []
+    listed = json.loads(relay(home, "runs", "--json").stdout)
+    assert [(r["run_id"], r["status"]) for r in listed] == [("fuzz-2", "creating")]
+    assert relay(home, "delete", "fuzz-2").returncode == 0
