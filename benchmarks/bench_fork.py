@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from relay_notebook import commands  # noqa: E402
-from relay_notebook.runner.fork import ForkRequest, start_fork  # noqa: E402
+from relay_notebook.runner.fork import ForkRequest  # noqa: E402
+from relay_notebook.runner.runs import start_fork  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
 
 TARGET = 1.5  # a fork from step 900 of 1,000 <= 1.5x a fresh one-step run

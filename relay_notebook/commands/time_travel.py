@@ -18,8 +18,9 @@ from relay_notebook.history.lineage import CallDiff, diff_runs, lineage, lineage
 from relay_notebook.runner import RunHandle
 from relay_notebook.runner.backend import Backend, workspace_backend
 from relay_notebook.runner.crash import parse_crash_spec
-from relay_notebook.runner.fork import ForkRequest, create_fork, start_fork
+from relay_notebook.runner.fork import ForkRequest
 from relay_notebook.runner.handle import EventCallback
+from relay_notebook.runner.runs import create_fork, start_fork
 from relay_notebook.workspace import Workspace
 
 __all__ = [

@@ -38,8 +38,7 @@ from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import Vault
 
 if TYPE_CHECKING:
-    from relay_notebook.runner.crash import CrashSpec
-    from relay_notebook.runner.handle import EventCallback, RunHandle
+    pass
 
 __all__ = [
     "CREATING",
@@ -50,11 +49,9 @@ __all__ = [
     "ForkRequest",
     "check_compatible",
     "copy_database",
-    "create_fork",
     "hold_parent",
     "plan_fork",
     "root_calls_of",
-    "start_fork",
 ]
 
 #: the queue a fork waits on while it is edited; no process of the kit listens to it
@@ -251,39 +248,3 @@ class ForkRequest:
                 check_run_input(value)
             except InvalidInputError as exc:
                 raise InvalidInputError(f"The output given for {target}: {exc.message}") from None
-
-
-def start_fork(
-    workspace: Workspace,
-    run_id: str,
-    request: ForkRequest,
-    *,
-    crash: CrashSpec | None = None,
-    on_event: EventCallback | None = None,
-    backend: Backend | None = None,
-) -> RunHandle:
-    """``relay fork RUN --from STEP#N``: the fork ``request`` asks for; its first attempt
-    starts at once (returns its ``RunHandle``)."""
-    from relay_notebook.runner.fork_make import make_fork
-    from relay_notebook.runner.runs import launch_first_attempt
-
-    fork, record = make_fork(workspace, run_id, request, backend=backend, queued=False)
-    return launch_first_attempt(
-        workspace, fork, record, crash=crash, on_event=on_event, backend=backend
-    )
-
-
-def create_fork(
-    workspace: Workspace,
-    run_id: str,
-    request: ForkRequest,
-    *,
-    backend: Backend | None = None,
-    queued: bool = False,
-) -> RunFolder:
-    """The fork of ``start_fork``, made and held in its database, with no attempt started:
-    ``queued`` marks it for the workers' queue (``relay fork --queue``)."""
-    from relay_notebook.runner.fork_make import make_fork
-
-    fork, _ = make_fork(workspace, run_id, request, backend=backend, queued=queued)
-    return fork

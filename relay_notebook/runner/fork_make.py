@@ -52,6 +52,7 @@ from relay_notebook.runner.fork import (
     root_calls_of,
 )
 from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.runner.new_run import record_new_run
 from relay_notebook.workspace import Workspace
 
 __all__ = ["complete_fork", "make_fork", "prepare_fork"]
@@ -208,7 +209,6 @@ def make_fork(
     (``complete_fork``), never one that runs as a fresh run.
     """
     from relay_notebook.record.bindings import draft_code, release_code
-    from relay_notebook.runner.runs import record_new_run
 
     parent = find_run(workspace, run_id)
     record = RunRecord.load(parent)

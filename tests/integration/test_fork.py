@@ -14,7 +14,8 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.runner.crash import parse_crash_spec
-from relay_notebook.runner.fork import ForkError, ForkRequest, start_fork
+from relay_notebook.runner.fork import ForkError, ForkRequest
+from relay_notebook.runner.runs import start_fork
 from relay_notebook.workspace import Workspace
 from tests.relays import relay_source
 

@@ -17,7 +17,8 @@ from relay_notebook import commands
 from relay_notebook.commands.runs import RunOutcome
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
-from relay_notebook.runner.fork import ForkRequest, start_fork
+from relay_notebook.runner.fork import ForkRequest
+from relay_notebook.runner.runs import start_fork
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.views.records import run_log_text
 from relay_notebook.workspace import Manifest, Workspace
