@@ -237,17 +237,22 @@ def find_run(workspace: Workspace, run_id: str) -> RunFolder:
     return folder
 
 
-def list_run_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
-    """The relay's runs that have started, in number order."""
+def _numbered_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
+    """Every numbered folder under the relay's runs, in number order."""
     root = _runs_root(workspace, relay)
     if not root.is_dir():
         return []
     found = [
         RunFolder(relay, int(m.group(1)), p)
         for p in root.iterdir()
-        if (m := _FOLDER.fullmatch(p.name)) and (p / "run.json").is_file()
+        if (m := _FOLDER.fullmatch(p.name))
     ]
     return sorted(found, key=lambda f: f.number)
+
+
+def list_run_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
+    """The relay's runs that have started, in number order."""
+    return [f for f in _numbered_folders(workspace, relay) if f.meta.is_file()]
 
 
 _UNRECORDED = "is missing, but the run's folder, ledger and checkpoints remain"
@@ -261,15 +266,9 @@ def _has_run_files(folder: RunFolder) -> bool:
 
 def list_unrecorded_folders(workspace: Workspace, relay: str) -> list[RunFolder]:
     """The relay's run folders whose run.json is gone although the run's files remain."""
-    root = _runs_root(workspace, relay)
-    if not root.is_dir():
-        return []
-    found = [
-        RunFolder(relay, int(m.group(1)), p)
-        for p in root.iterdir()
-        if (m := _FOLDER.fullmatch(p.name)) and not (p / "run.json").is_file()
+    return [
+        f for f in _numbered_folders(workspace, relay) if not f.meta.is_file() and _has_run_files(f)
     ]
-    return sorted((f for f in found if _has_run_files(f)), key=lambda f: f.number)
 
 
 def unrecorded_problem(folder: RunFolder) -> RunRecordDamagedError:

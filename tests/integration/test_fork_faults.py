@@ -9,6 +9,7 @@ would. The relay notes each step body it runs in its run folder's ``execution/ef
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -21,40 +22,21 @@ import pytest
 from relay_notebook.runner.fault_points import ENV_KILL_AT, FORK_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = """\
-import os
-
-from dbos import DBOS
 
 
-def note(step, i):
-    fd = os.open("effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, f"{step} {i}\\n".encode())
-    finally:
-        os.close(fd)
+def _fuzz_source() -> str:
+    """The relay ``benchmarks/bench_crash_fuzz.py`` forks (each body notes its call in
+    ``effects.log``): one source for the fuzz and these tests."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_crash_fuzz", ROOT / "benchmarks" / "bench_crash_fuzz.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.SOURCE)
 
 
-@DBOS.step()
-async def fetch(i):
-    note("fetch", i)
-    return i * 10
-
-
-@DBOS.step()
-async def add(total, value):
-    note("add", value)
-    return total + value
-
-
-@DBOS.workflow()
-async def run(INPUT):
-    total = 0
-    for i in range(INPUT["n"]):
-        value = await fetch(i)
-        total = await add(total, value)
-    return {"total": total}
-"""
+SOURCE = _fuzz_source()
 #: forked from add#2 with fetch#2 (copied) set to 100: fetch#1, add#1, fetch#2 are copied and
 #: 0 + 100 + 20 is the result; only add#2, fetch#3 and add#3 run, each once
 FORK = ("--from", "add#2", "--set", "fetch#2=100")
