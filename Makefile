@@ -11,8 +11,11 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@# uv installs the same versions as pip in a sixth of the time; pip if uv cannot be had
+	$(BIN)/python -m pip install --quiet uv && \
+	  $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[test]' || \
+	  { $(BIN)/python -m pip install --quiet --upgrade pip && \
+	    $(BIN)/python -m pip install --quiet -e '.[test]'; }
 	$(BIN)/jupyter-builder develop --overwrite . >/dev/null
 	$(BIN)/python -m compileall -q relay_notebook agentworks
 	touch $(STAMP)
@@ -54,8 +57,16 @@ check: setup
 ## two workers (pytest-xdist), each running whole test files: a file's module fixtures are built
 ## once and a notebook's cells run in order in one kernel (--dist loadgroup is broken on pytest 9);
 ## the longest files start first (tests/file_order.py, refreshed with tools/file_seconds.py)
-test: check system-deps
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
+## the checks run beside the tests (mypy from cold is a minute of one core that the tests, often
+## waiting on processes, mostly leave free); either failing fails `make test`, checks printed last
+test: setup system-deps
+	@$(MAKE) --no-print-directory check > $(VENV)/check.log 2>&1 & checks=$$!; \
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15; tests=$$?; \
+	wait $$checks; checked=$$?; \
+	echo "--- make check (lint, format, types, layers), run beside the tests:"; \
+	cat $(VENV)/check.log; \
+	if [ $$checked -ne 0 ]; then echo "make check failed (exit $$checked)"; fi; \
+	exit $$(( tests != 0 ? tests : checked ))
 
 ## the inner loop, about two minutes: the unit tests of every layer, the magics on a real
 ## IPython shell and the core of a run (runner, fork, history, the DBOS canary, the secret

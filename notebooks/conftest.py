@@ -9,8 +9,14 @@ strings inside JSON outputs as well.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 from nbval.plugin import IPyNbCell
 
 TIMING_KEYS = frozenset(
@@ -43,3 +49,20 @@ def _sanitize(self: IPyNbCell, value: Any) -> Any:
 
 
 IPyNbCell.sanitize = _sanitize  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed cell's report carries the stderr logs of the attempts its tutorial's workspace
+    made in the last two minutes: a run that ended ``interrupted`` in CI says why."""
+    report = yield
+    if isinstance(item, IPyNbCell) and report.failed and call.when == "call":
+        since = time.time() - 120
+        for home in sorted(Path(tempfile.gettempdir()).glob("relay-tutorial-*")):
+            for folder, _, names in os.walk(home):  # the attempts' logs sit in hidden folders
+                path = Path(folder, "stderr.log")
+                with contextlib.suppress(OSError):
+                    fresh = "stderr.log" in names and path.stat().st_mtime >= since
+                    if fresh and (tail := path.read_text(errors="replace")[-3000:]):
+                        report.sections.append((f"attempt stderr: {path}", tail))
+    return report

@@ -12,7 +12,10 @@ export interface RunRow {
   attempts?: number;
   reused?: number;
   release?: string;
+  /** wall time: from the run's creation to the end of its latest attempt */
   duration_ms?: number | null;
+  /** active time: the sum of its attempts' durations */
+  active_ms?: number | null;
   created_at?: number;
 }
 
@@ -20,6 +23,21 @@ export interface RunRow {
 export interface RunsDocument {
   runs: RunRow[];
   relay?: string;
+}
+
+/**
+ * A run's duration as `%relay runs` and `relay runs` word it: the time its attempts ran, with
+ * the wall time beside when it had more than one attempt (a run crashed, then recovered minutes
+ * later, did not take those minutes); the wall time alone for a row without active time.
+ */
+export function runDuration(run: RunRow): string {
+  const active = run.active_ms;
+  if (active === null || active === undefined) {
+    return formatDuration(run.duration_ms);
+  }
+  const wall = run.duration_ms;
+  const beside = typeof wall === 'number' && (run.attempts ?? 1) > 1;
+  return formatDuration(active) + (beside ? ` (${formatDuration(wall)} wall)` : '');
 }
 
 /** A duration for people: `—` when unknown, then ms, s, or min and s. */

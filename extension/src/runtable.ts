@@ -4,7 +4,7 @@
  */
 
 import type { RunRow } from './format.js';
-import { formatDuration, statusText } from './format.js';
+import { runDuration, statusText } from './format.js';
 import { runStatusPaint } from './palette.js';
 
 /** A status badge (`<span>`) coloured by run status. */
@@ -94,7 +94,7 @@ export function runTable(runs: RunRow[], options: RunTableOptions = {}): HTMLTab
     row.insertCell().appendChild(reusedBadge(run.reused));
     const duration = row.insertCell();
     duration.className = 'jp-RelayRuns-number';
-    duration.textContent = formatDuration(run.duration_ms);
+    duration.textContent = runDuration(run);
     markRun(row, run, options);
   }
   return table;
@@ -127,7 +127,7 @@ export function runList(runs: RunRow[], options: RunTableOptions = {}): HTMLULis
     const parts = [
       run.release ?? '',
       `${attempts} attempt${attempts === 1 ? '' : 's'}`,
-      formatDuration(run.duration_ms)
+      runDuration(run)
     ].filter(Boolean);
     bottom.append(parts.join(' · ') + ' ', reusedBadge(run.reused));
     item.append(top, bottom);

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 
-import { crashText, formatDuration, nodeFacts, readRuns, statusText } from '../lib/format.js';
+import { crashText, formatDuration, nodeFacts, readRuns, runDuration, statusText } from '../lib/format.js';
 import { answerMessage, crashTargets, recoverRefusal, runFacts, runReason } from '../lib/header.js';
 import {
   isActiveRunStatus,
@@ -160,4 +160,14 @@ test('closing a comm the kernel already closed does not throw', () => {
   };
   assert.doesNotThrow(() => closeQuietly(closed));
   assert.doesNotThrow(() => closeQuietly(null));
+});
+
+test("a run's duration is the time its attempts ran, with the wall time beside after a recovery", () => {
+  // crashed from the side panel, recovered minutes later: 3.7 s + 1.1 s of attempts
+  const recovered = { run_id: 'r-1', status: 'succeeded', attempts: 2, active_ms: 4800, duration_ms: 273000 };
+  assert.equal(runDuration(recovered), '4.8 s (4 min 33 s wall)');
+  assert.equal(runDuration({ ...recovered, attempts: 1, duration_ms: 4900 }), '4.8 s');
+  // a row without active time (an older server) keeps the wall time; before any end, a dash
+  assert.equal(runDuration({ run_id: 'r-2', status: 'succeeded', duration_ms: 2500 }), '2.5 s');
+  assert.equal(runDuration({ run_id: 'r-3', status: 'running' }), '—');
 });

@@ -67,6 +67,18 @@ def _stopped(log: RunLog) -> str | None:
     return None
 
 
+def _last_words(error: object) -> str | None:
+    """The last line an interrupted attempt wrote to stderr (kept in its error record), cut to
+    200 characters: what a traceback ends with, e.g. ``OSError: [Errno 28] ...``."""
+    tail = error.get("stderr") if isinstance(error, dict) else None
+    lines = (
+        [line.strip() for line in tail.splitlines() if line.strip()]
+        if isinstance(tail, str)
+        else []
+    )
+    return lines[-1][:200] if lines else None
+
+
 def _recovered(log: RunLog) -> str | None:
     """``recovered from attempt 1's crash``: for a run whose latest attempt went on after
     earlier attempts were interrupted (crashed, killed, lost)."""
@@ -159,6 +171,9 @@ def run_header(log: RunLog) -> dict[str, Any]:
         header["recovered"] = recovered
     if status == "interrupted":
         reason = _stopped(log)
+        said = _last_words(error)
+        if reason and said and reason.startswith("its process"):
+            reason = f"{reason}; its last words: {said}"
         uncertain = [r for r in log.receipts if r.state == "pending" and r.blocking]
         if uncertain:
             # its next recovery holds until a person settles them (record.rules): say so now

@@ -103,6 +103,15 @@ def recovered_run(workspace: Workspace) -> str:
     return first.run_id
 
 
+def _duration(ms: float) -> str:
+    """A duration as the extension's ``formatDuration`` words it."""
+    if ms < 1000:
+        return f"{round(ms)} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{int(ms // 60_000)} min {int(ms % 60_000 // 1000):02d} s"
+
+
 def _shot(page: Any, name: str) -> Path:
     path = ARTIFACTS / name
     page.screenshot(path=str(path))
@@ -336,6 +345,13 @@ def test_side_panel_lists_relays_and_runs_a_crash_test_and_recovery(
     row = panel.locator(f'.jp-RelayRunList-item[data-run-id="{run_id}"]')
     row.locator(".jp-RelayBadge--reused").wait_for()
     assert "succeeded" in row.inner_text()
+    # its duration is the time its two attempts ran, the wall time (the wait before the
+    # Recover press included) beside, as `relay runs` words it
+    summary = next(r for r in commands.runs(workspace, "five") if r.run_id == run_id)
+    assert summary.active_ms is not None and summary.duration_ms is not None
+    meta = row.locator(".jp-RelayRunList-meta").inner_text()
+    shown = f"2 attempts · {_duration(summary.active_ms)} ({_duration(summary.duration_ms)} wall)"
+    assert shown in meta, (meta, summary)
     reused_fetch = '.jp-RelayPanel-steps tr[data-step="fetch"] .jp-RelayBadge--reused'
     assert panel.locator(reused_fetch).count() >= 1
     _shot(page, "side_panel.png")

@@ -9,17 +9,18 @@ from tests.integration.benchmark_output import labels, numbered, quick
 
 @pytest.mark.slow
 def test_quick_workers_benchmark_prints_every_row() -> None:
-    """`bench_workers.py --quick`, one round of 4 runs (the rows, not the figures), exits 0 and
+    """`bench_workers.py --quick`, one round of 2 runs and a 20-step loop (the rows, not the
+    figures: kept small for the suite's time), exits 0 and
     prints the throughput rows, the steps/s row and the warm pool's rows against a spawning
     worker, with the DBOS queue settings."""
-    out = quick("bench_workers", "--repeats", "1", "--runs", "4", timeout=600)
+    out = quick("bench_workers", "--repeats", "1", "--runs", "2", "--steps", "20", timeout=600)
     rows = numbered(out, 2)
     assert labels(rows) == [
         "1 kit, 1 worker",
         "1 kit, 2 workers",
         "1 kit, 4 workers",
         "1 bare DBOS, 1 worker",
-        "2 200-step relay",
+        "2 20-step relay",
     ], out
     assert all("runs/s" in line for line in rows[:4]), out
     assert "steps/s" in rows[4] and rows[4].rstrip().endswith(("yes", "NO")), rows[4]

@@ -34,15 +34,16 @@ def test_quick_history_benchmark_prints_every_row() -> None:
 
 @pytest.mark.slow
 def test_quick_runner_benchmark_prints_every_row() -> None:
-    """`bench_runner.py --quick`, one round (the rows, not the figures), exits 0 and prints the
-    cold-run, recovery, steps/s, warm start and terminal `relay run` rows."""
-    out = quick("bench_runner", "--repeats", "1")
+    """`bench_runner.py --quick`, one round with a 40-step loop (the rows, not the figures: kept
+    small for the suite's time), exits 0 and prints the cold-run, recovery, steps/s, warm start
+    and terminal `relay run` rows."""
+    out = quick("bench_runner", "--repeats", "1", "--steps", "40")
     rows = numbered(out, 7)
     assert labels(rows) == [
         "1 cold run, one-step",
         "2 recovery after crash",
-        "3 200-step relay",
-        "3 200-step relay",
+        "3 40-step relay",
+        "3 40-step relay",
         "4 warm cold run",
         "5 warm recovery",
         "6 first run, cold parent",

@@ -5,7 +5,7 @@ attempt too), recovers until the run ends, then compares the run with an uncrash
 result, every step checkpointed, and no step body run again once its checkpoint was saved. The
 relay appends one line per step body to a side-effect file, so executions are counted by what
 really happened, not by what the runner says. ``RELAY_FUZZ_CASES=N`` runs N cases instead of
-50 (a longer mode for benchmarks and bug hunts), and a quarter as many again with the run's
+24 (a longer mode for benchmarks and bug hunts), and a quarter as many again with the run's
 DBOS state in PostgreSQL; a failing case prints its seed and kill
 moments, and ``-k seed-N`` runs it alone.
 """
@@ -37,9 +37,9 @@ from tests.polling import wait_until
 
 pytestmark = pytest.mark.slow
 
-# 32 seeded cases in the default suite (it must stay under 20 minutes); RELAY_FUZZ_CASES=200
+# 24 seeded cases in the default suite (it must stay under 20 minutes); RELAY_FUZZ_CASES=200
 # for a deeper run, and benchmarks/bench_crash_fuzz.py for hundreds of kills
-CASES = int(os.environ.get("RELAY_FUZZ_CASES", "32"))
+CASES = int(os.environ.get("RELAY_FUZZ_CASES", "24"))
 PG_CASES = max(1, CASES // 4)  # the same cases on a PostgreSQL system database
 BASE_SEED = 7_310_000
 WAIT_S = 60.0

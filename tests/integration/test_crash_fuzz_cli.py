@@ -12,9 +12,9 @@ checkpointed, and no step body run again once its checkpoint was saved (counted 
 relay's own side-effect file).
 The cases run on a run folder's SQLite file and, fewer, on a PostgreSQL database (the run's
 locks are then the server's advisory locks, which a killed process's session drops).
-``RELAY_CLI_FUZZ_CASES=N`` runs N SQLite cases instead of 8 (and half as many on PostgreSQL).
+``RELAY_CLI_FUZZ_CASES=N`` runs N SQLite cases instead of 6 (and half as many on PostgreSQL).
 Forks killed while they are made are the benchmark's cases (``fork_case``), a few of them here
-(``RELAY_FORK_FUZZ_CASES=N``, default 3).
+(``RELAY_FORK_FUZZ_CASES=N``, default 2).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from tests.polling import wait_until
 
 pytestmark = pytest.mark.slow
 
-CASES = int(os.environ.get("RELAY_CLI_FUZZ_CASES", "8"))
+CASES = int(os.environ.get("RELAY_CLI_FUZZ_CASES", "6"))
 BASE_SEED = 7_320_000
 TARGETS = ("attempt", "cli", "tree")
 #: (seed, store, what is killed): the SQLite cases, then half as many on PostgreSQL (seeds of
@@ -222,7 +222,7 @@ def test_a_terminal_run_killed_at_a_random_moment_recovers_from_the_terminal(
     print(f"{plan}: attempts {[a['status'] for a in attempts]}")  # shown with -s
 
 
-FORK_CASES = int(os.environ.get("RELAY_FORK_FUZZ_CASES", "3"))
+FORK_CASES = int(os.environ.get("RELAY_FORK_FUZZ_CASES", "2"))
 
 
 def _bench() -> ModuleType:

@@ -56,8 +56,8 @@ def run(INPUT):
 QUEUE = """\
 from dbos import DBOS
 
-# one child at a time, so the N-th call of a step is the N-th child's
-queue = DBOS.register_queue("example_queue", worker_concurrency=1)
+# one child at a time, so the N-th call of a step is the N-th child's; polled every 0.1 s
+queue = DBOS.register_queue("example_queue", worker_concurrency=1, polling_interval_sec=0.1)
 
 
 @DBOS.step()
@@ -466,7 +466,7 @@ def test_a_crash_point_past_a_wait_fires_in_the_attempt_that_resumes_the_run(
     ("source", "run_input", "points"),
     [
         (SYNC, {"n": 2}, ["fetch#1", "fetch#2", "total#1"]),
-        (QUEUE, {"tasks": [1, 2]}, ["process_task#1", "finish#1", "process_task#2", "finish#2"]),
+        (QUEUE, {"tasks": [1]}, ["process_task#1", "finish#1"]),
     ],
     ids=["sync", "queue"],
 )

@@ -26,6 +26,7 @@ from relay_notebook.history import (
     preview_recovery,
     read_run_log,
 )
+from relay_notebook.history.run_summary import run_header
 from relay_notebook.runner import RunOutcome
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.views.records import run_log_text
@@ -613,3 +614,33 @@ def test_the_overlay_follows_gather_break_and_except(workspace: Workspace) -> No
     types = {n["id"]: n["type"] for n in doc["nodes"]}
     untaken = [(types[e["from"]], types[e["to"]]) for e in doc["edges"] if not e["taken"]]
     assert untaken == [("loop", "try"), ("step", "output")]  # left by break; b(1) raised
+
+
+DIES = textwrap.dedent(
+    """
+    import os, sys
+    from dbos import DBOS
+
+    @DBOS.step()
+    async def leave():
+        print("RuntimeError: the lab's power went out", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return await leave()
+    """
+)
+
+
+def test_an_attempt_that_died_says_its_last_words_in_the_header(workspace: Workspace) -> None:
+    """A process that exits on its own (not a --crash) is interrupted; the header's reason
+    gives its exit code and the last line it wrote to stderr, so the view says why."""
+    workspace.save_draft("dies", DIES)
+    out = go_run(workspace, "dies", None)
+    assert out.status == "interrupted", out.error
+    header = run_header(read_run_log(workspace, out.run_id))
+    assert header["reason"] == (
+        "its process exited with code 3 before the run finished; "
+        "its last words: RuntimeError: the lab's power went out"
+    ), header

@@ -245,11 +245,11 @@ def test_a_duplicate_delivery_is_delivered_once(where: Any) -> None:
 
 
 def test_waiting_counts_against_neither_the_budget_nor_the_deadline(workspace: Workspace) -> None:
-    """Four waits in a run whose budget is 3 attempts and whose deadline is 8 s, answered
+    """Four waits in a run whose budget is 3 attempts and whose deadline is 4 s, answered
     after the deadline: it still succeeds, since only executing counts."""
     workspace.wait_grace_s = 0.3
     draft = workspace.save_draft("gate", relay_source("gate"))
-    out = go(start_run(workspace, draft, run_input={"gates": 4}, deadline_s=8))
+    out = go(start_run(workspace, draft, run_input={"gates": 4}, deadline_s=4))
     assert out.status == "waiting"
     folder = find_run(workspace, out.run_id)
     created = RunRecord.load(folder)
@@ -267,7 +267,7 @@ def test_waiting_counts_against_neither_the_budget_nor_the_deadline(workspace: W
     assert record.budget_used <= record.max_attempts < len(record.attempts)
     now = time.time() * 1000
     assert now > record.deadline_ms  # it finished past its first deadline...
-    assert record.waited_ms(now) > 5000  # ...which moved on by the time it waited
+    assert record.waited_ms(now) > 2000  # ...which moved on by the time it waited
     assert record.deadline_at(now) == record.deadline_ms + record.waited_ms(now)
 
 
