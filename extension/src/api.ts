@@ -20,6 +20,8 @@ export interface StepRecord {
   status: string;
   executed_in?: number[];
   reused_in?: number[];
+  /** the parent run a fork copied this call's checkpoint from */
+  copied_from?: string | null;
   duration_ms?: number | null;
 }
 

@@ -515,9 +515,16 @@ export class RelayPanel extends Widget {
       row.insertCell().textContent = statusText(step.status);
       const where = row.insertCell();
       const ran = step.executed_in ?? [];
-      const reused = step.reused_in ?? [];
+      // a fork's first attempt replays the checkpoints copied from its parent: "copied from",
+      // as the run view says; a later attempt's replay of them is its own reuse
+      const copiedFrom = step.copied_from;
+      const reused = (step.reused_in ?? []).filter(a => !(copiedFrom && a === 1));
       if (ran.length) {
         where.append(`ran in ${ran.join(', ')} `);
+      }
+      if (copiedFrom) {
+        where.append(h('span', 'jp-RelayBadge jp-RelayBadge--copied', 'copied'));
+        where.append(` from ${copiedFrom} `);
       }
       if (reused.length) {
         where.append(h('span', 'jp-RelayBadge jp-RelayBadge--reused', 'reused'));

@@ -185,6 +185,12 @@ def test_fork_from_the_panels_run_graph_then_delete_a_run(panel_page: Any, lab: 
     # its first attempt lists the 3 copied checkpoints as copied, as the run view does
     first = run.locator(".jp-RelayPanel-attempts li").first.inner_text()
     assert "3 copied" in first and "3 reused" not in first, first
+    # and its step table says so call by call: copied from order-1, never reused
+    rows = run.locator(".jp-RelayPanel-steps tbody tr")
+    shown = [rows.nth(i).inner_text().split("\t") for i in range(rows.count())]
+    copied = [row[0] for row in shown if "copied from order-1" in row[2]]
+    assert copied == [s.name for s in log.steps if s.copied_from == "order-1"], shown
+    assert not [row for row in shown if "reused" in row[2]], shown
     panel_page.once("dialog", lambda dialog: dialog.accept())
     panel.get_by_role("button", name="Delete").click()
     panel.locator('.jp-RelayRunList-item[data-run-id="order-3"]').wait_for(state="detached")
