@@ -181,6 +181,32 @@ def root_calls(conn: Any, workflow_id: str, *, pg: bool) -> list[tuple[int, str]
     return [(int(fid), str(name)) for fid, name in rows]
 
 
+_CHILDREN_SQL: Final = (
+    "SELECT function_id, function_name, child_workflow_id FROM {t}operation_outputs "
+    "WHERE workflow_uuid = {p} AND child_workflow_id IS NOT NULL ORDER BY function_id"
+)
+
+
+def child_calls(
+    conn: Any, workflow_id: str, *, pg: bool, depth: int = 3
+) -> list[tuple[str, list[str]]]:
+    """Each child workflow the workflow started, in order, as (the starting call's name with
+    its occurrence, e.g. ``process#2``; the step names its subtree recorded, in order), its
+    grandchildren's calls counted in their child's (down to ``depth`` levels)."""
+    t, p = ("dbos.", "%s") if pg else ("", "?")
+    out: list[tuple[str, list[str]]] = []
+    seen: dict[str, int] = {}
+    for fid, name, child in conn.execute(_CHILDREN_SQL.format(t=t, p=p), (workflow_id,)):
+        del fid
+        seen[str(name)] = seen.get(str(name), 0) + 1
+        calls = [c for _, c in root_calls(conn, str(child), pg=pg)]
+        if depth > 1:
+            for _, deeper in child_calls(conn, str(child), pg=pg, depth=depth - 1):
+                calls += deeper
+        out.append((f"{name}#{seen[str(name)]}", calls))
+    return out
+
+
 def delete_workflow_rows(conn: Any, workflow_id: str) -> None:
     """Remove a workflow's own rows from a SQLite copy (its children's rows stay)."""
     for table in ("operation_outputs", "workflow_status", "workflow_input"):

@@ -31,7 +31,7 @@ from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError,
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.store import open_database
 from relay_notebook.runner.backend import Backend, connect
-from relay_notebook.runner.dbos_private import root_calls
+from relay_notebook.runner.dbos_private import child_calls, root_calls
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.workspace import Workspace
@@ -117,6 +117,23 @@ def root_calls_of(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
         return [] if conn is None else root_calls(conn, run_id, pg=False)
 
 
+def _child_starter(db: Path | Backend, run_id: str, name: str, n: int) -> str | None:
+    """The call that started the child workflow in which ``name`` ran its ``n``-th time,
+    counted across the run's children in order (``None``: no child ran it)."""
+    if isinstance(db, Backend):
+        with connect(db) as conn:
+            children = child_calls(conn, run_id, pg=True)
+    else:
+        with open_database(db, live=False) as conn:
+            children = [] if conn is None else child_calls(conn, run_id, pg=False)
+    seen = 0
+    for starter, calls in children:
+        seen += calls.count(name)
+        if seen >= n:
+            return starter
+    return None
+
+
 def _nth(calls: list[tuple[int, str]], name: str, n: int) -> int | None:
     seen = 0
     for fid, called in calls:
@@ -155,6 +172,13 @@ def plan_fork(
     if start is None:
         if calls and name == calls[-1][1] and n == 1 + sum(1 for _, c in calls if c == name):
             start = calls[-1][0] + 1  # the next call of the last step: fork after everything
+        elif (starter := _child_starter(db, parent.run_id, name, n)) is not None:
+            raise ForkError(
+                f"Cannot fork run {parent.run_id} from {call}: {name} ran inside a child "
+                f"workflow (started by {starter}), and DBOS forks a workflow from its own calls "
+                f"only. Fork from the call that started the child to run it again: relay fork "
+                f"{parent.run_id} --from {starter}"
+            )
         else:
             raise ForkError(
                 f"Cannot fork run {parent.run_id} from {call}: the run recorded no such call "

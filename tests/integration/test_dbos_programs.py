@@ -21,9 +21,11 @@ import pytest
 from test_runner import go
 
 from relay_notebook import commands
+from relay_notebook.commands import time_travel
 from relay_notebook.history import overlay_run, read_run_log
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
+from relay_notebook.runner.fork import ForkError, ForkRequest
 from relay_notebook.runner.messages import send_message
 from relay_notebook.source.admission import check_source
 from relay_notebook.source.flow import build_flow_graph
@@ -337,6 +339,18 @@ def test_a_module_level_queue_fans_out_child_workflows_as_under_bare_dbos(
         ("process_task ×3", "succeeded"),  # the children's calls, placed on the child's body
         ("finish ×3", "succeeded"),
     ]
+    # a child's step is not a fork point (DBOS forks a workflow from its own calls): the
+    # refusal names the call that started that child, which is one, and it forks
+    with pytest.raises(ForkError) as refused:
+        go(time_travel.fork(workspace, out.run_id, ForkRequest("process_task#2")))
+    assert str(refused.value) == (
+        f"Cannot fork run {out.run_id} from process_task#2: process_task ran inside a child "
+        "workflow (started by process#2), and DBOS forks a workflow from its own calls only. "
+        f"Fork from the call that started the child to run it again: relay fork {out.run_id} "
+        "--from process#2 [fork-refused]"
+    )
+    again = go(time_travel.fork(workspace, out.run_id, ForkRequest("process#2")))
+    assert again.status == "succeeded" and again.result == out.result, again.error
 
 
 def test_a_crash_in_a_queued_childs_step_is_recovered_from_the_childrens_checkpoints(
