@@ -80,6 +80,8 @@ export interface RunInfo {
   result?: string;
   /** `recovered from attempt 1's crash`: earlier attempts of the run were interrupted. */
   recovered?: string;
+  /** the run's model calls in words: tokens and cost paid, and what reuse did not pay */
+  usage?: string;
   /** Platform calls left without their result that a person must settle (%relay reconcile). */
   uncertain?: { key?: string | null; call: string; attempt?: number | null }[];
   fork?: { parent?: string; from?: string; copied?: number; edited?: string[]; input_edited?: boolean; code?: string };

@@ -190,6 +190,9 @@ export class RunHeader {
     if (run.recovered) {
       this.node.appendChild(h('div', 'jp-RelayRunHeader-recovered', run.recovered));
     }
+    if (run.usage) {
+      this.node.appendChild(h('div', 'jp-RelayRunHeader-usage', run.usage));
+    }
     if (run.note) {
       this.node.appendChild(h('div', 'jp-RelayRunHeader-note', run.note));
     }

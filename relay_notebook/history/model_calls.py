@@ -251,3 +251,29 @@ def listed_usage(
             if fid in made:
                 saved = saved.plus(made[fid])
     return paid, saved
+
+
+def cost_text(total: TokenTotal, currency: str) -> str:
+    """``1 call, 51 in + 5 out tokens, 0.000123 USD`` (cost left out when nothing is priced)."""
+    calls = f"{total.calls} call" + ("" if total.calls == 1 else "s")
+    text = f"{calls}, {total.input_tokens} in + {total.output_tokens} out tokens"
+    if total.calls > total.unpriced:
+        text += f", {total.cost:.6f} {currency}"
+    if total.unpriced:
+        text += f" ({total.unpriced} unpriced)"
+    return text
+
+
+def usage_summary(usage: RunUsage) -> str:
+    """The run's model calls in one line: what it paid, and what it did not pay because
+    calls were reused by a recovery or copied by a fork (the run view's header)."""
+    currency = usage.prices.currency
+    counted = [c for c in usage.calls if (c.input_tokens, c.output_tokens) != (None, None)]
+    if not counted:  # e.g. the scripted provider: no tokens to add up, nothing to price
+        made = f"{usage.paid.calls} made"
+        kept = f", {usage.saved.calls} reused or copied" if usage.saved.calls else ""
+        return f"model calls: {made}{kept}; the provider reported no token counts"
+    line = f"model calls: paid {cost_text(usage.paid, currency)}"
+    if usage.saved.calls:
+        line += f"; not paid (reused or copied) {cost_text(usage.saved, currency)}"
+    return line

@@ -14,6 +14,7 @@ import re
 import time
 from typing import Any, Final, NotRequired, TypedDict
 
+from relay_notebook.history.model_calls import usage_summary
 from relay_notebook.history.records import RunLog
 from relay_notebook.record.run_record import MAX_ATTEMPTS, WaitState
 
@@ -169,6 +170,8 @@ def run_header(log: RunLog) -> dict[str, Any]:
     recovered = _recovered(log)
     if recovered:
         header["recovered"] = recovered
+    if log.usage is not None and log.usage.calls:
+        header["usage"] = usage_summary(log.usage)
     if status == "interrupted":
         reason = _stopped(log)
         said = _last_words(error)

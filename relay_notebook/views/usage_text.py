@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from relay_notebook.history.model_calls import ModelCallCost, RunUsage, TokenTotal
+from relay_notebook.history.model_calls import ModelCallCost, RunUsage, cost_text
 
 __all__ = ["cost_text", "usage_lines"]
-
-
-def cost_text(total: TokenTotal, currency: str) -> str:
-    """``1 call, 51 in + 5 out tokens, 0.000123 USD`` (cost left out when nothing is priced)."""
-    calls = f"{total.calls} call" + ("" if total.calls == 1 else "s")
-    text = f"{calls}, {total.input_tokens} in + {total.output_tokens} out tokens"
-    if total.calls > total.unpriced:
-        text += f", {total.cost:.6f} {currency}"
-    if total.unpriced:
-        text += f" ({total.unpriced} unpriced)"
-    return text
 
 
 def _call_line(c: ModelCallCost, currency: str) -> str:

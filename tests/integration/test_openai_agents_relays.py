@@ -15,6 +15,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.commands.runs import RunOutcome
+from relay_notebook.history.run_summary import run_header
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
 from relay_notebook.runner.fork import ForkRequest
@@ -186,6 +187,12 @@ def test_a_crash_during_the_tool_call_recovers_reusing_the_model_request(
     assert usage.saved.cost == pytest.approx((40 * 2.0 + 8 * 8.0) / 1e6)
     text = run_log_text(log)
     assert "model calls (prices as of 2026-11-30): paid 2 calls, 101 in + 20 out tokens" in text
+    # the run view's header says the same in one line
+    header = run_header(log)
+    assert header["usage"] == (
+        "model calls: paid 2 calls, 101 in + 20 out tokens, 0.000362 USD; not paid (reused or "
+        "copied) 1 call, 40 in + 8 out tokens, 0.000144 USD"
+    )
     assert "not paid (reused or copied) 1 call, 40 in + 8 out tokens, 0.000144 USD" in text
     [listed] = commands.runs(workspace, "shop")
     assert listed.usage is not None

@@ -38,6 +38,13 @@ def test_the_header_line_names_the_recovery_and_the_result() -> None:
     )
 
 
+def test_the_header_line_says_what_model_calls_paid() -> None:
+    """A run with model calls: its tokens and cost, paid and not paid, after the recovery."""
+    usage = "model calls: paid 2 calls, 101 in + 20 out tokens, 0.000362 USD"
+    line = header_line({**RUN, "recovered": "recovered from attempt 1's crash", "usage": usage})
+    assert line.endswith(f"— recovered from attempt 1's crash — {usage}")
+
+
 def test_a_result_preview_is_one_bounded_line() -> None:
     """Results are previewed as JSON, cut with an ellipsis at RESULT_PREVIEW characters."""
     assert result_preview({"total": 12}) == '{"total": 12}'
