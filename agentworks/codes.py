@@ -16,6 +16,7 @@ __all__ = [
     "AGENT_ERROR",
     "AGENT_OUTPUT_INVALID",
     "MCP_ERROR",
+    "MCP_SERVERS_INVALID",
     "NEEDS_RECONCILIATION",
     "NESTED_CALL",
     "NOT_IN_RUN",
@@ -76,6 +77,14 @@ AGENT_OUTPUT_INVALID = _raised(
     "The agent's final message is not JSON, or does not match `output_schema`.",
 )
 MCP_ERROR = _raised("mcp-error", "An MCP server is unknown, not allowed for this relay, or failed.")
+MCP_SERVERS_INVALID = Code(
+    "mcp-servers-invalid",
+    "The workspace's `mcp_servers.yaml` does not declare its MCP servers validly: a setting of "
+    "the wrong type or transport, an unknown setting, a malformed `vault:NAME` reference.",
+    "fix the line named in `mcp_servers.yaml`, then `relay check NAME`",
+    sections=("admission", "agentworks"),
+    raised=True,
+)
 NESTED_CALL = _raised("nested-call", "An agent or MCP call made from inside a tool callback.")
 NOT_IN_RUN = _raised(
     "not-in-run",
@@ -123,6 +132,7 @@ AGENTWORKS_CODES = (
     AGENT_OUTPUT_INVALID,
     AGENTWORKS_ERROR,
     MCP_ERROR,
+    MCP_SERVERS_INVALID,
     NESTED_CALL,
     NOT_IN_RUN,
     PROVIDER_ERROR,

@@ -6,6 +6,7 @@ generated from).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agentworks import codes
@@ -15,6 +16,7 @@ __all__ = [
     "AgentOutputError",
     "AgentworksError",
     "MCPError",
+    "MCPServersError",
     "NestedCallError",
     "NotInRunError",
     "ProviderError",
@@ -86,6 +88,20 @@ class MCPError(AgentworksError):
     """An MCP server is unknown, not allowed for this relay, or failed."""
 
     entry = codes.MCP_ERROR
+
+
+class MCPServersError(MCPError):
+    """The workspace's ``mcp_servers.yaml`` is not a valid declaration; ``line`` (1-based, 0
+    when unknown) and ``problem`` say where and what, for ``relay check`` to report."""
+
+    entry = codes.MCP_SERVERS_INVALID
+
+    def __init__(self, path: Path | str, line: int, problem: str) -> None:
+        self.path, self.line, self.problem = Path(path), line, problem
+        super().__init__(f"{path}{f', line {line}' if line else ''}: {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.line, self.problem))
 
 
 class VaultError(AgentworksError):

@@ -14,6 +14,7 @@ reads DBOS's context, which the read side must not import.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -50,7 +51,7 @@ def framework_step(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            _record(name, role, args, kwargs, result, error, started)
+            _record(name, role, func, args, kwargs, result, error, started)
 
     return observed
 
@@ -58,6 +59,7 @@ def framework_step(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 def _record(
     name: str,
     role: FrameworkStep,
+    func: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     result: Any,
@@ -66,7 +68,7 @@ def _record(
 ) -> None:
     rt = _runtime.current("a framework call")
     if role.framework == "pydantic_ai":
-        facts = _pydantic_facts(role, args, kwargs, result)
+        facts = _pydantic_facts(role, func, args, kwargs, result)
     else:
         facts = _openai_facts(args, kwargs, result)
     duration = round((time.perf_counter() - started) * 1000, 2)
@@ -112,8 +114,24 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
+def _arguments(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The call's arguments by parameter name: ``DBOSAgent``'s model step takes ``(messages,
+    model_settings, model_request_parameters)``, ``DBOSDurability``'s ``(model_id, messages,
+    model_settings, model_request_parameters, run_context)``."""
+    try:
+        return dict(inspect.signature(func).bind_partial(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return dict(kwargs)
+
+
 def _pydantic_facts(
-    role: FrameworkStep, args: tuple[Any, ...], kwargs: Mapping[str, Any], result: Any
+    role: FrameworkStep,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    result: Any,
 ) -> dict[str, Any]:
     if role.kind == "mcp":
         tool = args[0] if args else kwargs.get("tool_name")
@@ -122,8 +140,9 @@ def _pydantic_facts(
             "arguments": _jsonable(args[1] if len(args) > 1 else kwargs.get("tool_args")),
             "result": _jsonable(result),
         }
-    messages = args[0] if args else kwargs.get("messages")
-    params = args[2] if len(args) > 2 else kwargs.get("model_request_parameters")
+    named = _arguments(func, args, kwargs)
+    messages = named.get("messages")
+    params = named.get("model_request_parameters")
     tools = [t.name for t in getattr(params, "function_tools", None) or ()]
     usage = getattr(result, "usage", None)
     return {

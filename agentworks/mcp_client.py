@@ -1,11 +1,14 @@
-"""MCP over stdio: live client sessions with the workspace's servers (``mcp`` SDK).
+"""MCP over stdio and streamable HTTP: live client sessions with the workspace's servers.
 
 Design note: each ``MCPSession`` lives in a task of its own that enters and leaves the SDK's
-stdio transport and client session. The SDK is built on anyio cancel scopes, which must be left
-by the task that entered them, while authored code calls MCP from whatever task it runs in
-(``asyncio.gather`` included) and the pool is closed by the run's task; so no caller owns those
-scopes, callers only send requests. Start and every call are bounded by timeouts: a silent server
-is an error, never a hang. The server's stderr goes to a file (a pipe nobody reads could block
+transport (stdio, or streamable HTTP for a ``url:`` server) and client session. The SDK is built
+on anyio cancel scopes, which must be left by the task that entered them, while authored code
+calls MCP from whatever task it runs in (``asyncio.gather`` included) and the pool is closed by
+the run's task; so no caller owns those scopes, callers only send requests. Start and every call
+are bounded by timeouts: a silent server is an error, never a hang. A server's vault references
+(``env:`` of a stdio server, ``headers:`` of a ``url:`` one) are resolved by the ``secret``
+callback as the session opens and kept only in the transport's arguments: never in the config,
+a repr or a message. A stdio server's stderr goes to a file (a pipe nobody reads could block
 the server) whose tail explains a failed start or call. Closing stops the server as the SDK does
 (stdin closed, then SIGTERM, then SIGKILL of its process group) and waits until it is reaped.
 """
@@ -19,23 +22,33 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TextIO, TypeVar
 
 import anyio
+import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp import types as mcp_types
 from mcp.shared.exceptions import MCPError as SDKError
 from pydantic import ValidationError
 
 from agentworks.errors import MCPError
-from agentworks.mcp_servers import MCP_SERVERS_FILE, MCPServerConfig, server_for
+from agentworks.mcp_http import Streams, http_transport
+from agentworks.mcp_servers import (
+    MCP_SERVERS_FILE,
+    MCPServerConfig,
+    resolve_secrets,
+    server_for,
+)
 
 __all__ = ["MCPPool", "MCPSession"]
 
 T = TypeVar("T")
+#: a vault secret's value by name (raises when it cannot be had)
+Secret = Callable[[str], str]
 
 _BASE_ENV = ("PATH", "HOME", "LANG")
 _STDERR_TAIL_BYTES = 2000
@@ -45,6 +58,7 @@ _CALL_FAILURES = (
     ValidationError,
     anyio.ClosedResourceError,
     anyio.BrokenResourceError,
+    httpx2.HTTPError,
 )
 
 
@@ -66,11 +80,26 @@ class _ClosedOnExit:
         await self.aclose()
 
 
-class MCPSession(_ClosedOnExit):
-    """One live stdio session with a server, reused for several calls within a run attempt."""
+def _no_secrets(name: str) -> str:
+    raise MCPError(
+        f"This MCP session has no vault to read secret {name!r} from; servers naming vault "
+        f"secrets start inside a relay run."
+    )
 
-    def __init__(self, config: MCPServerConfig, *, stderr_path: Path | None = None) -> None:
+
+class MCPSession(_ClosedOnExit):
+    """One live session with a server (stdio or streamable HTTP), reused for several calls
+    within a run attempt."""
+
+    def __init__(
+        self,
+        config: MCPServerConfig,
+        *,
+        stderr_path: Path | None = None,
+        secret: Secret = _no_secrets,
+    ) -> None:
         self.config = config
+        self._secret = secret
         self._stderr_path = stderr_path
         self._stderr: TextIO | None = None
         self._session: ClientSession | None = None
@@ -80,9 +109,24 @@ class MCPSession(_ClosedOnExit):
         self._lost: str | None = None
         self._tools: list[dict[str, Any]] | None = None
         self._command_line = shlex.join([config.command, *config.args])
+        self._http_status: int | None = None
 
     async def __aenter__(self) -> MCPSession:
+        transport = self._http() if self.config.url else self._stdio()
+        self._ready = ready = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(
+            self._serve(transport, ready), name=f"mcp-{self.config.name}"
+        )
+        try:
+            await ready
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    def _stdio(self) -> AbstractAsyncContextManager[Streams]:
         command = self._resolve_command()
+        env = resolve_secrets(self.config.env, self._secret)  # before any file is opened
         if self._stderr_path is not None:
             self._stderr_path.parent.mkdir(parents=True, exist_ok=True)
             self._stderr = self._stderr_path.open("a+", encoding="utf-8")
@@ -93,17 +137,22 @@ class MCPSession(_ClosedOnExit):
         params = StdioServerParameters(
             command=command,
             args=list(self.config.args),
-            env={k: os.environ[k] for k in _BASE_ENV if k in os.environ} | dict(self.config.env),
+            env={k: os.environ[k] for k in _BASE_ENV if k in os.environ} | env,
             cwd=self.config.cwd,
         )
-        self._ready = ready = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._serve(params, ready), name=f"mcp-{self.config.name}")
-        try:
-            await ready
-        except BaseException:
-            await self.aclose()
-            raise
-        return self
+        return stdio_client(params, errlog=self._stderr)
+
+    def _http(self) -> AbstractAsyncContextManager[Streams]:
+        def refused(status: int) -> None:
+            self._http_status = status
+
+        return http_transport(
+            str(self.config.url),
+            resolve_secrets(self.config.headers, self._secret),
+            connect_timeout=self.config.start_timeout,
+            call_timeout=self.config.call_timeout,
+            on_refusal=refused,
+        )
 
     async def aclose(self) -> None:
         """Stop the server and wait until its process is gone; safe to call twice."""
@@ -129,16 +178,7 @@ class MCPSession(_ClosedOnExit):
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools as provider specs ``{"name", "description", "parameters"}``, by name."""
         if self._tools is None:
-            session = self._live()
-            tools: list[mcp_types.Tool] = []
-            cursor: str | None = None
-            while True:
-                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await self._request("listing tools", session.list_tools(params=params))
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+            tools: list[mcp_types.Tool] = await self._listed("tools")
             self._tools = [
                 {"name": t.name, "description": t.description or "", "parameters": t.input_schema}
                 for t in sorted(tools, key=lambda t: t.name)
@@ -168,13 +208,64 @@ class MCPSession(_ClosedOnExit):
             return None if not values else values[0] if len(values) == 1 else values
         return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
 
-    async def _serve(self, params: StdioServerParameters, ready: asyncio.Future[None]) -> None:
-        assert self._stderr is not None
+    async def list_resources(self) -> list[dict[str, Any]]:
+        """The server's resources as MCP describes them (``uri``, ``name``, ``mimeType``...),
+        by URI."""
+        found: list[mcp_types.Resource] = await self._listed("resources")
+        return [_dump(r) for r in sorted(found, key=lambda r: str(r.uri))]
+
+    async def read_resource(self, uri: str) -> Any:
+        """The contents of resource ``uri``: its text when it is one text, else a list of
+        contents (``{"uri", "mimeType", "text"}`` or ``{..., "blob"}``, base64)."""
+        session = self._live()
+        result = await self._request(f"reading resource {uri!r}", session.read_resource(uri))
+        contents = result.contents
+        if len(contents) == 1 and isinstance(contents[0], mcp_types.TextResourceContents):
+            return contents[0].text
+        return [_dump(c) for c in contents]
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        """The server's prompts (``name``, ``description``, ``arguments``), by name."""
+        found: list[mcp_types.Prompt] = await self._listed("prompts")
+        return [_dump(p) for p in sorted(found, key=lambda p: p.name)]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        """Prompt ``name`` filled with ``arguments``: ``{"description", "messages": [{"role",
+        "content"}]}``, a text content as its text (ready for ``agent(messages=...)``)."""
+        session = self._live()
+        result = await self._request(
+            f"getting prompt {name!r}", session.get_prompt(name, arguments or None)
+        )
+        messages = [
+            {
+                "role": m.role,
+                "content": m.content.text
+                if isinstance(m.content, mcp_types.TextContent)
+                else _dump(m.content),
+            }
+            for m in result.messages
+        ]
+        return {"description": result.description or "", "messages": messages}
+
+    async def _listed(self, kind: str) -> list[Any]:
+        """Every item of the paginated ``list_KIND`` request (tools, resources, prompts)."""
+        session = self._live()
+        found: list[Any] = []
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            request = getattr(session, f"list_{kind}")(params=params)
+            page = await self._request(f"listing {kind}", request)
+            found.extend(getattr(page, kind))
+            cursor = page.next_cursor
+            if not cursor:
+                return found
+
+    async def _serve(
+        self, transport: AbstractAsyncContextManager[Streams], ready: asyncio.Future[None]
+    ) -> None:
         try:
-            async with (
-                stdio_client(params, errlog=self._stderr) as (read, write),
-                ClientSession(read, write) as session,
-            ):
+            async with transport as (read, write), ClientSession(read, write) as session:
                 with anyio.fail_after(self.config.start_timeout):
                     await session.initialize()
                 self._session = session
@@ -213,8 +304,24 @@ class MCPSession(_ClosedOnExit):
             why = f"it did not answer initialize within {self.config.start_timeout:g} s"
         elif isinstance(cause, SDKError) and "closed" in str(cause).lower():
             why = "it exited (or closed stdout) before answering initialize"
+        elif self._http_status in (401, 403):
+            why = (
+                f"it answered HTTP {self._http_status}, refusing the credentials sent; check the "
+                f"vault secret servers.{self.config.name}.headers names (relay vault set NAME)"
+            )
+        elif self._http_status is not None:
+            why = f"it answered HTTP {self._http_status}"
         else:
             why = f"{type(cause).__name__}: {cause}"
+        if self.config.url:
+            error = MCPError(
+                f"MCP server {self.config.name!r} at {self.config.url} did not open a session: "
+                f"{why}. Check that the server is running there and that servers."
+                f"{self.config.name}.url and .headers in {MCP_SERVERS_FILE} are right."
+            )
+            # never chained: the HTTP client's errors hold the request, its headers included
+            error.__suppress_context__ = True
+            return error
         error = MCPError(
             f"MCP server {self.config.name!r} failed to start: {why}. Command: "
             f"{self._command_line} (in {self.config.cwd.resolve()}). Run it by hand to see why, "
@@ -248,10 +355,13 @@ class MCPSession(_ClosedOnExit):
                 # The server is gone: stop the transport now (reaping it); the pool starts anew.
                 self._lost, self._session = str(exc), None
                 self._stop.set()
-            raise MCPError(
+            error = MCPError(
                 f"MCP server {self.config.name!r} failed while {what}: {exc}. If the server "
                 f"stopped, the next call through the pool starts it anew.{self._stderr_tail()}"
-            ) from exc
+            )
+            if self.config.url:  # the HTTP client's errors hold the request and its headers
+                raise error from None
+            raise error from exc
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
@@ -267,7 +377,8 @@ class MCPSession(_ClosedOnExit):
 
 
 class MCPPool(_ClosedOnExit):
-    """Sessions opened lazily per server name for one relay, all closed together."""
+    """Sessions opened lazily per server name for one relay, all closed together; ``secret``
+    gives the vault values the servers' ``env`` and ``headers`` name."""
 
     def __init__(
         self,
@@ -275,8 +386,10 @@ class MCPPool(_ClosedOnExit):
         relay: str,
         *,
         stderr_dir: Path | None = None,
+        secret: Secret = _no_secrets,
     ) -> None:
         self.servers = dict(servers)
+        self._secret = secret
         self.relay = relay
         self._stderr_dir = stderr_dir
         self._sessions: dict[str, MCPSession] = {}
@@ -294,7 +407,9 @@ class MCPPool(_ClosedOnExit):
                 if session is not None:
                     await session.aclose()
                 log = self._stderr_dir / f"mcp-{name}.stderr.log" if self._stderr_dir else None
-                session = await MCPSession(config, stderr_path=log).__aenter__()
+                session = await MCPSession(
+                    config, stderr_path=log, secret=self._secret
+                ).__aenter__()
                 self._sessions[name] = session
             return session
 
@@ -312,6 +427,11 @@ def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return out
 
 
 def _json_or_text(text: str) -> Any:

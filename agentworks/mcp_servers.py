@@ -1,7 +1,12 @@
 """MCP server declarations: the workspace's ``mcp_servers.yaml`` read into checked configs.
 
-A problem in the file is reported with its line and what to write instead; a command given as
-a relative path, and an argument naming a workspace file, become absolute paths.
+A server is started over stdio (``command:``) or reached over streamable HTTP (``url:``). A
+problem in the file is reported with its line and what to write instead (``MCPServersError``,
+the code ``relay check`` reports too); a command given as a relative path, and an argument
+naming a workspace file, become absolute paths. A value of ``env:`` or ``headers:`` may name a
+vault secret, as the whole value (``vault:NAME``) or inside it (``Bearer ${vault:NAME}``): the
+config keeps the reference, and the value is resolved only when the server is started or
+connected (``resolve_secrets``), so no config, repr or error ever holds it.
 """
 
 from __future__ import annotations
@@ -12,15 +17,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
-from agentworks.errors import MCPError
+from agentworks.errors import MCPError, MCPServersError
 
-__all__ = ["MCP_SERVERS_FILE", "MCPServerConfig", "load_mcp_servers", "server_for"]
+__all__ = [
+    "MCP_SERVERS_FILE",
+    "MCPServerConfig",
+    "load_mcp_servers",
+    "resolve_secrets",
+    "secret_names",
+    "server_for",
+]
 
 MCP_SERVERS_FILE = "mcp_servers.yaml"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_SECRET = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+_WHOLE = re.compile(rf"vault:({_SECRET})")
+_EMBEDDED = re.compile(rf"\$\{{vault:({_SECRET})\}}")
+_HEADER = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
 def _is_text(value: object) -> bool:
@@ -31,8 +48,24 @@ def _is_seconds(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+def _is_url(value: object) -> bool:
+    if not isinstance(value, str) or "vault:" in value:
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+_STDIO_ONLY = ("command", "args", "env", "cwd")
 _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "command": (lambda v: isinstance(v, str) and bool(v.strip()), "must be a non-empty string"),
+    "url": (
+        _is_url,
+        "must be the server's http:// or https:// address, e.g. http://127.0.0.1:8000/mcp "
+        "(a secret goes in headers:, never in the URL)",
+    ),
     "args": (
         lambda v: isinstance(v, list) and all(_is_text(a) for a in v),
         'must be a list of strings, e.g. ["servers/orders.py"]',
@@ -41,7 +74,14 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: (
             isinstance(v, dict) and all(isinstance(k, str) and _is_text(x) for k, x in v.items())
         ),
-        'must map names to strings, e.g. {ORDERS_DB: "orders.json"}',
+        'must map names to strings, e.g. {ORDERS_DB: "orders.json", TOKEN: "vault:NAME"}',
+    ),
+    "headers": (
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(k, str) and _HEADER.match(k) and _is_text(x) for k, x in v.items())
+        ),
+        'must map header names to strings, e.g. {Authorization: "Bearer ${vault:NAME}"}',
     ),
     "relays": (
         lambda v: v == "*" or (isinstance(v, list) and all(isinstance(r, str) for r in v)),
@@ -55,43 +95,88 @@ _SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 @dataclass(frozen=True)
 class MCPServerConfig:
-    """One stdio server declared in ``mcp_servers.yaml``; ``relays == ("*",)`` allows all."""
+    """One server declared in ``mcp_servers.yaml``: stdio (``command``) or streamable HTTP
+    (``url``); ``relays == ("*",)`` allows all. ``env`` and ``headers`` hold vault references
+    as written (``vault:NAME``), never a secret's value."""
 
     name: str
-    command: str
+    command: str = ""
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     relays: tuple[str, ...] = ("*",)
     cwd: Path = Path(".")
     start_timeout: float = 20.0
     call_timeout: float = 60.0
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def transport(self) -> str:
+        """``"http"`` (streamable HTTP at ``url``) or ``"stdio"`` (``command`` started)."""
+        return "http" if self.url else "stdio"
 
     def allows(self, relay: str) -> bool:
         """Whether ``relay`` may use this server."""
         return "*" in self.relays or relay in self.relays
 
+    def secrets(self) -> list[str]:
+        """The vault secrets its ``env`` and ``headers`` name, sorted."""
+        values = [*self.env.values(), *self.headers.values()]
+        return sorted({n for v in values for n in secret_names(v)})
+
+
+def secret_names(value: str) -> list[str]:
+    """The vault secrets ``value`` names: ``vault:NAME`` as a whole, or ``${vault:NAME}``."""
+    whole = _WHOLE.fullmatch(value)
+    return [whole[1]] if whole else _EMBEDDED.findall(value)
+
+
+def resolve_secrets(values: Mapping[str, str], secret: Callable[[str], str]) -> dict[str, str]:
+    """``values`` with each vault reference replaced by ``secret(NAME)`` (the caller keeps the
+    result in memory only: it is handed to the server and dropped)."""
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        whole = _WHOLE.fullmatch(value)
+        out[key] = secret(whole[1]) if whole else _EMBEDDED.sub(lambda m: secret(m[1]), value)
+    return out
+
+
+def _reference_problem(value: str) -> str | None:
+    """What is wrong with a value that looks like a vault reference, else None."""
+    if _WHOLE.fullmatch(value) or "vault:" not in value:
+        return None
+    if value.startswith("vault:"):
+        return f"names no valid secret ({value!r}); write vault:NAME, NAME as in relay vault set"
+    if _EMBEDDED.sub("", value).count("vault:"):
+        return (
+            f"holds a vault reference that is not ${{vault:NAME}} ({value!r}); write the whole "
+            f'value as vault:NAME or embed it as "Bearer ${{vault:NAME}}"'
+        )
+    return None
+
 
 def load_mcp_servers(workspace_home: Path) -> dict[str, MCPServerConfig]:
-    """The servers declared in ``<workspace>/mcp_servers.yaml``; ``{}`` when there is none."""
+    """The servers declared in ``<workspace>/mcp_servers.yaml``; ``{}`` when there is none.
+    ``MCPServersError`` (with its line) when the file is not a valid declaration."""
     home = Path(workspace_home).resolve()
     path = home / MCP_SERVERS_FILE
     if not path.is_file():
         return {}
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MCPServersError(path, 0, f"cannot be read ({exc}); fix the file.") from exc
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise MCPError(
-            f"{path}{where}: not valid YAML ({problem}). Fix the file and retry."
-        ) from exc
+        line = mark.line + 1 if mark is not None else 0
+        raise MCPServersError(path, line, f"not valid YAML ({problem}). Fix the file.") from exc
 
-    def fail(keys: tuple[str, ...], message: str) -> MCPError:
-        line = _line_of(root, keys)
-        return MCPError(f"{path}{f', line {line}' if line else ''}: {'.'.join(keys)} {message}")
+    def fail(keys: tuple[str, ...], message: str) -> MCPServersError:
+        return MCPServersError(path, _line_of(root, keys), f"{'.'.join(keys)} {message}")
 
     if data is None:
         return {}
@@ -109,8 +194,12 @@ def load_mcp_servers(workspace_home: Path) -> dict[str, MCPServerConfig]:
         keys = ("servers", str(name))
         if not isinstance(name, str) or not _NAME.match(name):
             raise fail(keys, "is not a valid server name: use letters, digits, '_' or '-'.")
-        if not isinstance(entry, dict) or "command" not in entry:
-            raise fail(keys, f"must be a mapping with at least command:, got {_kind(entry)}.")
+        if not isinstance(entry, dict) or ("command" in entry) == ("url" in entry):
+            raise fail(
+                keys,
+                "must be a mapping with either command: (a stdio server) or url: (a streamable "
+                f"HTTP server), got {_kind(entry)}.",
+            )
         for key, value in entry.items():
             if key not in _SETTINGS:
                 raise fail(
@@ -119,21 +208,57 @@ def load_mcp_servers(workspace_home: Path) -> dict[str, MCPServerConfig]:
             check, rule = _SETTINGS[key]
             if not check(value):
                 raise fail((*keys, key), f"{rule}, got {_kind(value)}.")
-        command = entry["command"].strip()
-        if os.sep in command and not Path(command).is_absolute():
-            command = str((home / command).resolve())
-        relays = entry.get("relays", "*")
-        configs[name] = MCPServerConfig(
-            name=name,
-            command=command,
-            args=tuple(_resolve_arg(home, str(a)) for a in entry.get("args", [])),
-            env={k: str(v) for k, v in entry.get("env", {}).items()},
-            relays=("*",) if relays == "*" else tuple(relays),
-            cwd=(home / entry.get("cwd", ".")).resolve(),
-            start_timeout=float(entry.get("start_timeout", 20.0)),
-            call_timeout=float(entry.get("call_timeout", 60.0)),
-        )
+        _check_transport(entry, keys, fail)
+        configs[name] = _config(home, name, entry)
     return configs
+
+
+def _check_transport(
+    entry: dict[str, Any],
+    keys: tuple[str, ...],
+    fail: Callable[[tuple[str, ...], str], MCPServersError],
+) -> None:
+    """Settings of the other transport, and malformed vault references, are refused."""
+    if "url" in entry:
+        for key in _STDIO_ONLY:
+            if key in entry:
+                raise fail(
+                    (*keys, key),
+                    "is a setting of stdio servers (command:); a url: server takes headers:, "
+                    "relays:, start_timeout: and call_timeout:.",
+                )
+    elif "headers" in entry:
+        raise fail(
+            (*keys, "headers"), "is a setting of url: servers; a stdio server takes env: instead."
+        )
+    for section in ("env", "headers"):
+        for key, value in entry.get(section, {}).items():
+            problem = _reference_problem(str(value))
+            if problem:
+                raise fail((*keys, section, key), problem + ".")
+
+
+def _config(home: Path, name: str, entry: dict[str, Any]) -> MCPServerConfig:
+    relays = entry.get("relays", "*")
+    common: dict[str, Any] = {
+        "name": name,
+        "relays": ("*",) if relays == "*" else tuple(relays),
+        "start_timeout": float(entry.get("start_timeout", 20.0)),
+        "call_timeout": float(entry.get("call_timeout", 60.0)),
+        "cwd": (home / entry.get("cwd", ".")).resolve(),
+    }
+    if "url" in entry:
+        headers = {k: str(v) for k, v in entry.get("headers", {}).items()}
+        return MCPServerConfig(url=entry["url"], headers=headers, **common)
+    command = entry["command"].strip()
+    if os.sep in command and not Path(command).is_absolute():
+        command = str((home / command).resolve())
+    return MCPServerConfig(
+        command=command,
+        args=tuple(_resolve_arg(home, str(a)) for a in entry.get("args", [])),
+        env={k: str(v) for k, v in entry.get("env", {}).items()},
+        **common,
+    )
 
 
 def server_for(servers: Mapping[str, MCPServerConfig], name: str, relay: str) -> MCPServerConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nbformat as nbf
@@ -835,6 +836,314 @@ NOTEBOOKS["12-approvals.ipynb"] = [
     code("%relay logs reminder-1"),
 ]
 
+NOTEBOOKS["13-dbos-programs.ipynb"] = [
+    md(
+        "# DBOS programs as relays\n\n"
+        "A program written as DBOS's documentation writes one is a relay with two changes: its "
+        "entry point is named `run(INPUT)`, and DBOS's configuration and `DBOS.launch()` are "
+        "left to the kit. Everything else stays DBOS's: sync workflows, queues declared at "
+        "the top, child workflows, datasource transactions."
+    ),
+    FRESH,
+    md(
+        "## A queue fanning out child workflows\n\n"
+        "The queue is registered at module level, as DBOS 3.4 documents it (the kit makes the "
+        "call right after it launches DBOS). `run` is a **sync** workflow: `@DBOS.workflow() "
+        "def run` runs in a thread, as DBOS runs one. The flow graph draws the child workflow "
+        "`process` as its own node, followed by the child's steps."
+    ),
+    code(
+        "%%relay fan\n"
+        "from dbos import DBOS\n\n"
+        "# one child at a time, polled every 0.1 s\n"
+        'queue = DBOS.register_queue("tasks", worker_concurrency=1, polling_interval_sec=0.1)\n\n'
+        "@DBOS.step()\n"
+        "def process_task(task):\n"
+        "    return task * 10\n\n"
+        "@DBOS.step()\n"
+        "def finish(task, value):\n"
+        "    return value + task\n\n"
+        "@DBOS.workflow()\n"
+        "def process(task):\n"
+        "    return finish(task, process_task(task))\n\n"
+        "@DBOS.workflow()\n"
+        "def run(INPUT):\n"
+        '    handles = [queue.enqueue(process, task) for task in INPUT["tasks"]]\n'
+        '    return {"results": [handle.get_result() for handle in handles]}'
+    ),
+    md(
+        "## Crashed inside a child's step\n\n"
+        "Every step of a child is a crash point, numbered over the attempt: `process_task#2` "
+        "would be the second `process_task` call, whichever child makes it. Here the process "
+        "is killed right after the first child's `process_task` is checkpointed, while the "
+        "parent waits for its children."
+    ),
+    code("%relay run fan --input '{\"tasks\": [1, 2, 3]}' --crash after:process_task#1 --wait"),
+    md(
+        "Recovery finishes the parent and every child from their checkpoints: the parent's "
+        "three enqueue calls and the first child's `process_task` come back reused, no step "
+        "body runs twice, and the result is the one bare DBOS gives."
+    ),
+    code("%relay recover fan-1 --wait"),
+    md(
+        "## A datasource transaction\n\n"
+        "DBOS 3's transactions belong to a datasource made at the top of the program "
+        "(`SQLAlchemyDatasource.create(url)`; a relative SQLite path is the run's own folder). "
+        "Each `@ds.transaction()` is drawn as a step marked with its datasource and the "
+        "guarantee *exactly once*: it commits together with its checkpoint. The removed "
+        "`@DBOS.transaction` is refused at admission, naming the datasource API."
+    ),
+    code(
+        "%%relay greetings\n"
+        "import sqlalchemy as sa\n"
+        "from dbos import DBOS, SQLAlchemyDatasource\n\n"
+        'ds = SQLAlchemyDatasource.create("sqlite:///app.sqlite")\n\n'
+        "@ds.transaction()\n"
+        "def create_table():\n"
+        '    ds.sql_session().execute(sa.text("CREATE TABLE IF NOT EXISTS greetings (name TEXT)"))\n\n'
+        '@ds.transaction(name="greet")\n'
+        "def insert_greeting(name):\n"
+        '    ds.sql_session().execute(sa.text("INSERT INTO greetings VALUES (:n)"), {"n": name})\n'
+        "    return name\n\n"
+        "@ds.transaction()\n"
+        "def count_greetings():\n"
+        '    return ds.sql_session().execute(sa.text("SELECT count(*) FROM greetings")).scalar()\n\n'
+        "@DBOS.step()\n"
+        "def shout(name):\n"
+        "    return name.upper()\n\n"
+        "@DBOS.workflow()\n"
+        "def run(INPUT):\n"
+        "    create_table()\n"
+        '    for name in INPUT["names"]:\n'
+        "        insert_greeting(shout(name))\n"
+        '    return {"count": count_greetings()}'
+    ),
+    code('%relay run greetings --input \'{"names": ["ann", "bo"]}\' --wait'),
+    md(
+        "## A sync workflow with DBOS's sync APIs\n\n"
+        "Both relays above are sync workflows. DBOS's sync APIs work inside one as they do "
+        "under bare DBOS: here an event that reports progress and a durable sleep."
+    ),
+    code(
+        "%%relay tally\n"
+        "from dbos import DBOS\n\n"
+        "@DBOS.step()\n"
+        "def fetch(n):\n"
+        "    return n * 2\n\n"
+        "@DBOS.workflow()\n"
+        "def run(INPUT):\n"
+        '    values = [fetch(n) for n in range(INPUT["n"])]\n'
+        '    DBOS.set_event("progress", len(values))\n'
+        "    DBOS.sleep(0.1)\n"
+        '    return {"values": values, "total": sum(values)}'
+    ),
+    code("%relay run tally --input '{\"n\": 3}' --wait"),
+]
+
+PYDANTIC_SHOP = (
+    "from dbos import DBOS\n"
+    "from pydantic_ai import Agent\n"
+    "from pydantic_ai.durable_exec.dbos import DBOSDurability\n"
+    "from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart\n"
+    "from pydantic_ai.models.function import FunctionModel\n\n"
+    "def reply(messages, info):\n"
+    '    """An offline model: first it asks for the stock of A-1, then it answers."""\n'
+    "    returned = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]\n"
+    "    if not returned:\n"
+    '        return ModelResponse(parts=[ToolCallPart("stock", {"sku": "A-1"})])\n'
+    '    return ModelResponse(parts=[TextPart(f"The warehouse says: {returned[-1].content}")])\n\n'
+    'agent = Agent(FunctionModel(reply, model_name="offline-clerk"), name="clerk",\n'
+    '              instructions="Answer stock questions.", capabilities=[DBOSDurability()])\n\n'
+    'STOCK = {"A-1": 3, "B-7": 0}\n\n'
+    "@agent.tool_plain\n"
+    "@DBOS.step()  # a tool that does I/O is a step of its own\n"
+    "async def stock(sku: str) -> str:\n"
+    '    """How many of a product the warehouse has."""\n'
+    '    return f"{STOCK.get(sku, 0)} of {sku} in stock"\n\n'
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    '    result = await agent.run(INPUT["question"])\n'
+    '    return {"answer": result.output}'
+)
+
+OPENAI_SHOP = (
+    "from agents import Agent, Model, ModelResponse, RunConfig, Usage, function_tool\n"
+    "from dbos import DBOS\n"
+    "from dbos_openai_agents import DBOSRunner\n"
+    "from openai.types.responses import (\n"
+    "    ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText,\n"
+    ")\n\n"
+    "class OfflineModel(Model):\n"
+    '    """The SDK\'s model interface, answered offline: a stock call, then a text."""\n\n'
+    '    model = "offline-gpt"\n\n'
+    "    async def get_response(self, system_instructions, input, model_settings, tools,\n"
+    "                           output_schema, handoffs, tracing, **kwargs):\n"
+    "        items = input if isinstance(input, list) else []\n"
+    "        outputs = [i for i in items\n"
+    '                   if isinstance(i, dict) and i.get("type") == "function_call_output"]\n'
+    "        if not outputs:\n"
+    '            output = [ResponseFunctionToolCall(type="function_call", call_id="call-1",\n'
+    '                                               name="stock", arguments=\'{"sku": "A-1"}\')]\n'
+    "            usage = Usage(requests=1, input_tokens=40, output_tokens=8, total_tokens=48)\n"
+    "        else:\n"
+    '            text = ResponseOutputText(type="output_text", annotations=[],\n'
+    "                                      text=f\"The warehouse says: {outputs[-1]['output']}\")\n"
+    '            output = [ResponseOutputMessage(id="msg-1", type="message", role="assistant",\n'
+    '                                            status="completed", content=[text])]\n'
+    "            usage = Usage(requests=1, input_tokens=61, output_tokens=12, total_tokens=73)\n"
+    "        return ModelResponse(output=output, usage=usage, response_id=None)\n\n"
+    "    def stream_response(self, *args, **kwargs):\n"
+    '        raise NotImplementedError("offline model: no streaming")\n\n'
+    'STOCK = {"A-1": 3, "B-7": 0}\n\n'
+    "@function_tool\n"
+    "@DBOS.step()  # a tool that does I/O is a step of its own\n"
+    "async def stock(sku: str) -> str:\n"
+    '    """How many of a product the warehouse has."""\n'
+    '    return f"{STOCK.get(sku, 0)} of {sku} in stock"\n\n'
+    'agent = Agent(name="clerk", instructions="Answer stock questions.", model=OfflineModel(),\n'
+    "              tools=[stock])\n\n"
+    "@DBOS.workflow()\n"
+    "async def run(INPUT):\n"
+    "    # offline: no traces sent to OpenAI\n"
+    "    config = RunConfig(tracing_disabled=True)\n"
+    '    result = await DBOSRunner.run(agent, INPUT["question"], run_config=config)\n'
+    '    return {"answer": result.final_output}'
+)
+
+
+def agent_prices(model: str) -> nbf.NotebookNode:
+    """The cell giving the tutorial's offline model a price in the workspace's prices.yaml."""
+    return code(
+        "import pathlib\n"
+        f"prices = 'as_of: 2026-12-01\\nmodels:\\n  {model}: {{input: 2.0, output: 8.0}}\\n'\n"
+        "_ = (pathlib.Path(os.environ['RELAY_HOME']) / 'prices.yaml').write_text(prices)"
+    )
+
+
+#: one row per run: what its model calls paid, and what it did not pay (reused or copied)
+COST_TABLE = code(
+    "import pandas as pd\n"
+    "table = {}\n"
+    "for run in ['shop-1', 'shop-2']:\n"
+    "    log = %relay logs {run} --json\n"
+    "    for what, key in [('paid', 'paid'), ('not paid', 'saved')]:\n"
+    "        total = log['usage'][key]\n"
+    "        table.setdefault(run, {}).update({\n"
+    "            (what, 'calls'): total['calls'],\n"
+    "            (what, 'in'): total['input_tokens'],\n"
+    "            (what, 'out'): total['output_tokens'],\n"
+    "            (what, 'USD'): total['cost']})\n"
+    "pd.DataFrame.from_dict(table, orient='index')"
+)
+
+
+def agent_steps(framework: str, model: str, request: str) -> list[nbf.NotebookNode]:
+    """Tutorials 14 and 15 after their relay cell: crash in the tool, recover, the log with
+    the tokens, a fork with an edited model answer, the cost table."""
+    ask = '--input \'{"question": "Is A-1 in stock?"}\''
+    edited = '{"tool_calls": [{"tool": "stock", "args": {"sku": "B-7"}}]}'
+    return [
+        md(
+            "Model prices come from a dated table shipped with the kit "
+            "(`relay_notebook/workspace/prices.yaml`, USD per million tokens); a `prices.yaml` "
+            "in the workspace overrides it model by model. The offline model gets a price "
+            "here so the costs below are not zero:"
+        ),
+        agent_prices(model),
+        md(
+            "## Crash during the tool call\n\n"
+            f"The run asks the model (`{request}#1`), which asks for the stock of A-1, and "
+            "`--crash during:stock` kills the process inside the tool's body: the first model "
+            "request is checkpointed, the tool's checkpoint is never written. The run is "
+            "**interrupted**."
+        ),
+        code(f"%relay run shop {ask} --crash during:stock --wait"),
+        md(
+            "## Recover it\n\n"
+            "Recovery replays the workflow from its checkpoints: the first model request comes "
+            "back **reused** (the model is not asked, or paid, again), `stock` runs again (it "
+            "has no checkpoint) and the second request runs for the first time. The run "
+            "view paints the agent's node with its three calls, and its header sums up what "
+            "the model calls cost."
+        ),
+        code("%relay recover shop-1 --wait"),
+        md(
+            "The log says where each call ran and where it was reused (`model` is a model "
+            f"request, `tool` a tool call; {framework} reported the tokens), then the model "
+            "calls' tokens and cost: per run, per attempt and per call, with what recovery did "
+            "**not** pay because it reused the first request."
+        ),
+        code("%relay logs shop-1"),
+        md(
+            "## What if the model had said something else?\n\n"
+            "`%relay fork RUN --from CALL#N --set CALL#M=JSON` makes a new run whose calls before "
+            "`CALL#N` are copied from the parent, with a copied model answer replaced (badged "
+            "**edited**). Here the first answer becomes a tool call for B-7 instead of A-1, and "
+            "the fork starts at the tool call: `stock` and the second request run fresh on the "
+            'edited answer, and the result differs. An answer is text, or `{"text": ..., '
+            '"tool_calls": [{"tool": ..., "args": {...}}]}`.'
+        ),
+        code(f"%relay fork shop-1 --from stock#1 --set '{request}#1={edited}' --wait"),
+        md(
+            "## The cost table\n\n"
+            "Per run, the model calls it paid for (their input and output tokens and their "
+            "cost) and those it did **not** pay: `shop-1`'s recovery reused the first request, "
+            "the fork `shop-2` copied it from its parent. The numbers are those of "
+            "`%relay logs RUN --json`; the run view's header and `relay logs` in a terminal "
+            "show them too."
+        ),
+        COST_TABLE,
+    ]
+
+
+NOTEBOOKS["14-pydantic-ai.ipynb"] = [
+    md(
+        "# A Pydantic AI agent as a relay\n\n"
+        "Pydantic AI has durable execution on DBOS of its own: each model request becomes a "
+        "DBOS step, and a tool that does I/O can be one. An agent written as Pydantic AI "
+        "documents it is a relay (install `relay-notebook[pydantic-ai]`); the kit launches "
+        "DBOS, the relay does not. Each model request and tool call is a call of the run, "
+        "checkpointed, with its tokens and their cost. This tutorial runs offline: the model "
+        "is Pydantic AI's `FunctionModel`, a Python function that answers like a model."
+    ),
+    FRESH,
+    md(
+        "## The agent\n\n"
+        "An agent with one tool, `stock`, made durable with Pydantic AI's `DBOSDurability()` "
+        "capability (it runs in the relay's own workflow; `DBOSAgent(agent)` works too, in a "
+        "child workflow). The offline model asks for the stock of A-1, then answers with what "
+        "the tool returned. The flow graph draws the agent as one node; its details list the "
+        "model, the tool and the names its calls get: `clerk__model.request` for each model "
+        "request, `stock` for the tool."
+    ),
+    code("%%relay shop\n" + PYDANTIC_SHOP),
+    *agent_steps("Pydantic AI", "offline-clerk", "clerk__model.request"),
+]
+
+NOTEBOOKS["15-openai-agents.ipynb"] = [
+    md(
+        "# An OpenAI Agents SDK agent as a relay\n\n"
+        "The OpenAI Agents SDK runs durably on DBOS with `dbos-openai-agents`: "
+        "`DBOSRunner.run(agent, ...)` in a DBOS workflow makes each model request a DBOS step, "
+        "and a tool that does I/O can be one. Written as that package documents it, the agent "
+        "is a relay (install `relay-notebook[openai-agents]`); the kit launches DBOS, the "
+        "relay does not. Each model request and tool call is a call of the run, checkpointed, "
+        "with its tokens and their cost. This tutorial runs offline: the model implements the "
+        "SDK's `Model` interface with scripted answers and token counts."
+    ),
+    FRESH,
+    md(
+        "## The agent\n\n"
+        "An agent with one tool, `stock` (a `@function_tool` that is also a DBOS step). The "
+        "offline model asks for the stock of A-1, then answers with what the tool returned. "
+        "The flow graph draws the agent as one node; its details list the model, the tool and "
+        "the names its calls get: `_model_call_step` for each model request (`DBOSRunner` "
+        "gives every request that name), `stock` for the tool."
+    ),
+    code("%%relay shop\n" + OPENAI_SHOP),
+    *agent_steps("the SDK", "offline-gpt", "_model_call_step"),
+]
+
 CLEANUP = code(
     "# Remove this tutorial's temporary workspace (your own relays live in ./relays)\n"
     "import shutil\n"
@@ -842,8 +1151,11 @@ CLEANUP = code(
 )
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    """Write every tutorial, or only those named (``python tools/make_notebooks.py 13-….ipynb``)."""
     for name, cells in NOTEBOOKS.items():
+        if names and name not in names:
+            continue
         nb = nbf.v4.new_notebook()
         temporary = any("relay-tutorial-" in str(c.get("source", "")) for c in cells)
         nb["cells"] = [*cells, CLEANUP] if temporary else cells
@@ -857,4 +1169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -23,6 +23,7 @@ from relay_notebook.commands.authoring import (
     publish,
     releases,
     replay,
+    replay_summary,
     run_flow,
     verify,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "relays",
     "releases",
     "replay",
+    "replay_summary",
     "require_pool_backend",
     "revoke",
     "run",

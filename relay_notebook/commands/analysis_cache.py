@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from agentworks.mcp_servers import MCP_SERVERS_FILE
 from relay_notebook.commands.authoring import CheckReport, check_draft
 from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.workspace import ENTRY_FILE, Draft, Workspace
@@ -69,6 +70,11 @@ def cache_key(draft: Draft) -> str:
                 digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
         except OSError as exc:
             digest.update(f"unreadable {exc.errno}".encode())
+    # the workspace's MCP server declarations, which the check validates too
+    servers = draft.folder.parent / MCP_SERVERS_FILE
+    digest.update(b"\0mcp_servers\0")
+    with contextlib.suppress(OSError):
+        digest.update(servers.read_bytes())
     return digest.hexdigest()
 
 

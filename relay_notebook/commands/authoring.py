@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentworks.errors import MCPServersError
+from agentworks.mcp_servers import MCP_SERVERS_FILE, load_mcp_servers
 from relay_notebook.errors import AdmissionError, codes
 from relay_notebook.errors.diagnostics import Diagnostic
-from relay_notebook.runner.replay import replay_lines
+from relay_notebook.runner.replay import replay_lines, replay_summary
 from relay_notebook.source.admission import check_durability, check_source, entrypoint_kind
 from relay_notebook.source.annotations import parse_annotations
 from relay_notebook.source.flow import build_flow_graph
@@ -47,6 +49,7 @@ __all__ = [
     "releases",
     "replay",
     "replay_lines",
+    "replay_summary",
     "run_flow",
     "verify",
 ]
@@ -129,8 +132,35 @@ def _helper_diagnostics(draft: Draft) -> list[Diagnostic]:
     return found
 
 
+def _mcp_servers_diagnostics(draft: Draft) -> list[Diagnostic]:
+    """The workspace's ``mcp_servers.yaml``, when invalid, as one line: an error for a relay
+    whose code mentions MCP (it would fail at run time), a warning for the others."""
+    try:
+        load_mcp_servers(draft.folder.parent)
+    except MCPServersError as exc:
+        sources = [draft.source] + [
+            (draft.folder / rel).read_text(encoding="utf-8", errors="replace")
+            for rel in draft.files()
+            if rel.endswith(".py") and rel != ENTRY_FILE
+        ]
+        uses_mcp = any("mcp" in text.lower() for text in sources)
+        return [
+            Diagnostic(
+                line=max(exc.line, 1),
+                col=0,
+                code=codes.MCP_SERVERS_INVALID.code,
+                message=f"The workspace's {MCP_SERVERS_FILE} is invalid: {exc.problem} Then "
+                f"run 'relay check {draft.name}'.",
+                severity="error" if uses_mcp else "warning",
+                file=f"../{MCP_SERVERS_FILE}",
+            )
+        ]
+    return []
+
+
 def check_draft(draft: Draft) -> CheckReport:
-    """Admission + lint + annotation diagnostics for a loaded draft."""
+    """Admission + lint + annotation diagnostics for a loaded draft, and the workspace's MCP
+    server declarations it would run with."""
     try:  # parsed once for every check below
         module: str | ast.Module = parse(draft.source)
     except SyntaxError:
@@ -140,6 +170,7 @@ def check_draft(draft: Draft) -> CheckReport:
     diagnostics += check_durability(module, draft.manifest.relay_durability, file=ENTRY_FILE)
     diagnostics += parse_annotations(draft.source, relay=draft.name).diagnostics
     diagnostics += _helper_diagnostics(draft)
+    diagnostics += _mcp_servers_diagnostics(draft)
     diagnostics.sort(key=lambda d: (d.file != ENTRY_FILE, d.file, d.line, d.col, d.code))
     return CheckReport(draft.name, entrypoint_kind(module), diagnostics)
 

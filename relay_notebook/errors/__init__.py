@@ -40,6 +40,7 @@ __all__ = [
     "LedgerCorruptError",
     "NotDurableError",
     "NothingToReconcileError",
+    "OutsideWorkflowError",
     "QueueUnavailableError",
     "RelayError",
     "RelayHasRunsError",
@@ -295,6 +296,12 @@ class CheckpointsLostError(RunRejectedError):
     """Recovery refused: checkpoints the run's ledger records are missing from its database."""
 
     entry = codes.CHECKPOINTS_LOST
+
+
+class OutsideWorkflowError(RunRejectedError):
+    """Attempt refused: the run's DBOS database holds a workflow the kit did not make."""
+
+    entry = codes.OUTSIDE_WORKFLOW
 
 
 class RelayHasRunsError(RelayError):

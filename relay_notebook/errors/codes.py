@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agentworks.codes import (
     AGENTWORKS_CODES,
+    MCP_SERVERS_INVALID,
     NEEDS_RECONCILIATION,
     Code,
     Section,
@@ -25,6 +26,7 @@ from relay_notebook.errors.check_codes import (
 )
 
 __all__ = [
+    "MCP_SERVERS_INVALID",
     "MISSING_AWAIT",
     "NEEDS_RECONCILIATION",
     "REGISTRY",
@@ -84,6 +86,13 @@ CHECKPOINTS_LOST = _refusal(
     "Recovery refused: checkpoints the run's ledger records are missing from its database.",
     "restore the run's database, or `relay recover RUN --accept-lost-checkpoints` "
     "(the lost steps run again)",
+)
+OUTSIDE_WORKFLOW = _refusal(
+    "outside-workflow",
+    "Attempt refused: the run's DBOS database holds a workflow the kit did not make (a fork "
+    "made with `dbos workflow fork`, DBOS's own tool); DBOS would run it inside the attempt.",
+    "cancel it: `dbos workflow cancel WORKFLOW -s URL`, then " + _RECOVER + "; fork with the "
+    "kit instead: `relay fork RUN --from CALL`",
 )
 DATABASE_ERROR = _error(
     "database-error",
@@ -367,6 +376,14 @@ FINISHED = Code(
     sections=("recovery",),
     recorded=True,
 )
+CANCELLED_IN_DBOS = Code(
+    "cancelled-in-dbos",
+    "The run's workflow was cancelled with DBOS's own tool (`dbos workflow cancel`): DBOS will "
+    "not run it, so the run is `cancelled` and recovering it runs nothing.",
+    "resume it: `dbos workflow resume RUN -s URL`, then " + _RECOVER + "; or " + _NEW_RUN,
+    sections=("recovery", "runs"),
+    recorded=True,
+)
 WAITING = Code(
     "waiting",
     "The run waits with no process: for a message on a topic (`DBOS.recv`) or a durable "
@@ -421,6 +438,7 @@ _RECORDED = [
     MAX_RECOVERY_ATTEMPTS_EXCEEDED,
     NONDETERMINISTIC_REPLAY,
     FINISHED,
+    CANCELLED_IN_DBOS,
     FORBIDDEN,
     ROUTE_NOT_FOUND,
     METHOD_NOT_ALLOWED,

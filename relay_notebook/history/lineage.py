@@ -1,11 +1,13 @@
 """Lineage and diffs of runs: a run's forks as a tree, and two runs compared call by call.
 
 Design note: a fork's origin is in its own record (``run.json``'s ``fork``: parent, the call
-it was forked from, the edits, the code), so the tree is found from the relay's run records
-alone, oldest first, without opening a database. A diff aligns the two runs' root-workflow
-calls by step name and occurrence (``price#2`` with ``price#2``), which is how a fork's calls
-correspond to its parent's, and says for each which of input, output, status and attempt
-count differ (previews, already redacted, are what is compared and shown).
+it was forked from, the edits, the code), so the tree is found from the relay's run records,
+oldest first; each run's SQLite database is opened only to list the forks DBOS's own tool made
+there (``dbos workflow fork``: ``record.dbos_tools``), shown under the run they copy. A diff
+aligns the two runs' root-workflow calls by step name and occurrence (``price#2`` with
+``price#2``), which is how a fork's calls correspond to its parent's, and says for each which
+of input, output, status and attempt count differ (previews, already redacted, are what is
+compared and shown).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any, TypedDict, cast
 from relay_notebook.errors import RelayError
 from relay_notebook.history.log_records import ForkEdits, ForkOrigin
 from relay_notebook.history.records import read_run_log
-from relay_notebook.record.folders import find_run, list_run_folders
+from relay_notebook.record.dbos_tools import DbosTools, OutsideWorkflow, inspect_run, shown_status
+from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
 
@@ -32,6 +35,8 @@ class LineageNode:
     #: its origin, if it is a fork
     fork: ForkOrigin | None = None
     children: list[LineageNode] = field(default_factory=list)
+    #: workflows in its database the kit did not make (forks made with ``dbos workflow fork``)
+    outside: tuple[OutsideWorkflow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "status": self.status}
@@ -43,23 +48,33 @@ class LineageNode:
                 "code": self.fork.get("code"),
             }
         out["forks"] = [c.to_dict() for c in self.children]
+        out["outside_workflows"] = [w.to_dict() for w in self.outside]
         return out
 
 
-def _records(workspace: Workspace, relay: str) -> dict[str, RunRecord]:
+def _records(workspace: Workspace, relay: str) -> dict[str, tuple[RunFolder, RunRecord]]:
     found = {}
     for folder in list_run_folders(workspace, relay):
         try:
-            found[folder.run_id] = RunRecord.load(folder)
+            found[folder.run_id] = (folder, RunRecord.load(folder))
         except RelayError:
             continue  # a damaged record is listed by `relay runs`, not drawn here
     return found
 
 
+def _dbos_tools(folder: RunFolder, record: RunRecord) -> DbosTools:
+    """What DBOS's tools left in a finished or stopped run's own SQLite file (a PostgreSQL
+    run's, or a running one's, is not opened here: ``relay logs`` reads those)."""
+    if record.database or record.status in ("running", "creating", "pending", "queued"):
+        return DbosTools()
+    return inspect_run(folder, record)
+
+
 def lineage(workspace: Workspace, run_id: str) -> LineageNode:
     """The tree ``run_id`` belongs to, from the run it was first forked from."""
     folder = find_run(workspace, run_id)
-    metas = _records(workspace, folder.relay)
+    runs = _records(workspace, folder.relay)
+    metas = {rid: record for rid, (_, record) in runs.items()}
     root = run_id
     seen = {root}
     while True:
@@ -76,8 +91,10 @@ def lineage(workspace: Workspace, run_id: str) -> LineageNode:
             children.setdefault(parent, []).append(rid)
 
     def build(rid: str, depth: int) -> LineageNode:
-        record = metas[rid]
-        node = LineageNode(rid, record.status, cast(ForkOrigin | None, record.fork))
+        here, record = runs[rid]
+        found = _dbos_tools(here, record)
+        status = shown_status(record.status, found)
+        node = LineageNode(rid, status, cast(ForkOrigin | None, record.fork), outside=found.outside)
         if depth < 100:
             node.children = [build(c, depth + 1) for c in children.get(rid, [])]
         return node
@@ -106,7 +123,10 @@ def lineage_text(tree: LineageNode) -> str:
         lines.append(f"{prefix}{branch}{node.run_id}  {node.status}{about}")
         deeper = prefix + ("" if top else ("   " if last else "│  "))
         for i, child in enumerate(node.children):
-            walk(child, deeper, i == len(node.children) - 1, False)
+            walk(child, deeper, i == len(node.children) - 1 and not node.outside, False)
+        for i, w in enumerate(node.outside):
+            mark = "└─ " if i == len(node.outside) - 1 else "├─ "
+            lines.append(f"{deeper}{mark}{w.describe()}: not made by the kit, not a run")
 
     walk(tree, "", True, True)
     return "\n".join(lines)

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from relay_notebook.record.dbos_tools import OutsideWorkflow
+
 __all__ = [
     "Attempt",
     "CallFacts",
@@ -114,6 +116,8 @@ class RunHeader:
     live: bool
     #: while its status is waiting
     waiting: WaitingFor | None
+    #: root workflows in the run's database the kit did not make (``dbos workflow fork``)
+    outside: tuple[OutsideWorkflow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +138,7 @@ class RunHeader:
             "folder": self.folder,
             "live": self.live,
             "waiting": self.waiting,
+            "outside_workflows": [w.to_dict() for w in self.outside],
         }
 
 

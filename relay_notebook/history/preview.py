@@ -23,6 +23,7 @@ from relay_notebook.history.records import RunLog, read_run_log
 from relay_notebook.record.backend import workspace_backend
 from relay_notebook.record.bindings import bindings_changed
 from relay_notebook.record.checkpoints import find_lost_checkpoints
+from relay_notebook.record.dbos_tools import inspect_run
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.messages import wait_ready
 from relay_notebook.record.rules import Decision, Facts, Uncertain, decide
@@ -166,6 +167,7 @@ def preview_recovery(workspace: Workspace, run_id: str) -> RecoveryPreview:
         blocking=[Uncertain(c.key, c.describe()) for c in journal.blocking()],
         live=log.run.live,
         wait_ready=ready,
+        dbos=inspect_run(folder, record, workspace_backend(workspace), live=log.run.live),
     )
     decision = decide(facts)
     if decision.verdict == "go":  # the checks recovery makes under the run lock

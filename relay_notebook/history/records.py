@@ -45,6 +45,7 @@ from relay_notebook.history.steps import (
 )
 from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, workspace_backend
+from relay_notebook.record.dbos_tools import DbosTools, read_dbos_tools, shown_status
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.ledger_events import Event
 from relay_notebook.record.run_record import AttemptRecord, RunRecord
@@ -171,6 +172,26 @@ def _read_dbos(conn: Any) -> tuple[list[WorkflowRow], list[StepRow]]:
     return workflows, rows
 
 
+def _read_tools(conn: Any, run_id: str) -> DbosTools:
+    if conn is None:
+        return DbosTools()
+    try:
+        return read_dbos_tools(conn, run_id)
+    except sqlite3.OperationalError:
+        return DbosTools()  # no tables yet
+
+
+def _outside_ids(tools: DbosTools, workflows: list[WorkflowRow]) -> set[str]:
+    """The outside workflows and every workflow they started."""
+    theirs = {w.workflow_id for w in tools.outside}
+    grew = True
+    while grew:
+        more = {w.workflow_id for w in workflows if w.parent_workflow_id in theirs}
+        grew = not more <= theirs
+        theirs |= more
+    return theirs
+
+
 def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     """Every saved output and error of the run, read the same careful way."""
     record = RunRecord.load(folder)
@@ -231,8 +252,15 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     with open_run_database(folder, record, live=live is not None, backend=backend) as conn:
         try:
             workflows, rows = _read_dbos(conn)
+            # no workflow yet (DBOS still making its tables: on PostgreSQL the failed read
+            # ended the session's transaction): nothing DBOS's tools made either
+            tools = _read_tools(conn, folder.run_id) if workflows else DbosTools()
         except sqlite3.DatabaseError as exc:  # not a database any more: one coded line
             raise folder.damaged(folder.database, f"cannot be read ({exc})") from None
+    if tools.outside:  # not the run's: shown apart, never as its children or steps
+        theirs = _outside_ids(tools, workflows)
+        workflows = [w for w in workflows if w.workflow_id not in theirs]
+        rows = [r for r in rows if r[0] not in theirs]
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
     redactor = Redactor(secrets, encoded=True) if secrets else None  # old runs too
@@ -289,7 +317,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         run_id=folder.run_id,
         relay=folder.relay,
         workflow_id=record.workflow_id,
-        status=record.status,
+        status=shown_status(record.status, tools, live=live is not None),
         dbos_status=root.status if root else None,
         recovery_attempts=root.recovery_attempts if root else None,
         release=cast(ReleaseRef | None, record.release),
@@ -305,6 +333,7 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         live=live is not None,
         # what a waiting run waits for (run.json's "waiting", while its status is waiting)
         waiting=cast(WaitingFor, record.waiting.to_json()) if record.waiting else None,
+        outside=tools.outside,
     )
     log = RunLog(run, attempts, table, children, tuple(receipts), scan)
     if model_events or agent_tokens or isinstance(fork, dict):

@@ -1,7 +1,8 @@
 """Run summaries across a workspace: one line per run, filtered, oldest first.
 
-Reads only ``run.json`` (and a run's ledger for its live state): a damaged record is listed as
-``damaged``, naming the file, and never breaks the listing of the others.
+Reads only ``run.json`` (and a run's ledger for its live state; for an unfinished run on its
+own SQLite file, DBOS's status row, which ``dbos workflow cancel`` may have set): a damaged
+record is listed as ``damaged``, naming the file, and never breaks the listing of the others.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Final, cast
 
 from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
 from relay_notebook.history.log_records import ReleaseRef
+from relay_notebook.record.dbos_tools import inspect_run, shown_status
 from relay_notebook.record.folders import (
     RunFolder,
     list_run_folders,
@@ -38,8 +40,12 @@ RUN_STATUSES: Final = (
     "waiting",
     "denied",
     "rejected",
+    "cancelled",
     "damaged",
 )
+
+#: the statuses DBOS's own tools can change under the kit (``record.dbos_tools``)
+_UNFINISHED: Final = frozenset({"interrupted", "waiting", "needs_reconciliation", "denied"})
 
 Moment = datetime | float
 
@@ -116,7 +122,7 @@ def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
     return RunSummary(
         run_id=folder.run_id,
         relay=folder.relay,
-        status=record.status,
+        status=_status(folder, record),
         attempts=len(attempts),
         release=f"v{release['version']}" if release else "draft",
         created_at=record.created_at,
@@ -126,6 +132,13 @@ def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
         active_ms=round(sum(spans), 1) if spans else None,
         usage=_usage(folder, record),
     )
+
+
+def _status(folder: RunFolder, record: RunRecord) -> str:
+    """run.json's status, or ``cancelled`` when DBOS's tool cancelled the unfinished run."""
+    if record.status not in _UNFINISHED or record.database:
+        return record.status  # finished, going, or on PostgreSQL (``relay logs`` reads it)
+    return shown_status(record.status, inspect_run(folder, record))
 
 
 def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:

@@ -179,6 +179,8 @@ def walk_calls(
     ``sites`` are the recorded call sites by (workflow id, function id)."""
     by_key: dict[str, list[str]] = {}
     by_site: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    #: a framework agent's node by the step names its calls get (model requests, step tools)
+    agent_steps: dict[str, set[str]] = {}
     for node in graph.nodes:
         key = call_key(node) if "in_workflow" not in node.details else None  # a child's call
         if key is not None:
@@ -186,6 +188,8 @@ def walk_calls(
             where = node_site(node)
             if where is not None:
                 by_site.setdefault((key, where), []).append(node.id)
+        if node.type == "agent" and node.details.get("framework") and key is not None:
+            agent_steps[node.id] = {str(s) for s in node.details.get("steps") or ()}
     walk = PathWalk(graph)
     calls: dict[str, list[StepCall]] = {}
     trail = ["input"] if any(n.id == "input" for n in graph.nodes) else []
@@ -207,7 +211,14 @@ def walk_calls(
                 and follows.function_id + 1 == step.function_id
             ):
                 continue  # the timeout sleep DBOS records right after a recv / get_event
-        targets = by_key.get(step.name)
+        if trail and step.name in agent_steps.get(trail[-1], ()):
+            # the agent's next model request or tool call: on its node, the walk stays there
+            calls.setdefault(trail[-1], []).append(step)
+            raised = step.status == "error"
+            continue
+        targets = by_key.get(step.name) or [
+            a for a, names in agent_steps.items() if step.name in names
+        ]
         site = sites.get((step.workflow_id, step.function_id)) if sites else None
         if site and targets:
             exact = by_site.get((step.name, site))

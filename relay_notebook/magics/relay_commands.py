@@ -73,14 +73,27 @@ class RelayCommands(MagicCommands):
         reports = commands.replay(
             self.workspace, args.target, args.replay or None, release=args.release
         )
-        bad = sum(1 for r in reports if not r.compatible)
         code = f"release {args.release}" if args.release else "the draft"
-        print(
-            f"{args.target}: {code} replays {len(reports) - bad} of {len(reports)} recorded runs"
-            + (f"; {bad} incompatible" if bad else "")
+        # what a person reads is printed whole (a table would cut the message and the
+        # DBOS.patch_async hint); the table keeps the short facts, one row per run
+        for r in reports:
+            if not r.compatible or r.hint:
+                print(f"{r.run_id} ({r.run_status}): {r.message}")
+            if r.hint:
+                print(f"  hint: {r.hint}")
+        print(commands.replay_summary(args.target, reports, code))
+        return pd.DataFrame(
+            [
+                {
+                    "run_id": r.run_id,
+                    "run_status": r.run_status,
+                    "verdict": r.verdict,
+                    "replay_ends_at": r.where,
+                    "recovery": "would fail" if r.blocks_recovery else "-",
+                }
+                for r in reports
+            ]
         )
-        columns = ("run_id", "run_status", "verdict", "message", "node", "hint")
-        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in reports])
 
     def _do_publish(self, args: Any) -> None:
         print(surfaces.published_line(commands.publish(self.workspace, args.target), "notebook"))

@@ -91,7 +91,7 @@ def register_relay_tools(server: RelayMCPServer, served: Supervision) -> None:
             )
         ws.load_draft(relay)
         reports = commands.replay(ws, relay, runs or None, release=release)
-        ok = all(r.compatible for r in reports)
+        ok = not any(r.blocks_recovery for r in reports)  # as `relay check --replay` exits
         return CheckResult.model_validate(
             served.clean(
                 {

@@ -52,6 +52,7 @@ __all__ = [
     "TABLES_BY_WORKFLOW",
     "WORKFLOWS",
     "WORKFLOW_EXISTS",
+    "WORKFLOW_ORIGINS",
 ]
 
 # -- a run's own database (SQLite form) ---------------------------------------------------------
@@ -74,6 +75,12 @@ WORKFLOW_EXISTS: Final = "SELECT 1 FROM workflow_status WHERE workflow_uuid = ?"
 #: every workflow of the run (the root, its children), oldest first
 WORKFLOWS: Final = (
     "SELECT workflow_uuid, status, name, parent_workflow_id, recovery_attempts "
+    "FROM workflow_status ORDER BY created_at, workflow_uuid"
+)
+#: where each workflow came from: a parent (a child of the run) or ``forked_from`` (a fork made
+#: by ``dbos workflow fork``, DBOS's own tool: ``record.dbos_tools``), oldest first
+WORKFLOW_ORIGINS: Final = (
+    "SELECT workflow_uuid, status, parent_workflow_id, forked_from "
     "FROM workflow_status ORDER BY created_at, workflow_uuid"
 )
 
@@ -175,6 +182,7 @@ SQLITE: Final = {
     "STATUS_AND_EXECUTOR": STATUS_AND_EXECUTOR,
     "WORKFLOW_EXISTS": WORKFLOW_EXISTS,
     "WORKFLOWS": WORKFLOWS,
+    "WORKFLOW_ORIGINS": WORKFLOW_ORIGINS,
     "CHECKPOINTS": CHECKPOINTS,
     "FUNCTION_IDS": FUNCTION_IDS,
     "CALLS": CALLS,

@@ -1,7 +1,8 @@
 """The recovery rules, once: whether a run's next attempt may start, as a pure function.
 
 ``decide`` answers from facts gathered elsewhere (the run record, the relay's access, the
-uncertain calls waiting for reconciliation, the bindings now, lost checkpoints and the time):
+uncertain calls waiting for reconciliation, the bindings now, lost checkpoints, what DBOS's own
+tools did to the run's database, and the time):
 ``go``; ``hold`` (the run comes back with ``status``, no attempt used: finished, denied, or
 waiting for reconciliation); or ``refuse`` (an error with ``code``). ``runner.runs`` acts on the
 answer and ``history.preview`` reports it, so both say the same, in one message per code.
@@ -16,6 +17,12 @@ from typing import Literal
 
 from relay_notebook.errors import codes
 from relay_notebook.record.checkpoints import LostCheckpoints
+from relay_notebook.record.dbos_tools import (
+    DbosTools,
+    cancelled_message,
+    outside_message,
+    resumed_message,
+)
 from relay_notebook.record.run_record import RunRecord, WaitState
 
 __all__ = [
@@ -55,6 +62,9 @@ class Facts:
     #: for a waiting run: whether what it waits for is there (its message, or its timer due);
     #: ``None``: not looked at (a ``relay recover`` the user asked for goes ahead anyway)
     wait_ready: bool | None = None
+    #: what DBOS's own tools did to the run's database (a cancel, a fork: ``record.dbos_tools``);
+    #: ``None``: not looked at
+    dbos: DbosTools | None = None
 
 
 @dataclass(frozen=True)
@@ -111,13 +121,13 @@ def decide(facts: Facts) -> Decision:
     verb = "start" if first else "recover"
     new_run = f"Start a new run with: relay run {relay}"
     if r.finished:
-        return Decision(
-            "hold",
-            codes.FINISHED.code,
+        message = (
             f"Run {run_id} {r.status}; recovering it returns it as it was and runs nothing. "
-            f"{new_run}",
-            r.status,
+            f"{new_run}"
         )
+        if facts.dbos is not None and facts.dbos.resumed:
+            message = resumed_message(r, facts.dbos)
+        return Decision("hold", codes.FINISHED.code, message, r.status)
     if facts.live:
         return Decision(
             "refuse",
@@ -125,6 +135,11 @@ def decide(facts: Facts) -> Decision:
             f"Run {run_id} is running now (attempt {r.attempts_used}); wait for it to end before "
             f"recovering it.",
         )
+    if facts.dbos is not None and facts.dbos.cancelled:
+        message = cancelled_message(r, facts.dbos)
+        return Decision("hold", codes.CANCELLED_IN_DBOS.code, message, "cancelled")
+    if facts.dbos is not None and facts.dbos.runnable:
+        return Decision("refuse", codes.OUTSIDE_WORKFLOW.code, outside_message(r, facts.dbos))
     if not facts.granted:
         return Decision(
             "hold", codes.ACCESS_REVOKED.code, access_revoked_message(run_id, relay), "denied"

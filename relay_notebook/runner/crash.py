@@ -15,7 +15,9 @@ CRASH_EXIT_CODE = 86
 
 # STEP is a step name, or a platform call: agent:NAME, mcp:SERVER.TOOL, step:NAME (ctx.step)
 _SPEC = re.compile(
-    r"(?P<when>after|during):(?P<step>(?:(?:agent|mcp|step):)?[A-Za-z_][\w.<>-]*)(?:#(?P<n>[0-9]{1,9}))?"
+    # an MCP call's name may hold a resource's URI or a prompt's name: mcp:docs.resource:x://y
+    r"(?P<when>after|during):(?P<step>mcp:[A-Za-z_][\w.<>:/-]*|(?:(?:agent|step):)?[A-Za-z_]"
+    r"[\w.<>-]*)(?:#(?P<n>[0-9]{1,9}))?"
 )
 
 

@@ -70,7 +70,8 @@ def sandbox_lines(abi: int) -> tuple[str, ...]:
     python = ", ".join(python_reads())
     way_out = (
         "the outside through pasta; this machine's loopback only at endpoints the relay declares"
-        " (network: allow:), the run's database and the workspace's model server"
+        " (network: allow:), the run's database, the workspace's model server"
+        " and its url: MCP servers"
         if pasta_available()
         else "NOTHING beyond the sandbox's own loopback: pasta is not installed (apt-get "
         "install passt), so relays cannot reach model providers or APIs"

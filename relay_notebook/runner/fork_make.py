@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from relay_notebook.errors import RelayError, RunLockedError
 from relay_notebook.record import dbos_tables
+from relay_notebook.record.dbos_tools import read_dbos_tools
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import (
@@ -182,7 +183,11 @@ def prepare_fork(
     fault_point("fork:forked")
     with contextlib.closing(sqlite3.connect(staging)) as conn, conn:
         # the parent's row goes: the fork's child must never recover the parent (its
-        # children and their rows stay, copied calls may read their results)
+        # children and their rows stay, copied calls may read their results); so do workflows
+        # the kit did not make (a `dbos workflow fork` of the parent): not the fork's to run
+        for outside in read_dbos_tools(conn, plan.parent).outside:
+            if outside.workflow_id != fork.run_id:
+                delete_workflow_rows(conn, outside.workflow_id)
         delete_workflow_rows(conn, plan.parent)
         _edit_rows(conn, plan, fork, run_input, pg=False)
     fault_point("fork:edited")

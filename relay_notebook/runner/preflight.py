@@ -19,12 +19,14 @@ from relay_notebook.errors import (
     CheckpointsLostError,
     DeadlinePassedError,
     NotDurableError,
+    OutsideWorkflowError,
     RelayError,
     RunLockedError,
     codes,
 )
 from relay_notebook.record.bindings import bindings_changed
 from relay_notebook.record.checkpoints import LostCheckpoints, find_lost_checkpoints
+from relay_notebook.record.dbos_tools import inspect_run
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.messages import wait_ready
@@ -81,6 +83,7 @@ REFUSALS: dict[str, type[RelayError]] = {
         DeadlinePassedError,
         BindingChangedError,
         CheckpointsLostError,
+        OutsideWorkflowError,
     )
 }
 
@@ -93,8 +96,10 @@ def rule_facts(
     changed: list[str] | None = None,
     lost: LostCheckpoints | None = None,
     resume: Backend | None = None,
+    database: Backend | None = None,
 ) -> Facts:
-    """The rules' facts; ``resume`` (the run's database) asks whether a waiting run is ready."""
+    """The rules' facts; ``resume`` (the run's database) asks whether a waiting run is ready;
+    ``database`` (the same) looks for what DBOS's own tools did there (``record.dbos_tools``)."""
     blocking = Journal(folder.journal).blocking() if record.attempts else []
     now = now_ms()
     ready = None
@@ -108,6 +113,7 @@ def rule_facts(
         changed=changed,
         lost=lost,
         wait_ready=ready,
+        dbos=inspect_run(folder, record, database) if database is not None else None,
     )
 
 
@@ -132,7 +138,9 @@ def check_under_lock(workspace: Workspace, request: AttemptRequest) -> RunRecord
         lost = find_lost_checkpoints(folder, record, backend)
     ready = backend if request.resume else None
     decision = decide(
-        rule_facts(workspace, folder, record, changed=changed, lost=lost, resume=ready)
+        rule_facts(
+            workspace, folder, record, changed=changed, lost=lost, resume=ready, database=backend
+        )
     )
     if decision.verdict == "hold":
         raise Held(decision, record)

@@ -46,7 +46,7 @@ from relay_notebook.source.graph import call_key
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.vault import VAULT_DIR
 
-__all__ = ["ReplayReport", "replay_check", "replay_lines"]
+__all__ = ["ReplayReport", "replay_check", "replay_lines", "replay_summary"]
 
 CHILD_MODULE: Final = "relay_notebook.runner.replay_child"
 #: runs checked when none are named: the relay's most recent ones
@@ -77,8 +77,22 @@ class ReplayReport:
     def compatible(self) -> bool:
         return self.verdict != "incompatible"
 
+    @property
+    def blocks_recovery(self) -> bool:
+        """Incompatible, and a run recovery would replay (unfinished): recovering it on this
+        code would fail. A finished run that differs matters only to a fork from it."""
+        return not self.compatible and self.run_status in _UNFINISHED
+
+    @property
+    def where(self) -> str | None:
+        """The new code's call the replay stopped at, for people: ``wrap (line 33)``."""
+        if self.call is None:
+            return None
+        name = self.call.split(":", 1)[-1]
+        return f"{name} (line {self.line})" if self.line else name
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "blocks_recovery": self.blocks_recovery}
 
 
 def _occurrences(names: list[str]) -> list[str]:
@@ -397,9 +411,25 @@ def replay_lines(relay: str, reports: list[ReplayReport], code: str = "the draft
         lines.append(f"{r.run_id:<16} {r.run_status:<20} {r.verdict:<12} {r.message}{where}")
         if r.hint:
             lines.append(f"{'':16} hint: {r.hint}")
-    bad = sum(1 for r in reports if not r.compatible)
-    lines.append(
-        f"{relay}: {code} replays {len(reports) - bad} of {len(reports)} recorded runs"
-        + (f"; {bad} incompatible" if bad else "")
-    )
+    lines.append(replay_summary(relay, reports, code))
     return lines
+
+
+def replay_summary(relay: str, reports: list[ReplayReport], code: str = "the draft") -> str:
+    """One line: how many recorded runs replay, then what matters of the rest: the unfinished
+    ones recovery would fail on (named), and the finished ones that differ, which recovery
+    never replays (a fork from before the difference would)."""
+    ok = sum(1 for r in reports if r.compatible)
+    text = f"{relay}: {code} replays {ok} of {len(reports)} recorded runs"
+    stuck = [r.run_id for r in reports if r.blocks_recovery]
+    if stuck:
+        runs = "run" if len(stuck) == 1 else "runs"
+        text += f"; {len(stuck)} unfinished {runs} would fail to recover on it ({', '.join(stuck)})"
+    differ = sum(1 for r in reports if not r.compatible and not r.blocks_recovery)
+    if differ:
+        runs, verb = ("run", "differs") if differ == 1 else ("runs", "differ")
+        text += (
+            f"; {differ} finished {runs} {verb}: recovery never replays a finished run, "
+            "a fork from before the difference would"
+        )
+    return text

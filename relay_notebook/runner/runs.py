@@ -13,6 +13,7 @@ from relay_notebook.errors import (
 from relay_notebook.record.bindings import (
     draft_code,
 )
+from relay_notebook.record.dbos_tools import inspect_run
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.messages import wait_ready
@@ -198,6 +199,8 @@ def resume_waiting(
     run_backend = backend_for_run(record, workspace_backend(workspace, backend))
     if not wait_ready(folder, record, run_backend, now_ms()):
         return None  # checked again under the run lock
+    if inspect_run(folder, record, run_backend).cancelled:
+        return None  # cancelled with DBOS's tool: `relay recover` says so, a wake stays quiet
     request = AttemptRequest.of_run(
         workspace, folder, record, run_backend, on_event=on_event, executor_id=executor_id,
         lifeline=lifeline, resume=True, crash=_carried_crash(record),
@@ -239,7 +242,10 @@ def _next_attempt(
     if record.attempts:  # a crash applies to a run's first attempt only
         choices.pop("crash", None)
     run_backend = backend_for_run(record, workspace_backend(workspace, backend))
-    decision = decide(rule_facts(workspace, folder, record, resume=run_backend))
+    # DBOS's own tools are looked for here on a SQLite file; on PostgreSQL only under the lock,
+    # on its session (an attempt opens no session but its two locks')
+    tools_in = None if run_backend.is_postgres else run_backend
+    decision = decide(rule_facts(workspace, folder, record, resume=run_backend, database=tools_in))
     if decision.verdict == "hold":
         return held_handle(folder, record, decision)
     if decision.code == codes.NOT_DURABLE.code:

@@ -177,15 +177,19 @@ def attempt_plan(
     net_fd: int,
 ) -> dict[str, Any]:
     """The plan of the attempt ``request`` asks for: its relay's manifest says what it may
-    reach; the run's database and the workspace's model server (``OPENAI_BASE_URL``) on
-    loopback are reachable too, since the workspace, not the relay, declared them. Run by root,
-    the writable areas are handed to the sandbox's uid first. ``environ`` is the child's
-    environment, ``net_fd`` the descriptor number its network word is given at."""
+    reach; the run's database, the workspace's model server (``OPENAI_BASE_URL``) and its
+    ``url:`` MCP servers on loopback are reachable too, since the workspace, not the relay,
+    declared them. Run by root, the writable areas are handed to the sandbox's uid first.
+    ``environ`` is the child's environment, ``net_fd`` the descriptor number its network word
+    is given at."""
     code_dir, secrets = request.code_dir, request.secrets
     mode, allow = "outside", list[str]()
     with contextlib.suppress(OSError, RelayError):
         mode, allow = network_endpoints(load_manifest(code_dir / MANIFEST_FILE))
-    for url in (request.backend.url, secrets.get(_MODEL_URL), environ.get(_MODEL_URL)):
+    urls = [request.backend.url, secrets.get(_MODEL_URL), environ.get(_MODEL_URL)]
+    with contextlib.suppress(Exception):  # a broken file is the relay's error to report
+        urls += [s.url for s in load_mcp_servers(request.context.workspace).values() if s.url]
+    for url in urls:
         endpoint = loopback_endpoint(url)
         if endpoint is not None and mode == "outside":
             allow.append(endpoint)

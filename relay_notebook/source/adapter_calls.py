@@ -78,8 +78,10 @@ def adapter_spec(
     if kind == "mcp":
         take("server", 0)
         take("tool", 1)
-        take("replay_safe")
-        parts = [str(details[k]) for k in ("server", "tool") if isinstance(details.get(k), str)]
+        for key in ("resource", "prompt", "listing", "replay_safe"):
+            take(key)
+        operation = ("tool", "resource", "prompt", "listing")
+        parts = [str(details[k]) for k in ("server", *operation) if isinstance(details.get(k), str)]
         return short("/".join(parts) or "mcp"), id_base("mcp", *parts), details
     if kind == "vault":
         take("name", 0)

@@ -169,6 +169,15 @@ class FlowGraph:
         )
 
 
+#: an ``mcp()`` call's operation keyword, and its step name's prefix after ``SERVER.``
+_MCP_OPERATIONS: Final = {
+    "tool": "",
+    "resource": "resource:",
+    "prompt": "prompt:",
+    "listing": "list:",
+}
+
+
 def call_key(node: Node) -> str | None:
     """The DBOS step name a flow-graph node's call is recorded under, if it makes one."""
     details = node.details
@@ -181,6 +190,8 @@ def call_key(node: Node) -> str | None:
         return None  # made inside a step's body: part of that step's checkpoint
     if node.type == "agent":
         return f"agent:{details.get('name', node.label)}"
-    if node.type == "mcp" and "server" in details and "tool" in details:
-        return f"mcp:{details['server']}.{details['tool']}"
+    if node.type == "mcp" and "server" in details:
+        for key, prefix in _MCP_OPERATIONS.items():
+            if isinstance(details.get(key), str):
+                return f"mcp:{details['server']}.{prefix}{details[key]}"
     return None

@@ -56,6 +56,11 @@ def next_command(run: dict[str, Any], surface: Surface = "notebook") -> str | No
         )
     if status == "failed":
         return f"see its logs with {_command(surface, f'logs {run_id}')}"
+    if status == "cancelled":  # by DBOS's own tool: resumed there, then recovered here
+        return (
+            f"resume it with dbos workflow resume {run_id}, then "
+            f"{_command(surface, f'recover {run_id}')}"
+        )
     waiting = run.get("waiting")
     if status == "waiting" and isinstance(waiting, dict):
         if waiting.get("kind") == "message":
@@ -132,6 +137,8 @@ def header_line(run: dict[str, Any]) -> str:
         line += f" — result: {run['result']}"
     if run.get("recovered"):
         line += f" — {run['recovered']}"
+    if run.get("usage"):
+        line += f" — {run['usage']}"
     if run.get("note"):
         line += f" — {run['note']}"
     if run.get("drawn"):

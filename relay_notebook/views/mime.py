@@ -81,6 +81,7 @@ _BADGE = {
     "interrupted": "#b45309",
     "needs_reconciliation": "#7c3aed",
     "denied": "#991b1b",
+    "cancelled": "#475569",
     "running": "#2563eb",
     "pending": "#64748b",
     "queued": "#64748b",

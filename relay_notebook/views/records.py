@@ -14,7 +14,7 @@ from typing import Any, Final
 from relay_notebook.history.log_records import Receipt, RunHeader, StepCall
 from relay_notebook.history.preview import PreviewCall, RecoveryPreview
 from relay_notebook.history.records import RunLog, RunSummary
-from relay_notebook.views.wording import duration_text, reword
+from relay_notebook.views.wording import command, duration_text, reword
 
 __all__ = [
     "RecoveryPreviewView",
@@ -91,6 +91,16 @@ def run_log_text(log: RunLog, *, limit: int = STEP_LINES) -> str:
         f"  DBOS {run.dbos_status or 'no workflow yet'} · "
         f"{_plural(len(log.attempts), 'attempt')} · {_plural(reused, 'checkpoint')} reused",
     ]
+    head += [
+        f"  not made by the kit: workflow {w.describe()} is in the run's DBOS database"
+        for w in run.outside
+    ]
+    if run.status in ("succeeded", "failed") and run.dbos_status in ("ENQUEUED", "PENDING"):
+        fork = command("notebook", f"fork {run.run_id} --from CALL")
+        head.append(
+            f"  DBOS's own tool re-enqueued the workflow (dbos workflow resume); the kit does "
+            f"not run a finished run again: {fork}"
+        )
     error = run.error
     if isinstance(error, dict) and error.get("code") and status != "succeeded":
         first = str(error.get("message", "")).splitlines()[0] if error.get("message") else ""

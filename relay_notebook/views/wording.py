@@ -42,7 +42,8 @@ Surface = Literal["notebook", "terminal", "api"]
 API_PREFIX: Final = "relay/api"
 _COMMANDS: Final = (
     "run|runs|recover|logs|grant|revoke|reconcile|check|publish|releases|verify|graph|delete|"
-    "relays|preview|steps|attempts|timeline|vault|workers|worker|test"
+    "relays|preview|steps|attempts|timeline|vault|workers|worker|test|fork|lineage|diff|send|"
+    "wait|wake"
 )
 _WORD: Final = r"[A-Za-z][A-Za-z0-9_-]*"
 #: ``relay CMD [ARG] [FLAGS]`` as the lower layers write it (never ``%relay`` or ``%%relay``)

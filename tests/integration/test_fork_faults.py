@@ -97,6 +97,13 @@ def check_killed_fork(home: Path, point: str, database_url: str | None = None) -
         return
     meta = json.loads((run_folder(home, "fuzz-2") / "run.json").read_text())
     assert meta["status"] == ("pending" if point == "fork:published" else "creating"), meta
+    if meta["status"] == "creating":  # `relay logs` says what it is and what to type
+        shown = relay(home, "logs", "fuzz-2", database_url=database_url).stdout.splitlines()
+        assert shown[0].startswith("run fuzz-2: creating"), shown  # (DBOS's status once forked)
+        assert shown[1:2] == [
+            f"  a fork of {parent} from {FORK[1]}, still being made when its command stopped: "
+            "relay recover fuzz-2 finishes making it and runs it; relay delete fuzz-2 drops it",
+        ], shown
     recovered = relay(home, "recover", "fuzz-2", "--json", database_url=database_url)
     assert recovered.returncode == 0, recovered.stderr
     outcome = json.loads(recovered.stdout)

@@ -109,7 +109,7 @@ def test_wrong_setting_type_names_key_and_line(home: Path) -> None:
         load_mcp_servers(home)
     message = str(caught.value)
     assert "line 4: servers.orders.args must be a list of strings" in message
-    assert message.endswith("[mcp-error]")
+    assert message.endswith("[mcp-servers-invalid]")
 
 
 def test_misspelled_setting_is_rejected(home: Path) -> None:

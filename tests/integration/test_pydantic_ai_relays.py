@@ -176,12 +176,24 @@ def test_a_crash_during_the_tool_call_recovers_reusing_the_model_request(
 
 def test_a_fork_with_an_edited_model_answer_changes_the_result(workspace: Workspace) -> None:
     """Forked from the tool call with the first model answer replaced (a tool call with other
-    arguments), the tool and the next request run fresh on it; the copied request is not paid."""
+    arguments), the tool and the next request run fresh on it; the copied request is not paid.
+    The capability form's calls have their kinds and receipts as DBOSAgent's do."""
     save(workspace, CAPABILITY)
     parent = go(workspace)
     assert parent.status == "succeeded", parent.error
-    names = [s.name for s in commands.logs(workspace, parent.run_id).steps]
-    assert names == ["clerk__model.request", "lookup", "clerk__model.request"]
+    kinds = [(s.name, s.kind) for s in commands.logs(workspace, parent.run_id).steps]
+    assert kinds == [
+        ("clerk__model.request", "model"),
+        ("lookup", "tool"),
+        ("clerk__model.request", "model"),
+    ]
+    # the capability's model step takes (model_id, messages, ...): its receipt has them right
+    calls = model_calls(workspace, parent.run_id)
+    assert [c["tools"] for c in calls] == [["lookup"], ["lookup"]]
+    folder = find_run(workspace, parent.run_id).path
+    receipt = json.loads((folder / "execution" / calls[1]["call_dir"] / "receipt.json").read_text())
+    parts = [p["part_kind"] for m in receipt["messages"] for p in m["parts"]]
+    assert "tool-return" in parts
     answer = {"tool_calls": [{"tool": "lookup", "args": {"sku": "B-7"}}]}
     request = ForkRequest("lookup#1", sets={"clerk__model.request#1": answer})
     fork = start_fork(workspace, parent.run_id, request).wait(180)

@@ -131,6 +131,17 @@ def test_the_cli_exits_1_on_an_incompatible_run(
     assert cli_main(argv) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["compatible"] is False and [r["run_id"] for r in doc["runs"]] == ["shop-2"]
+    # shop-1 finished: it differs too, but recovery never replays it, so CI passes
+    assert cli_main([*argv[:-2], "shop-1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "shop: the draft replays 0 of 1 recorded runs; 1 finished run differs: recovery never "
+        "replays a finished run, a fork from before the difference would"
+    )
+    assert cli_main(argv[:-1]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "shop: the draft replays 0 of 1 recorded runs; 1 unfinished run would fail to recover "
+        "on it (shop-2)"
+    )
     recorded.save_draft("shop", SHOP)
     assert cli_main(argv[:-1]) == 0
     assert "shop: the draft replays 1 of 1 recorded runs" in capsys.readouterr().out

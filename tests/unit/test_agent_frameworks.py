@@ -8,6 +8,8 @@ import pytest
 
 from agentworks.frameworks import step_role
 from relay_notebook.errors import InvalidInputError
+from relay_notebook.history.log_records import StepCall
+from relay_notebook.history.run_path import walk_calls
 from relay_notebook.runner.framework_answers import edited_answer
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.workspace.prices import load_prices
@@ -101,3 +103,54 @@ def test_the_graph_names_an_agents_mcp_servers_and_their_steps() -> None:
         "shop_clerk__mcp_server__orders.call_tool",
     ]
     assert node.details["guarantee"]["kind"] == "at_least_once"
+
+
+AGENT_THEN_STEP = """
+from dbos import DBOS
+from pydantic_ai import Agent
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+agent = Agent("test", name="clerk", capabilities=[DBOSDurability()])
+
+
+@agent.tool_plain
+@DBOS.step()
+async def stock(sku: str) -> str:
+    return sku
+
+
+@DBOS.step()
+async def notify(text):
+    return text
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    result = await agent.run(INPUT)
+    return await notify(result.output)
+"""
+
+
+def _call(fid: int, name: str, kind: str) -> StepCall:
+    return StepCall(
+        fid, name, "checkpointed", None, None, None, None, (1,), (), (), "r-1", kind, 1,
+        None, None, (), None, None,
+    )  # fmt: skip
+
+
+def test_a_run_paints_an_agents_model_requests_and_tool_calls_on_its_node() -> None:
+    """The model requests and tool calls a framework agent made are its node's calls in the
+    run's overlay, and the walk goes on from it to the next step: no call left unplaced."""
+    graph = build_flow_graph(AGENT_THEN_STEP, relay="shop")
+    [agent] = [n for n in graph.nodes if n.type == "agent"]
+    steps = [
+        _call(1, "clerk__model.request", "model"),
+        _call(2, "stock", "tool"),
+        _call(3, "clerk__model.request", "model"),
+        _call(4, "notify", "step"),
+    ]
+    _, calls, unseen = walk_calls(graph, steps, finished=True)
+    assert unseen == 0
+    assert [s.function_id for s in calls[agent.id]] == [1, 2, 3]
+    [notify] = [n for n in graph.nodes if n.label == "notify"]
+    assert [s.function_id for s in calls[notify.id]] == [4]

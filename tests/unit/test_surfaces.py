@@ -33,6 +33,19 @@ def test_the_notebook_gets_magics() -> None:
     assert " relay recover" not in text and " relay runs" not in text
 
 
+def test_time_travel_and_waiting_hints_become_magics_too() -> None:
+    """fork, lineage, diff, send, wait and wake hints are magics in a notebook as well."""
+    text = reword(
+        "Fork from it with: relay fork nap-3 --from nap#1; see relay lineage nap-3, relay diff "
+        "nap-3 nap-4; answer with relay send nap-5 approval JSON or relay wait nap-5",
+        "notebook",
+    )
+    assert text == (
+        "Fork from it with: %relay fork nap-3 --from nap#1; see %relay lineage nap-3, %relay "
+        "diff nap-3 nap-4; answer with %relay send nap-5 approval JSON or %relay wait nap-5"
+    )
+
+
 def test_the_api_gets_its_routes() -> None:
     """A REST reply names the route that does what the hint says."""
     text = reword(MESSAGE, "api")
