@@ -741,3 +741,28 @@ def test_a_runs_events_and_streams_are_served(server: Server) -> None:
     assert strip["streams"][0]["count"] == 2
     absent = server.call("GET", "/runs/{run_id}/events", {"run_id": "streamer-999"})
     assert absent.status == 404 and absent.body["error"]["code"] == "run-not-found"
+
+
+def test_a_fork_killed_while_it_was_made_is_served_and_recovered(server: Server) -> None:
+    """`relay fork` killed after DBOS forked the workflow leaves the fork `creating`: REST lists
+    and shows it as such (a status the schema documents) and `POST recover` finishes it."""
+    Workspace(server.home).save_draft("forky", relay_source("five"))
+    body = {"input": {"n": 2}}
+    parent = server.finish(
+        server.call("POST", "/relays/{name}/runs", {"name": "forky"}, body=body).body["run_id"]
+    )
+    assert parent["status"] == "succeeded"
+    env = {**os.environ, "RELAY_HOME": str(server.home), "RELAY_TEST_KILL_AT": "fork:forked"}
+    killed = subprocess.run(
+        [sys.executable, "-m", "relay_notebook.cli", "fork", parent["run_id"], "--from", "add#2"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    listed = server.call("GET", "/runs", query="?relay=forky").body
+    fork_id = next(r["run_id"] for r in listed if r["run_id"] != parent["run_id"])
+    assert [r["status"] for r in listed if r["run_id"] == fork_id] == ["creating"]
+    shown = server.call("GET", "/runs/{run_id}", {"run_id": fork_id}).body
+    assert shown["status"] == "creating"
+    server.call("POST", "/runs/{run_id}/recover", {"run_id": fork_id})
+    done = server.finish(fork_id)
+    assert done["status"] == "succeeded" and done["result"] == parent["result"], done
