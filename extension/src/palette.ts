@@ -154,7 +154,10 @@ export const RUN_STATUS_COLOURS: Readonly<Record<string, string>> = {
   denied: '#991b1b',
   running: '#2563eb',
   pending: '#64748b',
-  waiting: '#a16207'
+  queued: '#64748b',
+  waiting: '#a16207',
+  // cancelled with DBOS's own tool (`dbos workflow cancel`): slate, not the pending grey
+  cancelled: '#475569'
 };
 
 /** A run status's badge colours; unknown statuses get the pending grey. */

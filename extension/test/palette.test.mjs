@@ -45,6 +45,8 @@ test('run statuses get badge colours and only pending/running runs are active', 
   assert.equal(runStatusPaint('succeeded').fill, '#15803d');
   assert.equal(runStatusPaint('succeeded').ink, '#ffffff');
   assert.equal(runStatusPaint('never-heard-of-it').fill, '#64748b');
+  // a run cancelled with DBOS's own tool: slate, as views/mime.py's table paints it
+  assert.equal(runStatusPaint('cancelled').fill, '#475569');
   assert.ok(isActiveRunStatus('running') && isActiveRunStatus('pending'));
   assert.ok(!isActiveRunStatus('interrupted'));
   assert.equal(statusText('needs_reconciliation'), 'needs reconciliation');
