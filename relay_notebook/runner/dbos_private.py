@@ -182,7 +182,7 @@ def root_calls(conn: Any, workflow_id: str, *, pg: bool) -> list[tuple[int, str]
 
 
 _CHILDREN_SQL: Final = (
-    "SELECT function_id, function_name, child_workflow_id FROM {t}operation_outputs "
+    "SELECT function_name, child_workflow_id FROM {t}operation_outputs "
     "WHERE workflow_uuid = {p} AND child_workflow_id IS NOT NULL ORDER BY function_id"
 )
 
@@ -196,8 +196,7 @@ def child_calls(
     t, p = ("dbos.", "%s") if pg else ("", "?")
     out: list[tuple[str, list[str]]] = []
     seen: dict[str, int] = {}
-    for fid, name, child in conn.execute(_CHILDREN_SQL.format(t=t, p=p), (workflow_id,)):
-        del fid
+    for name, child in conn.execute(_CHILDREN_SQL.format(t=t, p=p), (workflow_id,)):
         seen[str(name)] = seen.get(str(name), 0) + 1
         calls = [c for _, c in root_calls(conn, str(child), pg=pg)]
         if depth > 1:

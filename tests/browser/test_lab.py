@@ -372,3 +372,43 @@ def test_side_panel_says_when_the_relay_api_is_missing(
         assert "jupyter server extension enable relay_notebook.server" in message.inner_text()
         _shot(page, "side_panel_without_api.png")
         page.close()
+
+
+def test_a_saved_agent_tutorial_shows_what_each_run_paid_and_did_not(
+    browser_context: Any, lab: LabServer
+) -> None:
+    """Tutorial 15's saved outputs, reopened: each run header says its status and what its
+    model calls paid and did not pay, as the saved run graphs record them, and those figures
+    are the scripted model's own (40+8 tokens, then 61+12, at 2/8 USD per million)."""
+    source = Path(__file__).parents[2] / "notebooks" / "15-openai-agents.ipynb"
+    (lab.root / "agents.ipynb").write_bytes(source.read_bytes())
+    saved = nbformat.read(source, as_version=4)
+    headers = [
+        out["data"]["application/vnd.relay.graph+json"]["run"]
+        for cell in saved.cells
+        for out in cell.get("outputs", [])
+        if (out.get("data", {}).get("application/vnd.relay.graph+json") or {}).get("run")
+    ]
+    page = browser_context.new_page()
+    page.goto(lab.lab_url("agents.ipynb"))
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.jp-RelayRunHeader-usage').length >= {len(headers)}"
+    )
+    shown = page.locator(".jp-RelayRunHeader[data-run-id]").evaluate_all(
+        """hs => hs.map(h => [h.dataset.runId, h.dataset.status,
+             h.querySelector('.jp-RelayRunHeader-usage')?.textContent ?? null])"""
+    )
+    assert shown == [[h["run_id"], h["status"], h["usage"]] for h in headers], shown
+    assert [s[:2] for s in shown] == [
+        ["shop-1", "interrupted"],
+        ["shop-1", "succeeded"],
+        ["shop-2", "succeeded"],
+    ]
+    assert shown[1][2] == (
+        "model calls: paid 2 calls, 101 in + 20 out tokens, 0.000362 USD; not paid (reused or "
+        "copied) 1 call, 40 in + 8 out tokens, 0.000144 USD"
+    )
+    recovered = page.locator(".jp-RelayRunHeader[data-run-id]").nth(1)
+    recovered.scroll_into_view_if_needed()
+    recovered.screenshot(path=str(ARTIFACTS / "agent_cost_header.png"))
+    page.close()
