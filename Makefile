@@ -11,9 +11,13 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@# uv installs the same versions as pip in a sixth of the time; pip if uv cannot be had
+	@# uv installs the same versions as pip in a sixth of the time; pip if uv cannot be had.
+	@# --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine kind
+	@# sets it) a package without .pyc files is compiled again by every process that imports it
+	@# (`import dbos`: 4 s of CPU instead of 1.2 s, in every attempt, kernel and `relay` command)
 	$(BIN)/python -m pip install --quiet uv && \
-	  $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[test]' || \
+	  $(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	    -e '.[test]' || \
 	  { $(BIN)/python -m pip install --quiet --upgrade pip && \
 	    $(BIN)/python -m pip install --quiet -e '.[test]'; }
 	$(BIN)/jupyter-builder develop --overwrite . >/dev/null
@@ -57,11 +61,14 @@ check: setup
 ## two workers (pytest-xdist), each running whole test files: a file's module fixtures are built
 ## once and a notebook's cells run in order in one kernel (--dist loadgroup is broken on pytest 9);
 ## the longest files start first (tests/file_order.py, refreshed with tools/file_seconds.py)
+## bytecode is written during the tests even where PYTHONDONTWRITEBYTECODE is set: pytest then
+## keeps its assertion rewrites of the ~400 test and kit modules instead of redoing them in each
+## worker (30 s of CPU each), and the test modules are compiled once, not in every process;
 ## the checks run beside the tests (mypy from cold is a minute of one core that the tests, often
 ## waiting on processes, mostly leave free); either failing fails `make test`, checks printed last
 test: setup system-deps
 	@$(MAKE) --no-print-directory check > $(VENV)/check.log 2>&1 & checks=$$!; \
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15; tests=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15; tests=$$?; \
 	wait $$checks; checked=$$?; \
 	echo "--- make check (lint, format, types, layers), run beside the tests:"; \
 	cat $(VENV)/check.log; \

@@ -185,9 +185,12 @@ def lab(lab_root: Path) -> Iterator[LabServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A headless Chromium with a fresh profile, driven by Playwright."""
+    """A headless Chromium with a fresh profile, driven by Playwright: one per test worker,
+    shared by its browser modules (each serves its own JupyterLab on its own port, so origins,
+    cookies and storage do not mix), whose later modules load JupyterLab's bundles from the
+    profile's cache instead of fetching and compiling them again."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed: run 'make system-deps' (apt-get install chromium)")
     sync_api = pytest.importorskip(
