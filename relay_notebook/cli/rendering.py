@@ -299,6 +299,8 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
     elif not found:
         print("no runs yet (start one with: relay run NAME)")
     else:
+        from relay_notebook.views.usage_text import listed_usage_text
+
         for r in found:
             if r.problem is not None:
                 print(f"{r.run_id:<20} {r.status:<21} {r.problem}")
@@ -306,24 +308,12 @@ def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
             print(
                 f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
                 f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms, r.attempts)}"
-                + (_usage_text(r.usage) if r.usage is not None else "")
+                + (f"  {listed_usage_text(r.usage)}" if r.usage is not None else "")
             )
     if not args.json:
         for broken in commands.broken_drafts(ws, args.name):
             print(surfaces.broken_line(broken, "terminal"))
     return EXIT_OK
-
-
-def _usage_text(usage: dict[str, Any]) -> str:
-    """`` tokens 101+20 cost 0.000123 USD (not paid: 48 tokens, 0.000010 USD)``."""
-    paid, saved, currency = usage["paid"], usage["saved"], usage["currency"]
-    text = f"  tokens {paid['input_tokens']}+{paid['output_tokens']}"
-    if paid["calls"] > paid["unpriced"]:
-        text += f" cost {paid['cost']:.6f} {currency}"
-    if saved["calls"]:
-        text += f" (not paid: {saved['input_tokens'] + saved['output_tokens']} tokens"
-        text += f", {saved['cost']:.6f} {currency})" if saved["calls"] > saved["unpriced"] else ")"
-    return text
 
 
 def _cmd_relays(ws: Workspace, args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from agentworks.mcp_servers import MCP_SERVERS_FILE
 from relay_notebook.commands.authoring import CheckReport, check_draft
+from relay_notebook.commands.mcp_secrets import unset_secrets
 from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.workspace import ENTRY_FILE, Draft, Workspace
 from relay_notebook.workspace.file_io import write_json_atomic
@@ -35,6 +36,7 @@ _FORMAT: Final = 1
 _ANALYSER_FILES: Final = (
     "source/*.py",
     "commands/authoring.py",
+    "commands/mcp_secrets.py",
     "commands/analysis_cache.py",
     "errors/*.py",
 )
@@ -75,6 +77,10 @@ def cache_key(draft: Draft) -> str:
     digest.update(b"\0mcp_servers\0")
     with contextlib.suppress(OSError):
         digest.update(servers.read_bytes())
+    # which secrets those declarations name are unset (the vault and environment change apart)
+    digest.update(b"\0mcp_secrets_unset\0")
+    for unset in unset_secrets(draft):
+        digest.update(f"{unset}\0".encode())
     return digest.hexdigest()
 
 

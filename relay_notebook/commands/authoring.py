@@ -14,6 +14,7 @@ from typing import Any
 
 from agentworks.errors import MCPServersError
 from agentworks.mcp_servers import MCP_SERVERS_FILE, load_mcp_servers
+from relay_notebook.commands.mcp_secrets import unset_secret_diagnostics
 from relay_notebook.errors import AdmissionError, codes
 from relay_notebook.errors.diagnostics import Diagnostic
 from relay_notebook.runner.replay import replay_lines, replay_summary
@@ -171,6 +172,7 @@ def check_draft(draft: Draft) -> CheckReport:
     diagnostics += parse_annotations(draft.source, relay=draft.name).diagnostics
     diagnostics += _helper_diagnostics(draft)
     diagnostics += _mcp_servers_diagnostics(draft)
+    diagnostics += unset_secret_diagnostics(draft)
     diagnostics.sort(key=lambda d: (d.file != ENTRY_FILE, d.file, d.line, d.col, d.code))
     return CheckReport(draft.name, entrypoint_kind(module), diagnostics)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agentworks.codes import Code, Section
 
-__all__ = ["ADMISSION", "ANNOTATIONS", "LINT", "MISSING_AWAIT", "SYNTAX_ERROR"]
+__all__ = ["ADMISSION", "ANNOTATIONS", "LINT", "MCP_SECRET_UNSET", "MISSING_AWAIT", "SYNTAX_ERROR"]
 
 
 def _diagnostic(section: Section, code: str, meaning: str) -> Code:
@@ -17,6 +17,13 @@ def _diagnostic(section: Section, code: str, meaning: str) -> Code:
 
 
 SYNTAX_ERROR = _diagnostic("admission", "syntax-error", "The source does not parse as Python.")
+MCP_SECRET_UNSET = _diagnostic(
+    "admission",
+    "mcp-secret-unset",
+    "A warning, never blocking: an MCP server the relay may use takes an `env:` or `headers:` "
+    "value from a vault secret that is not set, so a run stops when it starts the server; "
+    "`relay vault set NAME`.",
+)
 ADMISSION = [
     SYNTAX_ERROR,
     *(
@@ -55,6 +62,7 @@ ADMISSION = [
             ),
         ]
     ),
+    MCP_SECRET_UNSET,
 ]
 MISSING_AWAIT = _diagnostic(
     "lint", "missing-await", "An async step or helper is called in a workflow body without await."

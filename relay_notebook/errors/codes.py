@@ -21,11 +21,13 @@ from relay_notebook.errors.check_codes import (
     ADMISSION,
     ANNOTATIONS,
     LINT,
+    MCP_SECRET_UNSET,
     MISSING_AWAIT,
     SYNTAX_ERROR,
 )
 
 __all__ = [
+    "MCP_SECRET_UNSET",
     "MCP_SERVERS_INVALID",
     "MISSING_AWAIT",
     "NEEDS_RECONCILIATION",

@@ -18,7 +18,7 @@ from typing import Any, TypedDict, cast
 from relay_notebook.errors import RelayError
 from relay_notebook.history.log_records import ForkEdits, ForkOrigin
 from relay_notebook.history.records import read_run_log
-from relay_notebook.record.dbos_tools import DbosTools, OutsideWorkflow, inspect_run, shown_status
+from relay_notebook.record.dbos_tools import DbosTools, OutsideWorkflow, RunDatabases, shown_status
 from relay_notebook.record.folders import RunFolder, find_run, list_run_folders
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.workspace import Workspace
@@ -62,12 +62,12 @@ def _records(workspace: Workspace, relay: str) -> dict[str, tuple[RunFolder, Run
     return found
 
 
-def _dbos_tools(folder: RunFolder, record: RunRecord) -> DbosTools:
-    """What DBOS's tools left in a finished or stopped run's own SQLite file (a PostgreSQL
-    run's, or a running one's, is not opened here: ``relay logs`` reads those)."""
-    if record.database or record.status in ("running", "creating", "pending", "queued"):
+def _dbos_tools(folder: RunFolder, record: RunRecord, databases: RunDatabases) -> DbosTools:
+    """What DBOS's tools left in a finished or stopped run's database, its SQLite file or its
+    PostgreSQL rows (a running one's is not opened here: ``relay logs`` reads it)."""
+    if record.status in ("running", "creating", "pending", "queued"):
         return DbosTools()
-    return inspect_run(folder, record)
+    return databases.inspect(folder, record)
 
 
 def lineage(workspace: Workspace, run_id: str) -> LineageNode:
@@ -90,9 +90,11 @@ def lineage(workspace: Workspace, run_id: str) -> LineageNode:
         if isinstance(parent, str):
             children.setdefault(parent, []).append(rid)
 
+    databases = RunDatabases(workspace)
+
     def build(rid: str, depth: int) -> LineageNode:
         here, record = runs[rid]
-        found = _dbos_tools(here, record)
+        found = _dbos_tools(here, record, databases)
         status = shown_status(record.status, found)
         node = LineageNode(rid, status, cast(ForkOrigin | None, record.fork), outside=found.outside)
         if depth < 100:

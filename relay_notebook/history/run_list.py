@@ -1,8 +1,9 @@
 """Run summaries across a workspace: one line per run, filtered, oldest first.
 
-Reads only ``run.json`` (and a run's ledger for its live state; for an unfinished run on its
-own SQLite file, DBOS's status row, which ``dbos workflow cancel`` may have set): a damaged
-record is listed as ``damaged``, naming the file, and never breaks the listing of the others.
+Reads only ``run.json`` (and a run's ledger for its live state; for an unfinished run, DBOS's
+status row, in its SQLite file or in PostgreSQL, which ``dbos workflow cancel`` may have set): a
+damaged record is listed as ``damaged``, naming the file, and never breaks the listing of the
+others.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Final, cast
 
 from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
 from relay_notebook.history.log_records import ReleaseRef
-from relay_notebook.record.dbos_tools import inspect_run, shown_status
+from relay_notebook.record.dbos_tools import RunDatabases, shown_status
 from relay_notebook.record.folders import (
     RunFolder,
     list_run_folders,
@@ -110,7 +111,7 @@ def _damaged(folder: RunFolder, exc: RunRecordDamagedError) -> RunSummary:
     )
 
 
-def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
+def _summary(folder: RunFolder, record: RunRecord, databases: RunDatabases) -> RunSummary:
     attempts = record.attempts
     ended = [a.ended_at for a in attempts if a.ended_at]
     spans = [
@@ -122,7 +123,7 @@ def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
     return RunSummary(
         run_id=folder.run_id,
         relay=folder.relay,
-        status=_status(folder, record),
+        status=_status(folder, record, databases),
         attempts=len(attempts),
         release=f"v{release['version']}" if release else "draft",
         created_at=record.created_at,
@@ -134,11 +135,11 @@ def _summary(folder: RunFolder, record: RunRecord) -> RunSummary:
     )
 
 
-def _status(folder: RunFolder, record: RunRecord) -> str:
+def _status(folder: RunFolder, record: RunRecord, databases: RunDatabases) -> str:
     """run.json's status, or ``cancelled`` when DBOS's tool cancelled the unfinished run."""
-    if record.status not in _UNFINISHED or record.database:
-        return record.status  # finished, going, or on PostgreSQL (``relay logs`` reads it)
-    return shown_status(record.status, inspect_run(folder, record))
+    if record.status not in _UNFINISHED:
+        return record.status  # finished or going: DBOS's tools cannot change what is shown
+    return shown_status(record.status, databases.inspect(folder, record))
 
 
 def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
@@ -220,6 +221,7 @@ def list_runs(
     lo = _epoch_ms(since, "since") if since is not None else None
     hi = _epoch_ms(until, "until") if until is not None else None
     found = []
+    databases = RunDatabases(workspace)
     for name in relays:
         # a run whose run.json is gone but whose files remain is listed damaged, not lost
         unrecorded = list_unrecorded_folders(workspace, name)
@@ -234,7 +236,7 @@ def list_runs(
             except RunRecordDamagedError as exc:  # one run's problem, not the workspace's
                 record, summary = None, _damaged(folder, exc)
             else:
-                summary = _summary(folder, record)
+                summary = _summary(folder, record, databases)
             if statuses is not None and summary.status not in statuses:
                 continue
             if release is not None and (

@@ -17,18 +17,21 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from relay_notebook.errors import RelayError
 from relay_notebook.record import dbos_tables
-from relay_notebook.record.backend import Backend, backend_for_run
+from relay_notebook.record.backend import Backend, backend_for_run, workspace_backend
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.record.store import open_run_database
 
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
+    from relay_notebook.workspace import Workspace
 
 __all__ = [
     "RUNNABLE",
     "DbosTools",
     "OutsideWorkflow",
+    "RunDatabases",
     "cancelled_message",
     "inspect_run",
     "outside_message",
@@ -136,6 +139,33 @@ def inspect_run(
             return DbosTools(url=url) if conn is None else read_dbos_tools(conn, folder.run_id, url)
     except sqlite3.DatabaseError:
         return DbosTools(url=url)
+
+
+class RunDatabases:
+    """``inspect_run`` for the runs one listing shows (``relay runs``, a lineage tree): a run's
+    SQLite file, or for a run on PostgreSQL its rows through the workspace's database setting
+    (which holds the password). A PostgreSQL server that cannot be reached is tried once per
+    listing: its runs read as nothing found, so they keep the status their record holds."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._backend: Backend | None = None
+        self._unreachable: set[str] = set()
+
+    def inspect(self, folder: RunFolder, record: RunRecord) -> DbosTools:
+        """What DBOS's tools left in ``record``'s run database."""
+        if not record.database:
+            return inspect_run(folder, record)
+        database = str(record.database.get("url"))
+        if database in self._unreachable:
+            return DbosTools()
+        try:
+            if self._backend is None:
+                self._backend = workspace_backend(self._workspace)
+            return inspect_run(folder, record, self._backend)
+        except RelayError:  # the server is down, or the setting unusable: nothing found
+            self._unreachable.add(database)
+            return DbosTools()
 
 
 def outside_message(record: RunRecord, found: DbosTools) -> str:

@@ -15,6 +15,7 @@ from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.layout import layout_graph
 from relay_notebook.views.svg import render_svg
 from relay_notebook.views.text import graph_text
+from relay_notebook.views.usage_text import listed_usage_text
 from relay_notebook.views.wording import duration_text
 
 __all__ = ["GRAPH_MIME", "RUNS_MIME", "CheckView", "GraphView", "RunsView"]
@@ -91,21 +92,31 @@ _BADGE = {
 @dataclass
 class RunsView:
     """A table of runs: status, attempts, reused checkpoints, duration (active time, with
-    the wall time beside when the run also waited)."""
+    the wall time beside when the run also waited), and, when a run made model calls, their
+    tokens and cost as ``relay runs`` lists them."""
 
     runs: list[RunSummary] = field(default_factory=list)
+
+    def _costs(self) -> list[str] | None:
+        """Each run's ``listed_usage_text`` ('' without model calls); None when no run has."""
+        if all(r.usage is None for r in self.runs):
+            return None
+        return ["" if r.usage is None else listed_usage_text(r.usage) for r in self.runs]
 
     def text(self) -> str:
         if not self.runs:
             return "no runs yet"
+        costs = self._costs() or [""] * len(self.runs)
         return "\n".join(
             f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused}"
-            for r in self.runs
+            + (f"  {cost}" if cost else "")
+            for r, cost in zip(self.runs, costs, strict=True)
         )
 
     def html(self) -> str:
+        costs = self._costs()
         rows = []
-        for r in self.runs:
+        for i, r in enumerate(self.runs):
             colour = _BADGE.get(r.status, "#64748b")
             took = duration_text(r.active_ms, r.duration_ms, int(r.attempts or 1))
             reused = (
@@ -118,11 +129,15 @@ class RunsView:
                 f'<td><span class="relay-badge" style="background:{colour};color:white;'
                 f'padding:1px 6px;border-radius:8px">{html.escape(r.status)}</span></td>'
                 f"<td>{r.attempts}</td><td>{reused}</td>"
-                f'<td style="white-space:nowrap">{html.escape(took)}</td></tr>'
+                f'<td style="white-space:nowrap">{html.escape(took)}</td>'
+                + ("" if costs is None else f"<td>{html.escape(costs[i])}</td>")
+                + "</tr>"
             )
         return (
             '<table class="relay-history"><thead><tr><th>run</th><th>status</th>'
-            "<th>attempts</th><th>checkpoints</th><th>duration</th></tr></thead><tbody>"
+            "<th>attempts</th><th>checkpoints</th><th>duration</th>"
+            + ("" if costs is None else "<th>model calls</th>")
+            + "</tr></thead><tbody>"
             + "".join(rows)
             + "</tbody></table>"
         )

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from relay_notebook.history.model_calls import ModelCallCost, RunUsage, cost_text
 
-__all__ = ["cost_text", "usage_lines"]
+__all__ = ["cost_text", "listed_usage_text", "usage_lines"]
+
+
+def listed_usage_text(usage: Mapping[str, Any]) -> str:
+    """A run's tokens and cost as ``relay runs`` and ``%relay runs`` list them (a
+    ``RunSummary.usage``): ``tokens 101+20 cost 0.000362 USD (not paid: 48 tokens, 0.000144
+    USD)``; no cost when no call is priced, no parenthesis when nothing was reused or copied."""
+    paid, saved, currency = usage["paid"], usage["saved"], usage["currency"]
+    text = f"tokens {paid['input_tokens']}+{paid['output_tokens']}"
+    if paid["calls"] > paid["unpriced"]:
+        text += f" cost {paid['cost']:.6f} {currency}"
+    if saved["calls"]:
+        text += f" (not paid: {saved['input_tokens'] + saved['output_tokens']} tokens"
+        text += f", {saved['cost']:.6f} {currency})" if saved["calls"] > saved["unpriced"] else ")"
+    return text
 
 
 def _call_line(c: ModelCallCost, currency: str) -> str:
