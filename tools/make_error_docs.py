@@ -36,7 +36,7 @@ SECTIONS: dict[Section, tuple[str, str, tuple[str, ...]]] = {
     "admission": (
         "Admission errors",
         "Decided from the AST on every `%%relay` cell, `relay check` and before `publish`. "
-        "Any of them blocks publishing.",
+        "Any of them blocks publishing, except those whose entry says it is a warning.",
         (),
     ),
     "lint": (
