@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -58,11 +57,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if isinstance(item, IPyNbCell) and report.failed and call.when == "call":
         since = time.time() - 120
-        for home in sorted(Path(tempfile.gettempdir()).glob("relay-tutorial-*")):
-            for folder, _, names in os.walk(home):  # the attempts' logs sit in hidden folders
-                path = Path(folder, "stderr.log")
-                with contextlib.suppress(OSError):
-                    fresh = "stderr.log" in names and path.stat().st_mtime >= since
-                    if fresh and (tail := path.read_text(errors="replace")[-3000:]):
-                        report.sections.append((f"attempt stderr: {path}", tail))
+        home = item.path.parent / f".relay-tutorial-{item.path.name[:2]}"  # see its first cell
+        for folder, _, names in os.walk(home):  # the attempts' logs sit in hidden folders
+            path = Path(folder, "stderr.log")
+            with contextlib.suppress(OSError):
+                fresh = "stderr.log" in names and path.stat().st_mtime >= since
+                if fresh and (tail := path.read_text(errors="replace")[-3000:]):
+                    report.sections.append((f"attempt stderr: {path}", tail))
     return report

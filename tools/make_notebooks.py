@@ -10,12 +10,20 @@ import nbformat as nbf
 ROOT = Path(__file__).resolve().parents[1] / "notebooks"
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 
+#: the tutorial's own workspace, a hidden folder beside the notebook (under the Jupyter
+#: server's root, so the side panel can show it); ``NN`` becomes the tutorial's number
+HOME = ".relay-tutorial-NN"
+WORKSPACE = (
+    f'os.environ["RELAY_HOME"] = os.path.abspath("{HOME}")\n'
+    'shutil.rmtree(os.environ["RELAY_HOME"], ignore_errors=True)\n'
+    'os.makedirs(os.environ["RELAY_HOME"])\n'
+)
+
 FRESH = code(
-    "# A fresh workspace so this tutorial starts clean every time; without these two lines\n"
-    "# your relays live in ./relays (or $RELAY_HOME).\n"
-    "import os, tempfile\n"
-    'os.environ["RELAY_HOME"] = tempfile.mkdtemp(prefix="relay-tutorial-")\n'
-    "%load_ext relay_notebook"
+    f"# This tutorial's own workspace, made afresh each time: the hidden folder {HOME}\n"
+    "# beside this notebook, which the Relays side panel shows. Without these lines your\n"
+    "# relays live in ./relays (or $RELAY_HOME).\n"
+    "import os, shutil\n" + WORKSPACE + "%load_ext relay_notebook"
 )
 
 #: the orders relay of notebooks 02 and 05, around its price step and its workflow's return
@@ -511,10 +519,9 @@ NOTEBOOKS["09-workers.ipynb"] = [
         "`postgresql` package); with your own server, set `RELAY_DATABASE_URL` to it instead."
     ),
     code(
-        "# A fresh workspace and a private PostgreSQL server for this tutorial\n"
-        "import os, tempfile\n"
-        'os.environ["RELAY_HOME"] = tempfile.mkdtemp(prefix="relay-tutorial-")\n'
-        "from contextlib import ExitStack\n"
+        f"# This tutorial's own workspace ({HOME}, beside this notebook, made afresh)\n"
+        "# and a private PostgreSQL server\n"
+        "import os, shutil\n" + WORKSPACE + "from contextlib import ExitStack\n"
         "from relay_notebook.testing import postgres_server\n"
         "cleanup = ExitStack()\n"
         "server = cleanup.enter_context(postgres_server())\n"
@@ -1144,12 +1151,6 @@ NOTEBOOKS["15-openai-agents.ipynb"] = [
     *agent_steps("the SDK", "offline-gpt", "_model_call_step"),
 ]
 
-CLEANUP = code(
-    "# Remove this tutorial's temporary workspace (your own relays live in ./relays)\n"
-    "import shutil\n"
-    'shutil.rmtree(os.environ["RELAY_HOME"], ignore_errors=True)'
-)
-
 
 def main(names: list[str]) -> None:
     """Write every tutorial, or only those named (``python tools/make_notebooks.py 13-….ipynb``)."""
@@ -1157,8 +1158,11 @@ def main(names: list[str]) -> None:
         if names and name not in names:
             continue
         nb = nbf.v4.new_notebook()
-        temporary = any("relay-tutorial-" in str(c.get("source", "")) for c in cells)
-        nb["cells"] = [*cells, CLEANUP] if temporary else cells
+        # each tutorial its own workspace: re-running one never clears another's panel
+        home = HOME.replace("NN", name[:2])
+        nb["cells"] = [
+            code(c.source.replace(HOME, home)) if c.cell_type == "code" else c for c in cells
+        ]
         # the kernelspec Jupyter writes itself, so a tutorial opens unmodified
         nb["metadata"]["kernelspec"] = {
             "name": "python3",

@@ -2,7 +2,10 @@
  * The side panel follows the notebook in front: it asks that notebook's kernel (over the view
  * comm, action "workspace") which workspace its relays live in, and when that is not the one
  * the panel shows, offers to show it (`?workspace=` on every API request) — or says why it
- * cannot (outside the server's root folder, no relay saved there yet).
+ * cannot (outside the server's root folder, no relay saved there yet). When the server's own
+ * workspace has no relays (tutorials opened with `make lab`: each keeps its relays in a hidden
+ * folder beside it) there is nothing to lose, and the panel shows the notebook's at once, from
+ * one notebook to the next, until the user picks a workspace.
  */
 
 import { RelayApi, RelayApiError, WorkspaceInfo } from './api.js';
@@ -62,6 +65,9 @@ export class WorkspaceBar {
   private front: NotebookFront | null = null;
   private frontHome: string | null = null;
   private asked = 0;
+  /** Whether the panel still shows the front notebook's workspace by itself (see `update`):
+   * until the user picks one with "Show it" or "server’s". */
+  private following = true;
 
   constructor(
     private readonly api: RelayApi,
@@ -114,6 +120,13 @@ export class WorkspaceBar {
         offer = null; // the same folder, spelled another way
       }
     }
+    // nothing to lose (the server's own is empty, or was left for a notebook's by itself):
+    // show the notebook's workspace at once instead of offering it
+    const idle = this.current !== null && (!this.current.default || this.current.relays === 0);
+    if (offer !== null && this.following && idle) {
+      this.show(offer.home);
+      return;
+    }
     this.render(offer, refusal);
   }
 
@@ -121,6 +134,12 @@ export class WorkspaceBar {
   show(home: string | null): void {
     this.api.workspace = home;
     this.onSwitch();
+  }
+
+  /** The user picked `home`: from now on the panel offers other workspaces, never switches. */
+  choose(home: string | null): void {
+    this.following = false;
+    this.show(home);
   }
 
   private render(offer: WorkspaceInfo | null, refusal: string | null): void {
@@ -142,7 +161,7 @@ export class WorkspaceBar {
       const back = h('button', 'jp-RelayPanel-button jp-RelayPanel-workspace-back', 'server’s');
       back.type = 'button';
       back.title = "Show the server's own workspace again";
-      back.addEventListener('click', () => this.show(null));
+      back.addEventListener('click', () => this.choose(null));
       line.append(back);
     }
     box.append(line);
@@ -158,7 +177,7 @@ export class WorkspaceBar {
       const go = h('button', 'jp-RelayPanel-button jp-RelayPanel-workspace-switch', 'Show it');
       go.type = 'button';
       go.title = `Show the relays and runs of ${offer.home}`;
-      go.addEventListener('click', () => this.show(offer.home));
+      go.addEventListener('click', () => this.choose(offer.home));
       note.append(go);
       box.append(note);
     } else if (refusal !== null) {
@@ -194,13 +213,14 @@ export interface ShellLike {
 
 /** Call `onFront` whenever the notebook in front (or its kernel) changes, and again once the
  * kernel goes idle after running a cell while the panel does not know its workspace yet (the
- * user just ran `%load_ext relay_notebook`); returns the function that asks again. Only cells
- * the user runs trigger that: the panel's own question does not, so a notebook without the
- * kit is asked once, not in a loop. */
+ * user just ran `%load_ext relay_notebook`) — or, once it knows, calls `onCellRun`; returns the
+ * function that asks again. Only cells the user runs trigger that: the panel's own question
+ * does not, so a notebook without the kit is asked once, not in a loop. */
 export function watchFront(
   shell: ShellLike,
   onFront: (front: NotebookFront | null, force: boolean) => void,
-  known: () => boolean
+  known: () => boolean,
+  onCellRun: () => void = () => undefined
 ): () => void {
   let watched: SessionContextLike | null = null;
   let ranCell = false;
@@ -227,6 +247,8 @@ export function watchFront(
       ranCell = false;
       if (!known()) {
         ask();
+      } else {
+        onCellRun(); // the cell may have saved a relay or started a run: list it
       }
     }
   };

@@ -53,11 +53,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.title.icon = relayIcon;
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, panel.id);
-    // the panel offers the workspace of the notebook in front when it is another one
+    // the panel offers the workspace of the notebook in front when it is another one, and
+    // lists what a cell run there saved or started
     watchFront(
       app.shell as unknown as ShellLike,
       (front, force) => void panel.follow(front, force),
-      () => panel.workspaceBar.knowsFront()
+      () => panel.workspaceBar.knowsFront(),
+      () => {
+        if (panel.isVisible) {
+          void panel.refresh();
+        }
+      }
     );
   }
 };

@@ -56,7 +56,8 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
         graph, blocked_steps(log), finished=log.run.status == "succeeded", sites=sites
     )
     place_children(graph, calls, list(log.children))
-    _paint(graph, walk, calls, log, ended=log.run.status in TERMINAL)
+    annotated = flow.kind == "annotations"
+    _paint(graph, walk, calls, log, ended=log.run.status in TERMINAL, annotated=annotated)
     _describe_calls(graph, calls, facts, log)
     graph.run = run_header(log)
     error = graph.run.get("error")
@@ -65,9 +66,16 @@ def overlay_run(flow: FlowGraph, log: RunLog) -> FlowGraph:
             if node.id == "output" or node.details.get("status") == "failed":
                 node.details["error"] = error
     if unseen:
+        why = (
+            "no # @relay node stands for it"
+            if annotated and unseen == 1
+            else "no # @relay node stands for them"
+            if annotated
+            else "made through code the graph cannot follow"
+        )
         graph.notes.append(
             f"{unseen} step call{'s' if unseen != 1 else ''} of the run could not be placed on "
-            f"the flow graph (made through code the graph cannot follow); see the run graph."
+            f"the flow graph ({why}); see the run graph."
         )
     return graph
 
@@ -206,7 +214,11 @@ def _paint(
     log: RunLog,
     *,
     ended: bool,
+    annotated: bool = False,
 ) -> None:
+    """Each node's run fields. On a legacy program's annotated graph, input and output nodes
+    have any id, and script and decision nodes, which stand for code no call records, are left
+    without a status (the seeds: they "have no inferred execution status")."""
     started = bool(log.attempts)
     absent = "not_reached" if ended else "pending"
     receipts = {(r.kind, r.name) for r in log.receipts}
@@ -245,13 +257,15 @@ def _paint(
             stop = _stopped_at(made, log)
             if stop is not None:
                 run_node.details["stopped"] = stop
-        elif node.id == "input":
+        elif node.id == "input" or (annotated and node.type == "input"):
             mark(
                 run_node, "succeeded" if started else "pending", reused=False, count=1, attempts=[]
             )
-        elif node.id == "output":
+        elif node.id == "output" or (annotated and node.type == "output"):
             status = end_status(log)
             mark(run_node, status, reused=False, count=int(status != "pending"), attempts=[])
+        elif annotated and node.type in ("script", "decision"):
+            continue  # no call of the run says whether (or how often) this code ran
         elif walk.passes.get(node.id):
             count = walk.passes[node.id]
             if node.type == "loop":

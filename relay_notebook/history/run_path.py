@@ -192,7 +192,12 @@ def walk_calls(
             agent_steps[node.id] = {str(s) for s in node.details.get("steps") or ()}
     walk = PathWalk(graph)
     calls: dict[str, list[StepCall]] = {}
-    trail = ["input"] if any(n.id == "input" for n in graph.nodes) else []
+    # the run enters at the input node (an annotated graph's may have any id)
+    entry = next((n.id for n in graph.nodes if n.id == "input"), None) or next(
+        (n.id for n in graph.nodes if n.type == "input"), None
+    )
+    trail = [entry] if entry is not None else []
+    exits = frozenset(n.id for n in graph.nodes if n.id == "output" or n.type == "output")
     dangling: list[tuple[int, str]] = []
     unseen = 0
     raised = False
@@ -245,11 +250,11 @@ def walk_calls(
         calls.setdefault(chosen, []).append(step)
         trail.append(chosen)
         raised = step.status == "error"
-    if finished and trail:
-        back, path = walk.place(trail, frozenset({"output"}), raised)
+    if finished and trail and exits:
+        back, path = walk.place(trail, exits, raised)
         walk.follow(path)
     for position, node_id in dangling:
-        reached = frozenset([*walk.passes, *trail[position + 1 :], "output"]) - {node_id}
+        reached = frozenset([*walk.passes, *trail[position + 1 :], *exits]) - {node_id}
         found = walk.best(node_id, reached, False)
         if found is not None:
             walk.follow(found[1], join=True)

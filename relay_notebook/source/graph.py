@@ -189,7 +189,10 @@ def call_key(node: Node) -> str | None:
     if "in_step" in details:
         return None  # made inside a step's body: part of that step's checkpoint
     if node.type == "agent":
-        return f"agent:{details.get('name', node.label)}"
+        # a legacy annotation's agent is matched by its ``call`` or else its id (the seeds:
+        # "agent ids (or call) match ctx.call_agent(name=...)"); an analysed one by its name
+        name = details.get("call") or details.get("name") or node.id
+        return f"agent:{name}"
     if node.type == "mcp" and "server" in details:
         for key, prefix in _MCP_OPERATIONS.items():
             if isinstance(details.get(key), str):

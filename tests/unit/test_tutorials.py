@@ -1,4 +1,4 @@
-"""The tutorials open as Jupyter saves them and leave nothing behind."""
+"""The tutorials open as Jupyter saves them and keep their relays where the panel sees them."""
 
 from __future__ import annotations
 
@@ -29,12 +29,16 @@ def test_a_tutorial_has_the_kernelspec_jupyter_writes(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_a_tutorial_removes_its_temporary_workspace(path: Path) -> None:
-    """A tutorial that makes a relay-tutorial-* workspace removes it in its last cell."""
+def test_a_tutorial_keeps_its_relays_beside_it_made_afresh(path: Path) -> None:
+    """A tutorial's first code cell points RELAY_HOME at its own hidden folder beside it
+    (under the Jupyter server's root, so the side panel can show it), emptied first."""
     nb = nbformat.read(path, as_version=4)
-    sources = [c.source for c in nb.cells if c.cell_type == "code"]
-    if any("relay-tutorial-" in s for s in sources):
-        assert 'shutil.rmtree(os.environ["RELAY_HOME"]' in sources[-1]
+    first = next(c.source for c in nb.cells if c.cell_type == "code")
+    home = f".relay-tutorial-{path.name[:2]}"
+    assert f'os.environ["RELAY_HOME"] = os.path.abspath("{home}")' in first
+    assert 'shutil.rmtree(os.environ["RELAY_HOME"], ignore_errors=True)' in first
+    assert first.index("RELAY_HOME") < first.index("%load_ext relay_notebook")
+    assert "tempfile" not in first
 
 
 def _floats(value: Any) -> list[float]:
