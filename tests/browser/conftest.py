@@ -135,7 +135,7 @@ def running_lab(root: Path, *, relay_api: bool = True) -> Iterator[LabServer]:
         process = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
+                str(Path(__file__).parents[1] / "jupyter_app.py"),  # python -m, minus a grammar
                 "jupyterlab",
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",

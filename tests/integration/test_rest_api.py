@@ -168,7 +168,7 @@ def start_server(root: Path, *extra: str, home: Path | None = None) -> Server:
         process = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
+                str(ROOT / "tests" / "jupyter_app.py"),  # python -m, without the IRI grammar
                 "jupyter_server",
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",
