@@ -49,7 +49,13 @@ from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome
 from relay_notebook.runner.sandbox_plan import attempt_plan, hand_over, sandbox_probe
 from relay_notebook.runner.spec import AttemptSpec
-from relay_notebook.runner.warm import ForkedProcess, WarmParent, restart_warm_parent, warm_parent
+from relay_notebook.runner.warm import (
+    ForkedProcess,
+    WarmParent,
+    frameworks_to_preload,
+    restart_warm_parent,
+    warm_parent,
+)
 from relay_notebook.workspace.file_io import require_free_space
 
 if TYPE_CHECKING:
@@ -139,11 +145,13 @@ def _fork(
     *,
     confined: bool,
     plan: dict[str, Any] | None,
+    preload: list[str],
 ) -> ForkedProcess:
-    """The attempt forked by the warm parent, with the same descriptors a spawned one gets."""
+    """The attempt forked by the warm parent, with the same descriptors a spawned one gets;
+    ``preload``: the agent frameworks the parent imports first (``frameworks_to_preload``)."""
     request: dict[str, Any] = {
         "spec": str(spec_path), "cwd": str(rules.cwd), "env": start.env,
-        "targets": list(start.fds), "confine": None,
+        "targets": list(start.fds), "confine": None, "preload": preload,
     }  # fmt: skip
     if confined:  # (env carries its TMPDIR: see launch_attempt)
         request["confine"] = {
@@ -280,6 +288,7 @@ def launch_attempt(
                     process = _fork(
                         parent, attempt_dir / "spec.json", rules, start,
                         confined=confinement.mechanism is not None, plan=plan,
+                        preload=frameworks_to_preload(request.code_dir),
                     )  # fmt: skip
                 if process is None:
                     parent = None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -31,21 +32,39 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from relay_notebook.runner.warm_launch import ENV_WARM_START, Launched, kit_files, launch, stamp
+from relay_notebook.runner.warm_launch import (
+    ENV_WARM_START,
+    FRAMEWORK_MODULES,
+    Launched,
+    kit_files,
+    launch,
+    stamp,
+)
 
 __all__ = [
     "ENV_WARM_START",
     "ForkedProcess",
     "WarmParent",
     "WarmStatus",
+    "frameworks_to_preload",
     "kit_files",
     "let_go_warm_parent",
     "start_awaited_warm_parent",
     "warm_parent",
     "warm_status",
 ]
+
+#: a line of Python importing one of ``FRAMEWORK_MODULES`` (a cheap look, not an analysis: a
+#: false match only preloads a module the relay did not need)
+_IMPORTS = re.compile(
+    rb"^[ \t]*(?:from|import)[ \t]+(" + b"|".join(n.encode() for n in FRAMEWORK_MODULES) + rb")\b",
+    re.MULTILINE,
+)
+#: a relay file larger than this is not looked at (its attempt imports what it needs itself)
+_LOOK_LIMIT = 1 << 20
 
 #: how long an attempt waits for an awaited parent that is still importing (it returns at once
 #: if the parent dies); a spawned child would take as long to import the same modules
@@ -351,3 +370,18 @@ def warm_status(enabled: bool) -> WarmStatus:
         parent.ready_s,
         parent.process.poll(),
     )
+
+
+def frameworks_to_preload(code_dir: Path) -> list[str]:
+    """The modules of ``FRAMEWORK_MODULES`` the relay in ``code_dir`` imports, for its warm
+    parent to import before forking its attempt (``runner.warm_parent``)."""
+    wanted: list[str] = []
+    with contextlib.suppress(OSError):
+        for path in sorted(code_dir.glob("*.py")):
+            if path.stat().st_size > _LOOK_LIMIT:
+                continue
+            for match in _IMPORTS.finditer(path.read_bytes()):
+                for name in FRAMEWORK_MODULES[match.group(1).decode()]:
+                    if name not in wanted:
+                        wanted.append(name)
+    return wanted

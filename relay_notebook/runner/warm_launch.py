@@ -20,6 +20,7 @@ import time
 __all__ = [
     "DATABASE_URL_ENV",
     "ENV_WARM_START",
+    "FRAMEWORK_MODULES",
     "WARM_PARENT_MODULE",
     "Launched",
     "kit_files",
@@ -33,6 +34,15 @@ WARM_PARENT_MODULE = "relay_notebook.runner.warm_parent"
 #: equal): the database URL, password and all, never reaches the parent or what it forks
 DATABASE_URL_ENV = "RELAY_DATABASE_URL"
 _ROOTS = ("relay_notebook", "agentworks")
+#: the agent frameworks a warm parent imports once an attempt of a relay that imports one is
+#: asked of it, for that attempt and the ones after (about 2.5 s of CPU each, otherwise paid
+#: by every attempt): each module is the kit's environment's own, imported outside any sandbox
+#: like DBOS is, and starts no thread (a test checks), so forking after it stays safe
+FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
+    "pydantic_ai": ("pydantic_ai", "pydantic_ai.durable_exec.dbos"),
+    "agents": ("agents",),
+    "dbos_openai_agents": ("agents", "dbos_openai_agents"),
+}
 _CONTROL_FD = 3  # where the parent finds its end of the control socket
 Stamps = tuple[tuple[int, int] | None, ...]
 

@@ -35,6 +35,7 @@ import socket
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,6 +43,7 @@ from relay_notebook.runner.dbos_private import PRELOAD_MODULES
 from relay_notebook.runner.sandbox import FAILED, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import Spare, make_spare
+from relay_notebook.runner.warm_launch import FRAMEWORK_MODULES
 
 __all__ = ["main"]
 
@@ -74,6 +76,7 @@ _PRELOAD = (
 #: preloaded by a parent that forks many attempts, left to the child by a one-attempt parent,
 #: whose imports are on the ``relay run``'s critical path
 _PRELOAD_MANY = ("relay_notebook.workspace.releases",)
+_FRAMEWORKS = frozenset(n for names in FRAMEWORK_MODULES.values() for n in names)
 _FAILED = FAILED  # the forked child could not set itself up (its stderr says why)
 _REQUEST_LIMIT = 1 << 20
 
@@ -92,6 +95,24 @@ def _preload(*, one_attempt: bool = False) -> None:
         template_path()  # hashed once here; every child inherits the answer
         if not one_attempt:  # what a template must hold, for the many children to check
             expected_schema()
+
+
+def _preload_frameworks(names: Iterable[str]) -> None:
+    """Import the agent frameworks an attempt's relay imports (``runner.warm``'s
+    ``frameworks_to_preload``), once: that attempt and every later one forks with them loaded.
+    Only ``FRAMEWORK_MODULES`` are taken, whatever the request names; one that fails to import
+    is left to the attempt, which reports it as the relay's error."""
+    import importlib
+
+    fresh = [n for n in names if n in _FRAMEWORKS and n not in sys.modules]
+    if not fresh:
+        return
+    gc.disable()
+    for name in fresh:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    gc.freeze()  # as after the first imports: kept out of the children's collections
+    gc.enable()
 
 
 def _make_template_aside() -> None:
@@ -190,6 +211,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     listening = False  # the supervisor is gone: finish what runs, then leave
                     continue
                 request = json.loads(msg)
+                _preload_frameworks(request.get("preload") or ())
                 given = spare if spare is not None and _takes_spare(request) else None
                 if given is not None and not given.ready():
                     given = None  # still starting: this attempt attaches its own pasta
