@@ -1,7 +1,7 @@
 """The contestants' code for ``bench_runner.py``: the kit relays and the bare DBOS script.
 
-The kit relays and the bare script define the same steps and workflows, so the two sides run
-the same work; only the machinery around it differs.
+The kit relays and the bare script define the same steps and take their workflows' bodies from
+one table (``BODIES``), so the two sides run the same work; only the machinery around it differs.
 """
 
 from __future__ import annotations
@@ -24,27 +24,16 @@ async def tick(i):
     return i
 """
 
-RELAYS = {
-    "one": STEPS
-    + """
-
-@DBOS.workflow()
-async def run(INPUT):
+#: the workflows' bodies: the kit relays' ``run`` and the bare script's workflow of that name
+BODIES = {
+    "one": """\
     return {"value": await step_a(INPUT["x"])}
 """,
-    "two": STEPS
-    + """
-
-@DBOS.workflow()
-async def run(INPUT):
+    "two": """\
     a = await step_a(INPUT["x"])
     return {"value": await step_b(a)}
 """,
-    "loop": STEPS
-    + """
-
-@DBOS.workflow()
-async def run(INPUT):
+    "loop": """\
     total = 0
     for i in range(INPUT["steps"]):
         total += await tick(i)
@@ -52,7 +41,13 @@ async def run(INPUT):
 """,
 }
 
-BARE_SCRIPT = '''"""Bare DBOS: the benchmark's relays, no kit. Usage: bare.py MODE DIR [INPUT]."""
+RELAYS = {
+    name: STEPS + f"\n\n@DBOS.workflow()\nasync def run(INPUT):\n{body}"
+    for name, body in BODIES.items()
+}
+
+BARE_SCRIPT = (
+    '''"""Bare DBOS: the benchmark's relays, no kit. Usage: bare.py MODE DIR [INPUT]."""
 import time
 
 PHASES = {"start": time.time()}
@@ -86,26 +81,11 @@ async def step_b(x):
 @DBOS.step()
 async def tick(i):
     return i
-
-
-@DBOS.workflow()
-async def one(INPUT):
-    return {"value": await step_a(INPUT["x"])}
-
-
-@DBOS.workflow()
-async def two(INPUT):
-    a = await step_a(INPUT["x"])
-    return {"value": await step_b(a)}
-
-
-@DBOS.workflow()
-async def loop(INPUT):
-    total = 0
-    for i in range(INPUT["steps"]):
-        total += await tick(i)
-    return {"total": total}
-
+'''
+    + "".join(
+        f"\n\n@DBOS.workflow()\nasync def {name}(INPUT):\n{body}" for name, body in BODIES.items()
+    )
+    + """
 
 async def main():
     if MODE != "loop-default" and not os.path.exists(DB):
@@ -138,4 +118,5 @@ async def main():
 
 
 asyncio.run(main())
-'''
+"""
+)

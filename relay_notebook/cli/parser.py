@@ -43,8 +43,7 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    p = sub.add_parser("check", help="run admission and the determinism lint")
-    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p = _on_a_relay(sub, "check", "run admission and the determinism lint")
     p.add_argument(
         "--replay", nargs="*", metavar="RUN", default=None,
         help="also replay the draft against recorded runs (default: the relay's recent runs) "
@@ -53,14 +52,12 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p.add_argument("--release", metavar="REF", help="with --replay: check a release instead")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("graph", help="print the flow graph (relay-graph/v1)")
-    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p = _on_a_relay(sub, "graph", "print the flow graph (relay-graph/v1)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the relay-graph/v1 document")
     fmt.add_argument("--svg", action="store_true", help="print an SVG drawing")
 
-    p = sub.add_parser("publish", help="freeze the draft as a content-hashed release")
-    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    p = _on_a_relay(sub, "publish", "freeze the draft as a content-hashed release")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("releases", help="list a relay's releases")
@@ -72,11 +69,8 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     p.add_argument("release", metavar="RELEASE", nargs="?", help="vN, a hash prefix or latest")
     p.add_argument("--json", action="store_true", help="print a JSON list")
 
-    p = sub.add_parser("run", help="run a relay in a supervised child process")
-    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", metavar="JSON", help="the run input as JSON (default: {})")
-    src.add_argument("--input-file", metavar="FILE", help="read the run input from a JSON file")
+    p = _on_a_relay(sub, "run", "run a relay in a supervised child process")
+    _input_options(p, "the run", "{}")
     p.add_argument("--release", metavar="REF", help="run a release (vN, hash prefix, latest)")
     p.add_argument(
         "--crash",
@@ -188,6 +182,20 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
     return parser
 
 
+def _on_a_relay(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """The parser of command ``name`` on one relay: ``TARGET``, its name or its file."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=summary)
+    p.add_argument("target", metavar="TARGET", help="relay name or path to a .py file")
+    return p
+
+
+def _input_options(p: argparse.ArgumentParser, whose: str, default: str) -> None:
+    """``--input JSON`` or ``--input-file FILE``: ``whose`` input (``default`` without)."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--input", metavar="JSON", help=f"{whose} input as JSON (default: {default})")
+    src.add_argument("--input-file", metavar="FILE", help=f"read {whose} input from a JSON file")
+
+
 def _add_mcp_parser(sub: Any, *, notebook: bool = False) -> None:
     """``relay mcp``: the workspace served to coding agents over MCP (``%relay mcp``: the
     client configuration that starts it)."""
@@ -269,9 +277,7 @@ def _add_time_travel_parsers(sub: Any, *, notebook: bool = False) -> None:
         "--from", dest="from_call", metavar="STEP[#N]", required=True,
         help="the first call that runs fresh (the N-th call of STEP, from 1)",
     )  # fmt: skip
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", metavar="JSON", help="the fork's input (default: RUN's)")
-    src.add_argument("--input-file", metavar="FILE", help="read the fork's input from a file")
+    _input_options(p, "the fork's", "RUN's")
     p.add_argument(
         "--set", dest="sets", metavar="STEP#N=JSON", action="append", default=[],
         help="replace a copied call's output (repeatable)",
@@ -357,9 +363,7 @@ def _add_crash_each_parsers(sub: Any, *, notebook: bool = False) -> None:
         "--crash-each", action="store_true", required=True,
         help="crash after and during every call of a clean run, recover, compare the results",
     )  # fmt: skip
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--input", metavar="JSON", help="the run input (default: {})")
-    src.add_argument("--input-file", metavar="FILE", help="read the run input from a file")
+    _input_options(p, "the run", "{}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     if notebook:
         p.add_argument("-o", "--output", metavar="VAR", help="bind the report to VAR")

@@ -104,13 +104,7 @@ def _call(step: StepCall) -> PreviewCall:
 
 
 def _rerun(step: StepCall) -> RerunCall:
-    return RerunCall(
-        workflow_id=step.workflow_id,
-        function_id=step.function_id,
-        name=step.name,
-        occurrence=step.occurrence,
-        started_in=list(step.executed_in),
-    )
+    return {**_call(step), "started_in": list(step.executed_in)}
 
 
 def _uncertain(log: RunLog, call: CallState) -> UncertainCall:

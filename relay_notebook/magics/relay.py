@@ -10,6 +10,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -50,6 +51,17 @@ def _network_option(flags: set[str]) -> str | dict[str, list[str]] | None:
     if said:
         return "none"
     return {"allow": allow} if allow else None
+
+
+def _said(exc: Exception, home: Path) -> UsageError:
+    """``exc`` worded for the notebook: a relay error, or a storage failure said as such (a full
+    disk, a read-only workspace); anything else is a bug, raised as it is."""
+    if isinstance(exc, RelayError):
+        return usage_error(exc)
+    stored = storage_error(exc, home)
+    if stored is None:
+        raise exc
+    return usage_error(stored)
 
 
 def _admission(relay: str, lines: list[str], errors: int, then: str) -> UsageError:
@@ -189,13 +201,8 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
                 manifest = replace(base, network=network)
             draft = self.workspace.save_draft(name, cell, manifest)
             report = commands.check_draft(draft)
-        except RelayError as exc:
-            raise usage_error(exc) from None
-        except OSError as exc:  # a full disk or a read-only workspace is said as such
-            stored = storage_error(exc, self.workspace.home)
-            if stored is None:
-                raise
-            raise usage_error(stored) from None
+        except (RelayError, OSError) as exc:
+            raise _said(exc, self.workspace.home) from None
         # the cell's first line is the magic line: relay.py line N is cell line N + 1
         view = CheckView(name, report.diagnostics, line_offset=1)
         if not report.ok:
@@ -266,13 +273,8 @@ class RelayMagics(RunCommands, RelayCommands, RunSettingsTraits, Magics):
                 len(errors),
                 f"failed admission; fix it and check again with %relay check {exc.relay}",
             ) from None
-        except RelayError as exc:
-            raise usage_error(exc) from None
-        except Exception as exc:  # a full disk or a read-only workspace is said as such
-            stored = storage_error(exc, self.workspace.home)
-            if stored is None:
-                raise
-            raise usage_error(stored) from None
+        except Exception as exc:
+            raise _said(exc, self.workspace.home) from None
 
     # -- subcommands --------------------------------------------------------------------------
 

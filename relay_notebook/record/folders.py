@@ -45,6 +45,16 @@ _REQUIRED: dict[str, tuple[type, ...]] = {
 }
 
 
+class _Below:
+    """A path below a run folder, read on a ``RunFolder`` as a ``Path``."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, folder: RunFolder, owner: type[RunFolder] | None = None) -> Path:
+        return folder.path.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """Every path of one run; the run id (``invoice-3``) is also its DBOS ``workflow_id``."""
@@ -57,61 +67,27 @@ class RunFolder:
     def run_id(self) -> str:
         return f"{self.relay}-{self.number}"
 
-    @property
-    def meta(self) -> Path:
-        return self.path / "run.json"
-
-    @property
-    def result(self) -> Path:
-        return self.path / "relay_result.json"
-
-    @property
-    def trace(self) -> Path:
-        return self.path / "relay_trace.json"
-
-    @property
-    def events(self) -> Path:
-        return self.path / "dbos_events.jsonl"
-
-    @property
-    def execution(self) -> Path:
-        return self.path / "execution"
-
-    @property
-    def dbos_dir(self) -> Path:
-        return self.path / ".relay_dbos"
-
-    @property
-    def database(self) -> Path:
-        return self.dbos_dir / "dbos.sqlite"
-
-    @property
-    def code(self) -> Path:
-        """The relay's entry file as a run of a draft started (its flow graph is drawn on it;
-        a release's run has its release folder). Sealed from the child like run.json."""
-        return self.path / "code" / "relay.py"
+    #: the files and folders of the run folder (each a ``Path`` on an instance)
+    meta = _Below("run.json")
+    result = _Below("relay_result.json")
+    trace = _Below("relay_trace.json")
+    events = _Below("dbos_events.jsonl")
+    execution = _Below("execution")
+    dbos_dir = _Below(".relay_dbos")
+    database = _Below(".relay_dbos", "dbos.sqlite")
+    #: the relay's entry file as a run of a draft started (its flow graph is drawn on it; a
+    #: release's run has its release folder); sealed from the child like run.json
+    code = _Below("code", "relay.py")
+    #: outside every folder the child may write: a relay must not swap the lock's inode
+    lock = _Below("run.lock")
+    ipc = _Below(".relay_ipc")
+    journal = _Below(".relay_ipc", "journal.jsonl")
+    mcp_logs = _Below(".relay_ipc", "mcp")
 
     def keep_code(self, data: bytes) -> None:
         """Keep ``data`` (the draft's entry file at the run's start) as the run's ``code``."""
         self.code.parent.mkdir(exist_ok=True)
         write_bytes_atomic(self.code, data)
-
-    @property
-    def lock(self) -> Path:
-        # outside every folder the child may write: a relay must not swap the lock's inode
-        return self.path / "run.lock"
-
-    @property
-    def ipc(self) -> Path:
-        return self.path / ".relay_ipc"
-
-    @property
-    def journal(self) -> Path:
-        return self.ipc / "journal.jsonl"
-
-    @property
-    def mcp_logs(self) -> Path:
-        return self.ipc / "mcp"
 
     def damaged(self, what: Path | str, why: str) -> RunRecordDamagedError:
         """The error for a damaged file of this run: names the file, says what to do next."""

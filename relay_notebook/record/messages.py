@@ -68,16 +68,6 @@ def delivered_message(
     )  # fmt: skip
 
 
-def _recv_recorded(
-    folder: RunFolder, record: RunRecord, backend: Backend | None, function_id: int
-) -> bool:
-    return _exists(
-        folder, record, backend,
-        dbos_tables.RECV_RECORDED,
-        (_waiting_workflow(record), function_id),
-    )  # fmt: skip
-
-
 def wait_ready(
     folder: RunFolder, record: RunRecord, backend: Backend | None, now_ms: float
 ) -> bool:
@@ -91,5 +81,9 @@ def wait_ready(
         return False
     if pending_message(folder, record, backend, wait.topic):
         return True
+    # the recv already consumed one: its result is recorded under its function id
     function_id = record.raw.get("waiting", {}).get("function_id")
-    return type(function_id) is int and _recv_recorded(folder, record, backend, function_id)
+    recv = (_waiting_workflow(record), function_id)
+    return type(function_id) is int and _exists(
+        folder, record, backend, dbos_tables.RECV_RECORDED, recv
+    )

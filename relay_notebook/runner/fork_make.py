@@ -148,16 +148,17 @@ def _pg_state(backend: Backend, fork_id: str) -> str | None:
 def prepare_fork(
     plan: ForkPlan,
     fork: RunFolder,
+    made: RunRecord,
     *,
-    app_version: str,
-    run_input: Any,
     backend: Backend,
     parent: RunFolder | None = None,
 ) -> None:
-    """Make the fork's workflow, apply the edits, record its origin as DBOS attributes, and put
-    it on DBOS's internal queue: in a staging copy of ``parent``'s SQLite database renamed into
-    place once complete, or in the shared PostgreSQL database, where it stays on the hold queue
-    until complete. Either can be done again after a kill at any point (``complete_fork``)."""
+    """Make the fork's workflow (its version and input as its record ``made`` says), apply the
+    edits, record its origin as DBOS attributes, and put it on DBOS's internal queue: in a
+    staging copy of ``parent``'s SQLite database renamed into place once complete, or in the
+    shared PostgreSQL database, where it stays on the hold queue until complete. Either can be
+    done again after a kill at any point (``complete_fork``)."""
+    app_version, run_input = made.app_version, made.input
     if backend.is_postgres:
         url, version = backend.dbos_url, app_version_for_run(app_version, fork.run_id)
         state = _pg_state(backend, fork.run_id)
@@ -263,10 +264,7 @@ def make_fork(
         )  # fmt: skip
         fault_point("fork:recorded")
         try:
-            prepare_fork(
-                plan, fork, app_version=made.app_version, run_input=made.input,
-                backend=backend, parent=parent,
-            )  # fmt: skip
+            prepare_fork(plan, fork, made, backend=backend, parent=parent)
         except BaseException:
             _undo(fork, backend)
             raise
@@ -360,10 +358,7 @@ def complete_fork(
                 raise _incomplete(record, f"its parent {plan.parent} no longer has the calls "
                                   f"it was to copy")  # fmt: skip
             try:
-                prepare_fork(
-                    plan, fork, app_version=record.app_version, run_input=record.input,
-                    backend=run_backend, parent=parent,
-                )  # fmt: skip
+                prepare_fork(plan, fork, record, backend=run_backend, parent=parent)
             except RelayError:
                 raise
             except Exception as exc:  # a database error: one coded line

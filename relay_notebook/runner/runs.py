@@ -112,24 +112,6 @@ def draft_hash(draft: Draft) -> str:
     return draft_code(draft).source_hash
 
 
-def launch_first_attempt(
-    workspace: Workspace,
-    folder: RunFolder,
-    record: RunRecord,
-    *,
-    crash: CrashSpec | None = None,
-    on_event: EventCallback | None = None,
-    backend: Backend | None = None,
-) -> RunHandle:
-    """Attempt 1 of a run already created (a fork, whose workflow waits in its database), as
-    ``record`` (its run.json, as its maker wrote it) describes it."""
-    backend = backend_for_run(record, workspace_backend(workspace, backend))
-    request = AttemptRequest.of_run(
-        workspace, folder, record, backend, crash=crash, on_event=on_event
-    )
-    return _launch(workspace, request, checked=False)
-
-
 def _launch(workspace: Workspace, request: AttemptRequest, *, checked: bool) -> RunHandle:
     """The attempt ``request`` asks for: ``checked``, the rules are applied again under the run
     lock (every attempt but a new run's first)."""
@@ -295,11 +277,14 @@ def start_fork(
     backend: Backend | None = None,
 ) -> RunHandle:
     """``relay fork RUN --from STEP#N``: the fork ``request`` asks for; its first attempt
-    starts at once (returns its ``RunHandle``)."""
+    starts at once (returns its ``RunHandle``), as the fork's record (its run.json, as
+    ``make_fork`` wrote it) describes it: its workflow waits in its database."""
     fork, record = make_fork(workspace, run_id, request, backend=backend, queued=False)
-    return launch_first_attempt(
-        workspace, fork, record, crash=crash, on_event=on_event, backend=backend
+    run_backend = backend_for_run(record, workspace_backend(workspace, backend))
+    attempt = AttemptRequest.of_run(
+        workspace, fork, record, run_backend, crash=crash, on_event=on_event
     )
+    return _launch(workspace, attempt, checked=False)
 
 
 def create_fork(

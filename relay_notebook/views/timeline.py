@@ -65,58 +65,57 @@ def _markers(
     )
 
 
+def _bars(
+    name: str,
+    colour: str,
+    width: float,
+    spans: list[tuple[float, float, str]],
+    hovertext: list[str] | None = None,
+) -> go.Bar:
+    """One legend entry of horizontal bars: ``(start epoch ms, length ms, row)`` each; hovered,
+    a bar shows its ``hovertext``, or its row where there is none."""
+    return go.Bar(
+        uid=f"relay-{name}",
+        name=name,
+        orientation="h",
+        base=[_when(start) for start, _, _ in spans],
+        x=[length for _, length, _ in spans],
+        y=[row for _, _, row in spans],
+        marker={"color": _COLOURS[colour]},
+        width=width,
+        hovertext=hovertext,
+        hoverinfo="y" if hovertext is None else "text",
+    )
+
+
 def timeline_figure(log: RunLog, *, title: str | None = None) -> go.Figure:
     """The run's attempts and step bodies on a time axis (see the module docstring)."""
     rows = {a.attempt: _row(a) for a in log.attempts}
     order = [rows[a.attempt] for a in log.attempts]
     steps = log.all_steps()
     latest = max((s.completed_at_ms or s.started_at_ms or 0 for s in steps), default=0)
-    starts, spans, names = [], [], []
+    spans: list[tuple[float, float, str]] = []
     for a in log.attempts:
         if a.started_at is None:
             continue
         end = a.ended_at or max(a.started_at, latest)
-        starts.append(_when(a.started_at))
-        spans.append(max(end - a.started_at, 1))
-        names.append(rows[a.attempt])
-    attempts = go.Bar(
-        uid="relay-attempts",
-        name="attempts",
-        orientation="h",
-        base=starts,
-        x=spans,
-        y=names,
-        marker={"color": _COLOURS["attempt"]},
-        width=0.8,
-        hoverinfo="y",
-    )
-    ex_base, ex_x, ex_y, ex_text = [], [], [], []
+        spans.append((a.started_at, max(end - a.started_at, 1), rows[a.attempt]))
+    attempts = _bars("attempts", "attempt", 0.8, spans)
+    bodies: list[tuple[float, float, str]] = []
+    texts: list[str] = []
     for step in steps:
         done = step.executed_in[-1] if step.executed_in else None
         begin, completed = step.started_at_ms, step.completed_at_ms
         if done is None or begin is None or done not in rows:
             continue
         finish = completed if completed is not None else begin
-        ex_base.append(_when(begin))
-        ex_x.append(max(finish - begin, 1))
-        ex_y.append(rows[done])
-        ex_text.append(
+        bodies.append((begin, max(finish - begin, 1), rows[done]))
+        texts.append(
             f"{step.name} #{step.occurrence or 1} (call {step.function_id}"
             f"{'' if step.workflow_id == log.run_id else ' of ' + step.workflow_id})"
             f"<br>{step.status}, {finish - begin:g} ms"
         )
-    executed = go.Bar(
-        uid="relay-executed",
-        name="executed",
-        orientation="h",
-        base=ex_base,
-        x=ex_x,
-        y=ex_y,
-        marker={"color": _COLOURS["executed"]},
-        width=0.4,
-        hovertext=ex_text,
-        hoverinfo="text",
-    )
+    executed = _bars("executed", "executed", 0.4, bodies, texts)
     replays = [e for e in log.events_of("step_reused") if e.get("attempt") in rows]
     reused = _markers(
         "reused", ("diamond", 9),

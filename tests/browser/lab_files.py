@@ -9,7 +9,15 @@ from typing import Any
 
 import nbformat
 
-__all__ = ["notebook_run", "open_notebook", "open_panel", "run_all", "write_notebook"]
+__all__ = [
+    "notebook_run",
+    "open_notebook",
+    "open_panel",
+    "reopen_notebook",
+    "run_all",
+    "run_view",
+    "write_notebook",
+]
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
@@ -26,16 +34,31 @@ def write_notebook(path: Path, cells: list[str]) -> None:
     nbformat.write(nb, path)
 
 
-def open_notebook(context: Any, lab: Any, name: str) -> Any:
-    """A new page of ``context`` showing notebook ``name`` in ``lab``, once its kernel is idle."""
+def open_notebook(context: Any, lab: Any, name: str, *, kernel_idle: bool = True) -> Any:
+    """A new page of ``context`` showing notebook ``name`` in ``lab``, once its cells show and
+    (with ``kernel_idle``) its kernel is idle."""
     page = context.new_page()
     page.goto(lab.lab_url(name))
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_function(
-        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
-        "?.status === 'idle'"
-    )
+    if kernel_idle:
+        page.wait_for_function(
+            "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
+            "?.status === 'idle'"
+        )
     return page
+
+
+def reopen_notebook(context: Any, lab: Any, name: str, *, kernel_idle: bool = True) -> Any:
+    """Notebook ``name`` opened again on a new page after every kernel session of ``lab`` is
+    shut down, so that it starts on a new kernel."""
+    for session in lab.api("GET", "api/sessions"):
+        lab.api("DELETE", f"api/sessions/{session['id']}")
+    return open_notebook(context, lab, name, kernel_idle=kernel_idle)
+
+
+def run_view(page: Any, cell: int) -> Any:
+    """The run view (graph output with a header) in notebook cell ``cell`` (0-based)."""
+    return page.locator(".jp-Notebook .jp-Cell").nth(cell).locator(".jp-RelayGraphOutput").first
 
 
 def run_all(page: Any) -> None:

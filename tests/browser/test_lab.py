@@ -20,7 +20,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import open_notebook, run_all, write_notebook
+from tests.browser.lab_files import open_notebook, reopen_notebook, run_all, write_notebook
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -219,11 +219,7 @@ def test_saved_notebook_renders_its_outputs_again(
     outputs = [out for cell in saved.cells for out in cell.get("outputs", [])]
     mimes = {key for out in outputs for key in out.get("data", {})}
     assert {"application/vnd.relay.graph+json", "application/vnd.relay.runs+json"} <= mimes
-    for session in lab.api("GET", "api/sessions"):
-        lab.api("DELETE", f"api/sessions/{session['id']}")
-    page = browser_context.new_page()
-    page.goto(lab.lab_url("demo.ipynb"))
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page = reopen_notebook(browser_context, lab, "demo.ipynb", kernel_idle=False)
     page.wait_for_function(
         "() => document.querySelectorAll('.jp-RelayGraph[data-nodes]').length >= 2"
     )

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,8 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.record.folders import find_run
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import notebook_run
+from tests.browser.lab_files import notebook_run, reopen_notebook, run_view
+from tests.relay_command import relay_command
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -69,11 +68,6 @@ CELLS = [
 WAITING = '.jp-RelayRunHeader[data-run-id="approval-1"][data-status="waiting"]'
 
 
-def _view(page: Any, cell: int) -> Any:
-    """The run view in notebook cell ``cell`` (0-based)."""
-    return page.locator(".jp-Notebook .jp-Cell").nth(cell).locator(".jp-RelayGraphOutput").first
-
-
 def _node(view: Any, node_id: str) -> Any:
     return view.locator(f'g.relay-node[data-node-id="{node_id}"]')
 
@@ -102,7 +96,7 @@ def page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
 def test_an_old_run_is_drawn_on_the_code_it_ran(page: Any, lab: LabServer) -> None:
     """scorer-1, reopened after the draft's loop changed to grade, shows score ×3 as its
     ledger has it, no grade node, no unplaced-call footnote, and says the draft changed."""
-    view = _view(page, 4)
+    view = run_view(page, 4)
     header = view.locator('.jp-RelayRunHeader[data-run-id="scorer-1"]')
     header.locator('xpath=self::*[@data-status="succeeded"]').wait_for(timeout=60_000)
     log = commands.logs(Workspace(lab.home), "scorer-1")
@@ -124,7 +118,7 @@ def test_an_uncertain_call_says_reconcile(page: Any, lab: LabServer) -> None:
     """shop-1, crashed inside agent:clerk and recovered: the header says needs
     reconciliation, names the uncertain call and %relay reconcile (never "recover it"), the
     agent's node is uncertain and the step's is where the process died, as the preview says."""
-    view = _view(page, 8)
+    view = run_view(page, 8)
     header = view.locator('.jp-RelayRunHeader[data-run-id="shop-1"]')
     header.locator('xpath=self::*[@data-status="needs_reconciliation"]').wait_for(timeout=60_000)
     preview = commands.preview(Workspace(lab.home), "shop-1")
@@ -148,19 +142,16 @@ def test_an_uncertain_call_says_reconcile(page: Any, lab: LabServer) -> None:
 def test_a_waiting_view_follows_an_answer_from_a_terminal(page: Any, lab: LabServer) -> None:
     """approval-1's live view, left waiting, turns succeeded with the record's result once
     `relay send` in a terminal answers it; its answer buttons go away."""
-    view = _view(page, 10)
+    view = run_view(page, 10)
     header = view.locator('.jp-RelayRunHeader[data-run-id="approval-1"]')
     assert header.get_by_role("button", name="approve").is_enabled()
     waiting = header.locator(".jp-RelayRunHeader-waiting").inner_text()
     assert waiting.startswith('waiting for a message on topic "approval" until ')
     assert waiting.endswith(" · no process is held meanwhile")
     _shot(view, "run_view_waiting.png")
-    relay = Path(sys.executable).with_name("relay")
-    done = subprocess.run(
-        [str(relay), "--home", str(lab.home), "send", "approval-1", "approval",
-         '{"approved": true, "note": "from a terminal"}'],
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+    done = relay_command(
+        lab.home, "send", "approval-1", "approval", '{"approved": true, "note": "from a terminal"}'
+    )
     assert done.returncode == 0, done.stderr
     try:
         view.locator('.jp-RelayRunHeader[data-status="succeeded"]').wait_for(timeout=60_000)
@@ -186,16 +177,8 @@ def test_buttons_work_once_load_ext_ran_in_a_new_kernel(
     page.wait_for_function(
         "() => window.jupyterapp.shell.currentWidget.context.model.dirty === false"
     )
-    for session in lab.api("GET", "api/sessions"):
-        lab.api("DELETE", f"api/sessions/{session['id']}")
-    fresh = browser_context.new_page()
-    fresh.goto(lab.lab_url("stops.ipynb"))
-    fresh.wait_for_selector(".jp-Notebook .jp-Cell")
-    fresh.wait_for_function(
-        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
-        "?.status === 'idle'"
-    )
-    view = _view(fresh, 4)
+    fresh = reopen_notebook(browser_context, lab, "stops.ipynb")
+    view = run_view(fresh, 4)
     view.scroll_into_view_if_needed()
     view.get_by_role("button", name="run again").click()
     message = view.locator(".jp-RelayRunHeader-message")

@@ -25,7 +25,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import notebook_run, open_panel
+from tests.browser.lab_files import notebook_run, open_panel, reopen_notebook, run_view
 
 REPO = Path(__file__).parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -59,11 +59,6 @@ def _shot(page: Any, name: str, *, view: Any = None, full: bool = False) -> Path
     return path
 
 
-def _view(page: Any, cell: int) -> Any:
-    """The run view (graph output with a header) in notebook cell ``cell`` (0-based)."""
-    return page.locator(".jp-Notebook .jp-Cell").nth(cell).locator(".jp-RelayGraphOutput").first
-
-
 def _node_status(view: Any, node_id: str) -> str | None:
     classes = view.locator(f'g.relay-node[data-node-id="{node_id}"]').get_attribute("class") or ""
     found = re.search(r"relay-node--status-(\w+)", classes)
@@ -80,7 +75,7 @@ def order_page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
 def test_a_crashed_run_says_interrupted_and_what_to_type(order_page: Any, lab: LabServer) -> None:
     """After --crash after:pack#2 the header names the run, says interrupted and gives the
     exact magic to recover it; the nodes the run reached match the ledger."""
-    view = _view(order_page, 2)
+    view = run_view(order_page, 2)
     header = view.locator(".jp-RelayRunHeader")
     assert header.get_attribute("data-run-id") == "order-1"
     assert header.get_attribute("data-status") == "interrupted"
@@ -100,7 +95,7 @@ def test_a_recovered_run_greys_the_untaken_branch_and_counts_reuse_per_call(
 ) -> None:
     """Recovered, the view shows succeeded on attempt 2 of 3, express shipping taken and
     standard greyed, and each node's reuse exactly as the run's record has it."""
-    view = _view(order_page, 3)
+    view = run_view(order_page, 3)
     header = view.locator(".jp-RelayRunHeader")
     assert header.get_attribute("data-status") == "succeeded"
     assert "attempt 2 of 3" in header.inner_text()
@@ -130,7 +125,7 @@ def test_a_recovered_run_greys_the_untaken_branch_and_counts_reuse_per_call(
 def test_a_failed_run_shows_the_relays_exception_and_line(order_page: Any) -> None:
     """A failing input's view gives the exception and its relay.py line in the header and on
     the node where the run ended."""
-    view = _view(order_page, 4)
+    view = run_view(order_page, 4)
     header = view.locator(".jp-RelayRunHeader")
     assert header.get_attribute("data-status") == "failed"
     line = ORDER.splitlines().index('        raise ValueError("order has no items")') + 1
@@ -149,7 +144,7 @@ def test_a_failed_run_shows_the_relays_exception_and_line(order_page: Any) -> No
 
 def test_a_live_run_view_reaches_its_final_state(order_page: Any, lab: LabServer) -> None:
     """The view of a run left going (no --wait) updates in place to what its record says."""
-    view = _view(order_page, 5)
+    view = run_view(order_page, 5)
     log = commands.logs(Workspace(lab.home), "order-3")
     assert log.run.status == "succeeded"
     assert _node_status(view, "step-ship") == "not_reached"  # 10 is not over 100
@@ -162,7 +157,7 @@ def test_header_buttons_start_runs_whose_views_update(order_page: Any, lab: LabS
     """crash during ship from the recovered run's header starts a new run the view follows
     to interrupted; its recover button then takes it to succeeded, with its checkpoints
     reused as the record says."""
-    view = _view(order_page, 3)
+    view = run_view(order_page, 3)
     view.scroll_into_view_if_needed()
     view.locator(".jp-RelayRunHeader-step").select_option("ship")
     view.get_by_role("button", name="crash during").click()
@@ -191,7 +186,7 @@ def test_header_buttons_start_runs_whose_views_update(order_page: Any, lab: LabS
 def test_fork_from_a_node_in_the_run_view(order_page: Any, lab: LabServer) -> None:
     """Clicking a call's node and "fork from ship#1" follows a new run to succeeded: its header
     names the parent, and the calls before ship are drawn copied, as the record says."""
-    view = _view(order_page, 5)
+    view = run_view(order_page, 5)
     view.scroll_into_view_if_needed()
     parent = view.locator(".jp-RelayRunHeader").get_attribute("data-run-id")
     view.locator('g.relay-node[data-node-id="step-ship-2"]').click()
@@ -240,18 +235,14 @@ def test_the_saved_notebook_reopens_without_a_kernel(
         "order-5",
     ]
     assert all("application/vnd.jupyter.widget-view+json" not in json.dumps(d) for d in docs)
-    for session in lab.api("GET", "api/sessions"):
-        lab.api("DELETE", f"api/sessions/{session['id']}")
-    page = browser_context.new_page()
-    page.goto(lab.lab_url("order.ipynb"))
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page = reopen_notebook(browser_context, lab, "order.ipynb", kernel_idle=False)
     page.wait_for_function("() => document.querySelectorAll('.jp-RelayRunHeader').length >= 4")
     assert page.get_by_text("model not found").count() == 0
-    assert _view(page, 2).locator(".jp-RelayRunHeader").get_attribute("data-status") == (
+    assert run_view(page, 2).locator(".jp-RelayRunHeader").get_attribute("data-status") == (
         "interrupted"
     )
-    assert _view(page, 3).locator(".jp-RelayRunHeader").get_attribute("data-run-id") == "order-4"
-    assert _node_status(_view(page, 3), "step-ship-2") == "not_reached"
+    assert run_view(page, 3).locator(".jp-RelayRunHeader").get_attribute("data-run-id") == "order-4"
+    assert _node_status(run_view(page, 3), "step-ship-2") == "not_reached"
     _shot(page, "run_view_reopened.png")
     page.close()
 
@@ -276,7 +267,7 @@ def test_the_side_panels_run_graph_uses_the_same_call_sites(
 def test_the_first_draw_fits_the_whole_graph_centred(order_page: Any) -> None:
     """On first draw every node and edge label lies inside the view (none cut off at the
     bottom or the left edge), and the drawing is centred in the output's width."""
-    view = _view(order_page, 2)
+    view = run_view(order_page, 2)
     view.scroll_into_view_if_needed()
     box = view.locator(".jp-RelayGraph-viewport").evaluate(
         """area => {

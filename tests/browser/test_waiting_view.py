@@ -23,7 +23,7 @@ from relay_notebook import commands
 from relay_notebook.history.run_events import read_run_events
 from relay_notebook.record.folders import find_run
 from relay_notebook.workspace import Workspace
-from tests.browser.lab_files import notebook_run, open_panel
+from tests.browser.lab_files import notebook_run, open_panel, run_view
 from tests.polling import wait_until
 
 REPO = Path(__file__).parents[2]
@@ -41,11 +41,6 @@ CELLS = [
 ]
 #: the notebook is set up once the streamer's run view shows
 STREAMER_SHOWN = '.jp-RelayRunHeader[data-run-id="streamer-1"]'
-
-
-def _view(page: Any, cell: int) -> Any:
-    """The run view in notebook cell ``cell`` (0-based)."""
-    return page.locator(".jp-Notebook .jp-Cell").nth(cell).locator(".jp-RelayGraphOutput").first
 
 
 def _node_status(view: Any, node_type: str) -> str | None:
@@ -69,7 +64,7 @@ def waiting_page(browser_context: Any, lab: LabServer) -> Iterator[Any]:
 def test_a_streamed_value_appears_while_the_run_goes(waiting_page: Any, lab: LabServer) -> None:
     """While streamer-1 is still running, its view already shows some of its stream values
     (not all six yet); at the end it shows every one, as the run's DBOS rows have them."""
-    view = _view(waiting_page, 4)
+    view = run_view(waiting_page, 4)
     header = view.locator('.jp-RelayRunHeader[data-run-id="streamer-1"]')
     row = header.locator('.jp-RelayRunEvents-stream[data-key="output"]')
     row.wait_for(timeout=60_000)
@@ -98,7 +93,7 @@ def test_a_streamed_value_appears_while_the_run_goes(waiting_page: Any, lab: Lab
 def test_a_waiting_run_says_what_it_waits_for(waiting_page: Any, lab: LabServer) -> None:
     """approval-1's header says waiting, for a message on topic "approval", and what to type;
     the draft it published is shown; the wait node is drawn waiting, and nothing is red."""
-    view = _view(waiting_page, 2)
+    view = run_view(waiting_page, 2)
     header = view.locator('.jp-RelayRunHeader[data-run-id="approval-1"]')
     header.locator('xpath=self::*[@data-status="waiting"]').wait_for(timeout=60_000)
     record = find_run(Workspace(lab.home), "approval-1").read_meta()
@@ -120,7 +115,7 @@ def test_a_waiting_run_says_what_it_waits_for(waiting_page: Any, lab: LabServer)
 def test_approve_resumes_the_run_to_its_end(waiting_page: Any, lab: LabServer) -> None:
     """Approve with a note sends {"approved": true, "note": ...}: the view follows the
     resumed run to succeeded, and the act_on step's output is the run's recorded result."""
-    view = _view(waiting_page, 2)
+    view = run_view(waiting_page, 2)
     header = view.locator('.jp-RelayRunHeader[data-run-id="approval-1"]')
     header.locator(".jp-RelayRunHeader-answerInput").fill("ok by the browser test")
     header.get_by_role("button", name="approve").click()

@@ -228,28 +228,64 @@ def test_a_tool_cannot_call_an_agent(workspace: Workspace) -> None:
     assert "NestedCallError" in out.error["message"] and "sneaky" in out.error["message"]
 
 
-def test_too_many_turns_is_an_agent_error(workspace: Workspace) -> None:
-    """An agent that keeps calling tools past max_turns fails with a clear message."""
-    loop = [{"tool_calls": [{"name": "ping", "arguments": {}}]}] * 5
-    setup_relay(
-        workspace,
-        """
-        from dbos import DBOS
-        from agentworks import agent, tool
+#: an agent that keeps calling tools past max_turns (its model always answers PING)
+PING = {"tool_calls": [{"name": "ping", "arguments": {}}]}
+TOO_MANY_TURNS = """
+    from dbos import DBOS
+    from agentworks import agent, tool
 
-        @tool
-        def ping() -> str:
-            \"\"\"Ping.\"\"\"
-            return "pong"
+    @tool
+    def ping() -> str:
+        \"\"\"Ping.\"\"\"
+        return "pong"
 
-        @DBOS.workflow()
-        async def run(INPUT):
-            return await agent(name="loop", user_message="go", tools=[ping], max_turns=3)
-        """,
-        {"loop": loop},
-    )
+    @DBOS.workflow()
+    async def run(INPUT):
+        return await agent(name="loop", user_message="go", tools=[ping], max_turns=3)
+    """
+
+#: vault() of a name the vault does not hold
+MISSING_SECRET = """
+    from dbos import DBOS
+    from agentworks import vault
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return vault("NOPE_NOT_SET")
+    """
+
+#: recovery="restart" together with replay_safe=True
+RESTART_AND_REPLAY_SAFE = """
+    from dbos import DBOS
+    from agentworks import agent
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return await agent(name="x", user_message="hi", recovery="restart", replay_safe=True)
+    """
+
+
+@pytest.mark.parametrize(
+    ("source", "script", "said"),
+    [
+        pytest.param(TOO_MANY_TURNS, {"loop": [PING] * 5}, "used all 3 turns",
+                     id="too-many-turns-is-an-agent-error"),
+        pytest.param(MISSING_SECRET, None, "relay vault set NOPE_NOT_SET",
+                     id="missing-secret-says-how-to-set-it"),
+        pytest.param(RESTART_AND_REPLAY_SAFE, {"x": [{"content": "hi"}]},
+                     "cannot be combined with replay_safe",
+                     id="restart-cannot-be-combined-with-replay-safe"),
+    ],
+)  # fmt: skip
+def test_a_call_that_cannot_be_made_fails_the_run_saying_why(
+    workspace: Workspace, source: str, script: dict[str, Any] | None, said: str
+) -> None:
+    """An agent past its max_turns, vault() of an unknown name (the message has the command
+    that stores it), recovery='restart' with replay_safe=True (refused before any call): the
+    run fails with a message that says so."""
+    setup_relay(workspace, source, script)
     out = go(workspace)
-    assert out.status == "failed" and "used all 3 turns" in out.error["message"]
+    assert out.status == "failed" and said in out.error["message"]
 
 
 def test_gathered_agent_calls_are_serialized(workspace: Workspace) -> None:
@@ -312,23 +348,6 @@ def test_openai_compatible_provider_over_loopback(workspace: Workspace) -> None:
         ).read_text()
     )
     assert receipt["model"] == server.model
-
-
-def test_missing_secret_says_how_to_set_it(workspace: Workspace) -> None:
-    """vault() of an unknown name fails with the command that stores it."""
-    setup_relay(
-        workspace,
-        """
-        from dbos import DBOS
-        from agentworks import vault
-
-        @DBOS.workflow()
-        async def run(INPUT):
-            return vault("NOPE_NOT_SET")
-        """,
-    )
-    out = go(workspace)
-    assert out.status == "failed" and "relay vault set NOPE_NOT_SET" in out.error["message"]
 
 
 def test_variables_and_run_dir(workspace: Workspace) -> None:
@@ -446,21 +465,3 @@ def test_restart_without_a_receipt_stops_for_reconciliation(workspace: Workspace
     second = commands.recover(workspace, first.run_id).wait(120)
     assert second.status == "needs_reconciliation", second.error
     assert "charge" in second.error["message"] and "no receipt for A" in second.error["message"]
-
-
-def test_restart_cannot_be_combined_with_replay_safe(workspace: Workspace) -> None:
-    """recovery='restart' with replay_safe=True is refused before any call."""
-    setup_relay(
-        workspace,
-        """
-        from dbos import DBOS
-        from agentworks import agent
-
-        @DBOS.workflow()
-        async def run(INPUT):
-            return await agent(name="x", user_message="hi", recovery="restart", replay_safe=True)
-        """,
-        {"x": [{"content": "hi"}]},
-    )
-    out = go(workspace)
-    assert out.status == "failed" and "cannot be combined with replay_safe" in out.error["message"]

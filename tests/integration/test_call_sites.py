@@ -22,6 +22,7 @@ from relay_notebook.magics.runs import RunView
 from relay_notebook.record.ledger import read_events
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
+from tests.relays import steps
 
 TWICE = """\
 from dbos import DBOS
@@ -44,17 +45,10 @@ async def run(INPUT):
     return first
 """
 
-GATHERED = """\
-import asyncio
-
-from dbos import DBOS
-
-
-@DBOS.step()
-async def fetch(x):
-    return x
-
-
+GATHERED = (
+    "import asyncio\n\nfrom dbos import DBOS\n\n\n"
+    + steps("fetch")
+    + """
 @DBOS.workflow()
 async def run(INPUT):
     if INPUT["left"]:
@@ -63,6 +57,7 @@ async def run(INPUT):
         values = await asyncio.gather(fetch(3), fetch(4))
     return sum(values)
 """
+)
 
 
 def _statuses(ws: Workspace, relay: str, run_id: str) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from relay_notebook import commands
 from relay_notebook.history import overlay_run
 from relay_notebook.workspace import Manifest, Workspace
@@ -39,6 +41,19 @@ async def run(INPUT, ctx):
 """
 
 
+@pytest.fixture
+def shop(workspace: Workspace) -> Workspace:
+    """The workspace with the legacy program saved as ``shop``, its agents' answers scripted."""
+    workspace.save_draft(
+        "shop",
+        SOURCE,
+        Manifest(model="scripted:s.json"),  # type: ignore[arg-type]
+    )
+    answers = {"clerk": [{"content": "ok"}], "auditor": [{"content": "fine"}]}
+    (workspace.relay_dir("shop") / "s.json").write_text(json.dumps(answers))
+    return workspace
+
+
 def _drawn(
     ws: Workspace, run_id: str
 ) -> tuple[dict[str, object], list[tuple[str, str, bool]], list[str]]:
@@ -48,20 +63,13 @@ def _drawn(
     return nodes, edges, graph.notes
 
 
-def test_a_legacy_run_lights_its_annotated_agents_input_and_output(workspace: Workspace) -> None:
+def test_a_legacy_run_lights_its_annotated_agents_input_and_output(shop: Workspace) -> None:
     """The agent nodes carry their calls (by id, or by ``call``), the input and output nodes
     (any ids) the run's start and end; the script node has no status; the ctx.step no node
     stands for is named in a note, not lost."""
-    workspace.save_draft(
-        "shop",
-        SOURCE,
-        Manifest(model="scripted:s.json"),  # type: ignore[arg-type]
-    )
-    answers = {"clerk": [{"content": "ok"}], "auditor": [{"content": "fine"}]}
-    (workspace.relay_dir("shop") / "s.json").write_text(json.dumps(answers))
-    out = commands.run(workspace, "shop", run_input={"sku": "A"}).wait(120)
+    out = commands.run(shop, "shop", run_input={"sku": "A"}).wait(120)
     assert out.status == "succeeded", out.error
-    nodes, edges, notes = _drawn(workspace, out.run_id)
+    nodes, edges, notes = _drawn(shop, out.run_id)
     assert nodes == {
         "order": "succeeded",
         "clerk": "succeeded",
@@ -77,27 +85,18 @@ def test_a_legacy_run_lights_its_annotated_agents_input_and_output(workspace: Wo
 
 
 def test_a_legacy_run_crashed_after_its_first_agent_shows_where_it_stopped(
-    workspace: Workspace,
+    shop: Workspace,
 ) -> None:
     """Crashed after the clerk's call: the clerk succeeded, the auditor and the output are
     still to come (``pending``: an interrupted run goes on when recovered); recovered, the
     clerk's call is reused and the rest ran."""
-    workspace.save_draft(
-        "shop",
-        SOURCE,
-        Manifest(model="scripted:s.json"),  # type: ignore[arg-type]
-    )
-    answers = {"clerk": [{"content": "ok"}], "auditor": [{"content": "fine"}]}
-    (workspace.relay_dir("shop") / "s.json").write_text(json.dumps(answers))
-    first = commands.run(workspace, "shop", run_input={"sku": "A"}, crash="after:agent:clerk").wait(
-        120
-    )
+    first = commands.run(shop, "shop", run_input={"sku": "A"}, crash="after:agent:clerk").wait(120)
     assert first.status == "interrupted"
-    nodes, edges, _ = _drawn(workspace, first.run_id)
+    nodes, edges, _ = _drawn(shop, first.run_id)
     assert nodes["order"] == "succeeded" and nodes["clerk"] == "succeeded"
     assert nodes["audit"] == nodes["receipt"] == "pending", nodes
     assert ("order", "clerk", True) in edges and ("audit", "pay", False) in edges
-    done = commands.recover(workspace, first.run_id).wait(120)
+    done = commands.recover(shop, first.run_id).wait(120)
     assert done.status == "succeeded", done.error
-    nodes, _, _ = _drawn(workspace, first.run_id)
+    nodes, _, _ = _drawn(shop, first.run_id)
     assert nodes["clerk"] == "reused" and nodes["audit"] == nodes["receipt"] == "succeeded"

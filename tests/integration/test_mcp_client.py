@@ -95,35 +95,30 @@ def test_omitted_relays_allow_every_relay(home: Path) -> None:
     assert server_for({"orders": orders}, "orders", "anything") is orders
 
 
-def test_invalid_yaml_names_the_line(home: Path) -> None:
-    """A YAML syntax error names the file and the line to fix."""
-    declare(home, "servers:\n  orders:\n    command: python\n    args: [oops\n")
-    with pytest.raises(MCPError, match=r"mcp_servers\.yaml, line \d+: not valid YAML"):
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        # a YAML syntax error names the file and the line to fix
+        pytest.param("servers:\n  orders:\n    command: python\n    args: [oops\n",
+                     r"mcp_servers\.yaml, line \d+: not valid YAML", id="invalid-yaml"),
+        # a setting of the wrong type names its key path, its line and an example
+        pytest.param("servers:\n  orders:\n    command: python\n    args: servers/mcp_orders.py\n",
+                     r"line 4: servers\.orders\.args must be a list of strings", id="wrong-type"),
+        # a misspelled setting is named with the settings that exist
+        pytest.param("servers:\n  orders:\n    command: python\n    argz: []\n",
+                     r"line 4: servers\.orders\.argz is not a setting", id="misspelled"),
+        # two declarations of one server name are an error, not a silent override
+        pytest.param("servers:\n  orders: {command: python}\n  orders: {command: node}\n",
+                     r"servers\.orders is declared twice", id="declared-twice"),
+    ],
+)  # fmt: skip
+def test_a_wrong_declaration_is_refused_saying_where(home: Path, text: str, said: str) -> None:
+    """A declarations file that is not valid YAML, or declares a setting wrongly, is refused
+    with the line and what to fix, under the one code of a wrong declaration."""
+    declare(home, text)
+    with pytest.raises(MCPError, match=said) as caught:
         load_mcp_servers(home)
-
-
-def test_wrong_setting_type_names_key_and_line(home: Path) -> None:
-    """A setting of the wrong type names its key path, its line and an example."""
-    declare(home, "servers:\n  orders:\n    command: python\n    args: servers/mcp_orders.py\n")
-    with pytest.raises(MCPError) as caught:
-        load_mcp_servers(home)
-    message = str(caught.value)
-    assert "line 4: servers.orders.args must be a list of strings" in message
-    assert message.endswith("[mcp-servers-invalid]")
-
-
-def test_misspelled_setting_is_rejected(home: Path) -> None:
-    """A misspelled setting is named with the settings that exist."""
-    declare(home, "servers:\n  orders:\n    command: python\n    argz: []\n")
-    with pytest.raises(MCPError, match=r"line 4: servers\.orders\.argz is not a setting"):
-        load_mcp_servers(home)
-
-
-def test_server_declared_twice_is_rejected(home: Path) -> None:
-    """Two declarations of one server name are an error, not a silent override."""
-    declare(home, "servers:\n  orders: {command: python}\n  orders: {command: node}\n")
-    with pytest.raises(MCPError, match=r"servers\.orders is declared twice"):
-        load_mcp_servers(home)
+    assert str(caught.value).endswith("[mcp-servers-invalid]")
 
 
 def test_unknown_server_lists_declared_ones(home: Path) -> None:

@@ -304,11 +304,8 @@ def test_no_vault_value_reaches_an_agent(agent: Agent) -> None:
 TOKEN = "test-token-0123456789abcdef"
 
 
-@pytest.fixture(scope="module")
-def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``relay mcp --http 0`` on a fresh workspace; yields its URL (read from its stderr)."""
-    home = tmp_path_factory.mktemp("mcp-http") / "relays"
-    env = server_environment() | {"RELAY_MCP_TOKEN": TOKEN}
+def start_http_server(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], list[str]]:
+    """``relay mcp --http 0`` on ``home`` started, and the list its stderr is read into."""
     process = subprocess.Popen(
         [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "mcp", "--http", "0"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -318,10 +315,23 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
     reader.start()
-    line = wait_until(
-        lambda: next((x for x in lines if " at http://" in x), None), timeout=120,
-        what=lambda: f"the server's URL (stderr so far: {lines})",
+    return process, lines
+
+
+def stderr_line(lines: list[str], marker: str, what: str) -> str:
+    """The first line of ``lines`` holding ``marker``, once the server has printed it."""
+    return wait_until(
+        lambda: next((x for x in lines if marker in x), None), timeout=120,
+        what=lambda: f"{what} (stderr so far: {lines})",
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``relay mcp --http 0`` on a fresh workspace; yields its URL (read from its stderr)."""
+    home = tmp_path_factory.mktemp("mcp-http") / "relays"
+    process, lines = start_http_server(home, server_environment() | {"RELAY_MCP_TOKEN": TOKEN})
+    line = stderr_line(lines, " at http://", "the server's URL")
     assert "Bearer the value of RELAY_MCP_TOKEN" in "".join(lines)  # a given token is not echoed
     yield line.rsplit(" at ", 1)[1].strip()
     process.terminate()
@@ -424,20 +434,9 @@ def test_without_a_given_token_the_http_server_makes_one_and_prints_it(tmp_path:
     env = server_environment()
     env.pop("RELAY_MCP_TOKEN", None)
     home = tmp_path / "relays"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "mcp", "--http", "0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=env,
-    )  # fmt: skip
+    process, lines = start_http_server(home, env)
     try:
-        assert process.stderr is not None
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
-        reader.start()
-        bearer = wait_until(
-            lambda: next((x for x in lines if "Authorization: Bearer " in x), None), timeout=120,
-            what=lambda: f"the token line (stderr so far: {lines})",
-        )  # fmt: skip
+        bearer = stderr_line(lines, "Authorization: Bearer ", "the token line")
         url = next(x for x in lines if " at http://" in x).rsplit(" at ", 1)[1].strip()
         token = bearer.split("Authorization: Bearer ", 1)[1].strip().rstrip("'")
         assert len(token) >= 32 and "RELAY_MCP_TOKEN" not in token, bearer

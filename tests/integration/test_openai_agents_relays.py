@@ -9,21 +9,24 @@ import json
 import subprocess
 import sys
 import textwrap
-from typing import Any
 
 import pytest
 
 from relay_notebook import commands
-from relay_notebook.commands.runs import RunOutcome
 from relay_notebook.history.run_summary import run_header
 from relay_notebook.record.folders import find_run
-from relay_notebook.record.ledger import read_events
 from relay_notebook.runner.fork import ForkRequest
 from relay_notebook.runner.runs import start_fork
-from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.views.records import run_log_text
 from relay_notebook.workspace import Manifest, Workspace
 from relay_notebook.workspace.vault import Vault
+from tests.integration.framework_runs import (
+    agent_node,
+    crashed_and_recovered,
+    files_holding,
+    go,
+    model_calls,
+)
 
 pytest.importorskip("dbos_openai_agents")
 
@@ -101,13 +104,6 @@ def save(ws: Workspace, name: str = "shop") -> None:
     )
 
 
-def go(ws: Workspace, crash: str | None = None, name: str = "shop") -> RunOutcome:
-    out: RunOutcome = commands.run(ws, name, run_input={"prompt": "Find A-1"}, crash=crash).wait(
-        180
-    )
-    return out
-
-
 def cli(ws: Workspace, *args: str) -> str:
     """``relay --home HOME ARGS...`` in a fresh interpreter: its standard output."""
     proc = subprocess.run(
@@ -117,20 +113,13 @@ def cli(ws: Workspace, *args: str) -> str:
     return proc.stdout
 
 
-def model_calls(ws: Workspace, run_id: str) -> list[dict[str, Any]]:
-    folder = find_run(ws, run_id)
-    return [dict(e) for e in read_events(folder.events) if e["kind"] == "model_call"]
-
-
 def test_the_flow_graph_draws_the_agent_with_its_tools() -> None:
     """DBOSRunner.run(agent, ...) is an agent node naming the framework, model and tools."""
-    graph = build_flow_graph(RELAY, relay="shop")
-    [node] = [n for n in graph.nodes if n.type == "agent"]
+    node = agent_node(RELAY)
     assert node.label == "clerk"
     assert node.details["framework"] == "openai_agents"
     assert node.details["tools"] == ["lookup"]
     assert node.details["steps"] == [MODEL_STEP, "lookup"]
-    assert not [n for n in graph.nodes if n.type == "unresolved"]
 
 
 def test_an_agent_runs_with_each_call_in_the_ledger(workspace: Workspace) -> None:
@@ -165,10 +154,7 @@ def test_a_crash_during_the_tool_call_recovers_reusing_the_model_request(
     """Killed inside lookup, the run recovers: the first model request is reused (its 40 + 8
     tokens not paid again), lookup runs again, the second request runs once."""
     save(workspace)
-    first = go(workspace, crash="during:lookup")
-    assert first.status == "interrupted", first.error
-    out = commands.recover(workspace, first.run_id).wait(180)
-    assert out.status == "succeeded", out.error
+    first, out = crashed_and_recovered(workspace, "during:lookup")
     assert out.result["output"] == "found: product A-1 (authorized 19 chars)"
     log = commands.logs(workspace, first.run_id)
     assert [(s.name, s.executed_in, s.reused_in) for s in log.steps] == [
@@ -209,10 +195,7 @@ def test_a_crash_during_a_model_request_pays_it_twice(workspace: Workspace) -> N
     """Killed inside the second model request (after the model answered, before the
     checkpoint), recovery asks again: both payments are counted, the first as lost."""
     save(workspace)
-    first = go(workspace, crash=f"during:{MODEL_STEP}#2")
-    assert first.status == "interrupted", first.error
-    out = commands.recover(workspace, first.run_id).wait(180)
-    assert out.status == "succeeded", out.error
+    first, _ = crashed_and_recovered(workspace, f"during:{MODEL_STEP}#2")
     usage = commands.logs(workspace, first.run_id).usage
     assert usage is not None
     assert [(c.attempt, c.checkpointed) for c in usage.calls] == [
@@ -247,11 +230,7 @@ def test_no_stored_byte_holds_the_vault_value_given_to_the_tool(workspace: Works
     save(workspace)
     out = go(workspace)
     assert out.status == "succeeded", out.error
-    folder = find_run(workspace, out.run_id).path
-    files = [p for p in folder.rglob("*") if p.is_file()]
-    assert any(p.name == "receipt.json" for p in files)
-    leaked = [str(p.relative_to(folder)) for p in files if SECRET.encode() in p.read_bytes()]
-    assert leaked == []
+    assert files_holding(workspace, out.run_id, SECRET) == []
 
 
 def test_an_agentworks_call_reports_its_tokens_and_cost(workspace: Workspace) -> None:

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import json
 import textwrap
-from typing import Any
 
 import pytest
 
 from relay_notebook import commands
-from relay_notebook.commands.runs import RunOutcome
 from relay_notebook.record.folders import find_run
-from relay_notebook.record.ledger import read_events
 from relay_notebook.runner.fork import ForkRequest
 from relay_notebook.runner.runs import start_fork
-from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.workspace import Manifest, Workspace
 from relay_notebook.workspace.vault import Vault
+from tests.integration.framework_runs import (
+    agent_node,
+    crashed_and_recovered,
+    files_holding,
+    go,
+    model_calls,
+)
 
 pytest.importorskip("pydantic_ai.durable_exec.dbos")
 
@@ -88,28 +91,14 @@ def save(ws: Workspace, source: str, name: str = "shop") -> None:
     Vault(ws.home).set("SHOP_TOKEN", SECRET)
 
 
-def go(ws: Workspace, crash: str | None = None, name: str = "shop") -> RunOutcome:
-    out: RunOutcome = commands.run(ws, name, run_input={"prompt": "Find A-1"}, crash=crash).wait(
-        180
-    )
-    return out
-
-
-def model_calls(ws: Workspace, run_id: str) -> list[dict[str, Any]]:
-    folder = find_run(ws, run_id)
-    return [dict(e) for e in read_events(folder.events) if e["kind"] == "model_call"]
-
-
 def test_the_flow_graph_draws_the_agent_with_its_tools() -> None:
     """The DBOSAgent run is an agent node naming its framework, model, tools and step names."""
-    graph = build_flow_graph(WRAPPED, relay="shop")
-    [node] = [n for n in graph.nodes if n.type == "agent"]
+    node = agent_node(WRAPPED)
     assert node.label == "clerk"
     assert node.details["framework"] == "pydantic_ai"
     assert node.details["tools"] == ["lookup"]
     assert node.details["steps"] == ["clerk__model.request", "lookup"]
-    assert not [n for n in graph.nodes if n.type == "unresolved"]
-    [node] = [n for n in build_flow_graph(CAPABILITY, relay="shop").nodes if n.type == "agent"]
+    node = agent_node(CAPABILITY)
     assert node.details["steps"] == ["clerk__model.request", "lookup"]
 
 
@@ -154,10 +143,7 @@ def test_a_crash_during_the_tool_call_recovers_reusing_the_model_request(
     """Killed inside lookup, the run recovers: the first model request comes back from its
     checkpoint (not paid again), lookup runs again, and the tokens saved are that request's."""
     save(workspace, WRAPPED)
-    first = go(workspace, crash="during:lookup")
-    assert first.status == "interrupted", first.error
-    out = commands.recover(workspace, first.run_id).wait(180)
-    assert out.status == "succeeded", out.error
+    first, out = crashed_and_recovered(workspace, "during:lookup")
     assert out.result["output"] == "found: product A-1 (authorized 19 chars)"
     log = commands.logs(workspace, first.run_id)
     models = [s for s in log.all_steps() if s.kind == "model"]
@@ -219,8 +205,4 @@ def test_no_stored_byte_holds_the_vault_value_given_to_the_tool(workspace: Works
     save(workspace, WRAPPED)
     out = go(workspace)
     assert out.status == "succeeded", out.error
-    folder = find_run(workspace, out.run_id).path
-    files = [p for p in folder.rglob("*") if p.is_file()]
-    assert any(p.name == "receipt.json" for p in files)
-    leaked = [str(p.relative_to(folder)) for p in files if SECRET.encode() in p.read_bytes()]
-    assert leaked == []
+    assert files_holding(workspace, out.run_id, SECRET) == []

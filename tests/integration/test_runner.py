@@ -303,38 +303,40 @@ def test_step_retries_are_recorded_with_their_errors(workspace: Workspace) -> No
     assert all(r.error == "service down" for r in step.retries)
 
 
-def test_result_over_128_kib_fails_clearly(workspace: Workspace) -> None:
-    """Returning more than 128 KiB of JSON fails with result-too-large."""
-    draft = workspace.save_draft(
-        "big",
-        "from dbos import DBOS\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
-        "    return {'blob': 'x' * (140 * 1024)}\n",
-    )
+@pytest.mark.parametrize(
+    ("name", "source", "code", "field", "said"),
+    [
+        pytest.param(
+            "big",
+            "from dbos import DBOS\n\n@DBOS.workflow()\nasync def run(INPUT):\n"
+            "    return {'blob': 'x' * (140 * 1024)}\n",
+            "result-too-large", "message", "128 KiB",
+            id="result-over-128-kib",
+        ),
+        pytest.param(
+            "weird",
+            "from dbos import DBOS\n\n@DBOS.workflow()\nasync def run(INPUT):\n    return {1, 2}\n",
+            "result-not-json", "message", "",
+            id="result-not-json",
+        ),
+        pytest.param(
+            "broken",
+            "from dbos import DBOS\nimport nosuchmodule_xyz\n\n@DBOS.workflow()\n"
+            "async def run(INPUT):\n    return 1\n",
+            "relay-import-failed", "traceback", 'File "relay.py", line 2',
+            id="import-error-with-its-line",
+        ),
+    ],
+)  # fmt: skip
+def test_a_relay_that_cannot_finish_fails_clearly(
+    workspace: Workspace, name: str, source: str, code: str, field: str, said: str
+) -> None:
+    """A result over 128 KiB of JSON, a result JSON cannot hold, a top level that raises: the
+    run fails with the error's code, and its message or traceback says what (and where)."""
+    draft = workspace.save_draft(name, source)
     out = go(start_run(workspace, draft))
-    assert out.status == "failed" and out.error["code"] == "result-too-large"
-    assert "128 KiB" in out.error["message"]
-
-
-def test_non_json_result_fails_clearly(workspace: Workspace) -> None:
-    """Returning a value JSON cannot hold fails with result-not-json."""
-    draft = workspace.save_draft(
-        "weird",
-        "from dbos import DBOS\n\n@DBOS.workflow()\nasync def run(INPUT):\n    return {1, 2}\n",
-    )
-    out = go(start_run(workspace, draft))
-    assert out.status == "failed" and out.error["code"] == "result-not-json"
-
-
-def test_import_error_in_the_relay_is_reported_with_its_line(workspace: Workspace) -> None:
-    """A relay whose top level raises fails with relay-import-failed and the line."""
-    draft = workspace.save_draft(
-        "broken",
-        "from dbos import DBOS\nimport nosuchmodule_xyz\n\n@DBOS.workflow()\n"
-        "async def run(INPUT):\n    return 1\n",
-    )
-    out = go(start_run(workspace, draft))
-    assert out.status == "failed" and out.error["code"] == "relay-import-failed"
-    assert 'File "relay.py", line 2' in out.error["traceback"]
+    assert out.status == "failed" and out.error["code"] == code
+    assert said in out.error[field]
 
 
 def test_a_release_runs_its_frozen_files(five: Any) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from relay_notebook import commands
@@ -16,6 +15,7 @@ from relay_notebook.views.live import Throttle
 from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
+from tests.relay_command import relay_command
 from tests.relays import relay_source
 
 ORDER = relay_source("order")
@@ -307,9 +307,6 @@ def test_a_waiting_view_answered_from_a_terminal_turns_into_what_happened(
     """A view of approval-1 left waiting follows the run once `relay send` in a terminal
     answers it: its header turns succeeded with the record's counts, its last push is final,
     and a button's late approve is refused in notebook words with the view as it is now."""
-    import subprocess
-    import sys
-
     workspace.save_draft("approval", APPROVAL)
     sent: list[tuple[dict[str, Any], bool]] = []
     view = RunView.start(
@@ -319,12 +316,7 @@ def test_a_waiting_view_answered_from_a_terminal_turns_into_what_happened(
     assert view.wait(120).status == "waiting"
     assert view.monitor.bundle()[GRAPH_MIME]["run"]["status"] == "waiting"
     assert WATCHER.watching(view)
-    relay = Path(sys.executable).with_name("relay")
-    done = subprocess.run(
-        [str(relay), "--home", str(workspace.home), "send", "approval-1", "approval",
-         '{"approved": true}'],
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+    done = relay_command(workspace.home, "send", "approval-1", "approval", '{"approved": true}')
     assert done.returncode == 0, done.stderr
     wait_until(
         lambda: view.monitor.bundle()[GRAPH_MIME]["run"]["status"] == "succeeded",

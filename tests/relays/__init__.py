@@ -26,3 +26,10 @@ def relay_script(name: str) -> dict[str, Any]:
     """The scripted model replies (``<name>.json``) that go with the test relay ``name``."""
     script: dict[str, Any] = json.loads((RELAYS / f"{name}.json").read_text(encoding="utf-8"))
     return script
+
+
+def steps(*names: str) -> str:
+    """The source of async ``@DBOS.step()`` functions ``names``, each returning its one argument
+    ``x`` as it is, one blank line after each: the steps of a relay under test whose calls
+    matter, not what they do."""
+    return "".join(f"@DBOS.step()\nasync def {name}(x):\n    return x\n\n" for name in names)

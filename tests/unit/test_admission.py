@@ -63,11 +63,40 @@ def test_undecodable_text_is_a_syntax_error_on_its_line() -> None:
     assert found(check_source("x = 1\ny = '\ud800'\n")) == [("syntax-error", 2)]
 
 
-def test_missing_entrypoint_says_what_to_define() -> None:
-    """A module without `run` is told to define the workflow entrypoint."""
-    diagnostics = admit_source("from dbos import DBOS\n\nVALUE = 1\n")
-    assert found(diagnostics) == [("missing-entrypoint", 1)]
-    assert "@DBOS.workflow() async def run(INPUT)" in diagnostics[0].message
+@pytest.mark.parametrize(
+    ("source", "code", "line", "said"),
+    [
+        # a module without `run` is told to define the workflow entrypoint
+        pytest.param("from dbos import DBOS\n\nVALUE = 1\n", "missing-entrypoint", 1,
+                     "@DBOS.workflow() async def run(INPUT)", id="missing-entrypoint"),
+        # an `async def run(INPUT)` without @DBOS.workflow() is told to add the decorator
+        pytest.param("async def run(INPUT):\n    return INPUT\n", "entrypoint-not-workflow", 1,
+                     "@DBOS.workflow()", id="undecorated-async-run"),
+        # a `run` decorated @DBOS.step() is told to replace the decorator
+        pytest.param("from dbos import DBOS\n\n@DBOS.step()\nasync def run(INPUT):\n    return 1\n",
+                     "entrypoint-not-workflow", 4, "replace the step decorator",
+                     id="run-decorated-as-a-step"),
+        # a plain `def run(INPUT)` is told both to decorate it and to make it async
+        pytest.param("def run(INPUT):\n    return 1\n", "entrypoint-not-workflow", 1, "async def",
+                     id="sync-undecorated-run"),
+        # defining `run` twice is reported where it is defined again, naming the first line
+        pytest.param(workflow() + "\n@DBOS.workflow()\nasync def run(INPUT):\n    return 2\n",
+                     "duplicate-entrypoint", 8, "first at line 4", id="duplicate-run"),
+        # `@DBOS.workflow` without parentheses is an error at the decorator, not a missing
+        # workflow
+        pytest.param("from dbos import DBOS\n\n@DBOS.workflow\nasync def run(INPUT):\n"
+                     "    return 1\n", "dbos-decorator-not-called", 3, "`@DBOS.workflow()`",
+                     id="bare-workflow-decorator"),
+    ],
+)  # fmt: skip
+def test_a_wrong_entrypoint_is_one_error_at_its_line_saying_what_to_do(
+    source: str, code: str, line: int, said: str
+) -> None:
+    """A missing, undecorated, misdecorated or duplicated `run` is one admission error at the
+    line to fix, whose message says how."""
+    diagnostics = admit_source(source)
+    assert found(diagnostics) == [(code, line)]
+    assert said in diagnostics[0].message
 
 
 @pytest.mark.parametrize(
@@ -91,28 +120,6 @@ def test_sync_workflow_entrypoint_is_admitted() -> None:
     source = "from dbos import DBOS\n\n@DBOS.workflow()\ndef run(INPUT):\n    return INPUT\n"
     assert admit_source(source) == []
     assert entrypoint_kind(source) == "workflow"
-
-
-def test_undecorated_async_run_must_be_a_workflow() -> None:
-    """An `async def run(INPUT)` without @DBOS.workflow() is told to add the decorator."""
-    diagnostics = admit_source("async def run(INPUT):\n    return INPUT\n")
-    assert found(diagnostics) == [("entrypoint-not-workflow", 1)]
-    assert "@DBOS.workflow()" in diagnostics[0].message
-
-
-def test_run_decorated_as_a_step_is_told_to_use_the_workflow_decorator() -> None:
-    """A `run` decorated @DBOS.step() is told to replace the decorator."""
-    source = "from dbos import DBOS\n\n@DBOS.step()\nasync def run(INPUT):\n    return 1\n"
-    diagnostics = admit_source(source)
-    assert found(diagnostics) == [("entrypoint-not-workflow", 4)]
-    assert "replace the step decorator" in diagnostics[0].message
-
-
-def test_sync_undecorated_run_gets_one_error_naming_both_fixes() -> None:
-    """A plain `def run(INPUT)` is told both to decorate it and to make it async."""
-    diagnostics = admit_source("def run(INPUT):\n    return 1\n")
-    assert found(diagnostics) == [("entrypoint-not-workflow", 1)]
-    assert "async def" in diagnostics[0].message
 
 
 @pytest.mark.parametrize(
@@ -156,14 +163,6 @@ def test_legacy_programs_are_admitted_sync_or_async(source: str) -> None:
     assert entrypoint_kind(source) == "legacy"
 
 
-def test_duplicate_run_is_reported_at_the_second_definition() -> None:
-    """Defining `run` twice is reported where it is defined again, naming the first line."""
-    source = workflow() + "\n@DBOS.workflow()\nasync def run(INPUT):\n    return 2\n"
-    diagnostics = admit_source(source)
-    assert found(diagnostics) == [("duplicate-entrypoint", 8)]
-    assert "first at line 4" in diagnostics[0].message
-
-
 @pytest.mark.parametrize(
     ("header", "decorator"),
     [
@@ -180,14 +179,6 @@ def test_workflow_decorator_is_recognized_in_every_spelling(header: str, decorat
     source = f"{header}\n\n{decorator}\nasync def run(INPUT):\n    return INPUT\n"
     assert admit_source(source) == []
     assert entrypoint_kind(source) == "workflow"
-
-
-def test_bare_workflow_decorator_must_be_called() -> None:
-    """`@DBOS.workflow` without parentheses is an error at the decorator, not a missing workflow."""
-    source = "from dbos import DBOS\n\n@DBOS.workflow\nasync def run(INPUT):\n    return 1\n"
-    diagnostics = admit_source(source)
-    assert found(diagnostics) == [("dbos-decorator-not-called", 3)]
-    assert "`@DBOS.workflow()`" in diagnostics[0].message
 
 
 def test_bare_step_decorator_must_be_called() -> None:

@@ -10,10 +10,23 @@ import pytest
 from relay_notebook.source.admission import admit_source, check_source, entrypoint_kind
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
+from tests.relays import steps
 
 
 def program(body: str) -> str:
     return textwrap.dedent(body)
+
+
+def with_steps(names: tuple[str, ...], body: str, header: str = "from dbos import DBOS\n\n") -> str:
+    """A program of ``header``, the identity steps ``names``, then ``body`` (dedented)."""
+    return header + steps(*names) + program(body)
+
+
+def with_steps_and_run(names: tuple[str, ...], run_body: str) -> str:
+    """A program of the identity steps ``names`` and a workflow ``run`` of ``run_body``."""
+    return with_steps(
+        names, "@DBOS.workflow()\nasync def run(INPUT):\n" + textwrap.indent(run_body, "    ")
+    )
 
 
 def labels(graph: FlowGraph, kind: str) -> list[str]:
@@ -102,21 +115,9 @@ def test_a_queue_built_directly_is_refused_with_register_queue_named() -> None:
 
 # -- child workflows and queues ---------------------------------------------------------------
 
-CHILDREN = program(
+CHILDREN = with_steps(
+    ("a", "b"),
     """\
-    from dbos import DBOS
-
-    queue = DBOS.register_queue("q")
-    DBOS.register_queue("other", worker_concurrency=2)
-
-    @DBOS.step()
-    async def a(x):
-        return x
-
-    @DBOS.step()
-    async def b(x):
-        return x
-
     @DBOS.workflow()
     async def child(x):
         y = await a(x)
@@ -130,7 +131,9 @@ CHILDREN = program(
         other = await DBOS.enqueue_workflow_async("other", child, 4)
         return [first, await handle.get_result(), await queued.get_result(),
                 await other.get_result()]
-    """
+    """,
+    header='from dbos import DBOS\n\nqueue = DBOS.register_queue("q")\n'
+    'DBOS.register_queue("other", worker_concurrency=2)\n\n',
 )
 
 
@@ -217,20 +220,9 @@ def test_run_step_is_a_step_named_as_dbos_records_it(call: str, label: str) -> N
 
 # -- fan-outs ---------------------------------------------------------------------------------
 
-FAN_OUT = program(
+FAN_OUT = with_steps(
+    ("fast", "slow"),
     """\
-    import asyncio
-
-    from dbos import DBOS
-
-    @DBOS.step()
-    async def fast(x):
-        return x
-
-    @DBOS.step()
-    async def slow(x):
-        return x
-
     @DBOS.workflow()
     async def run(INPUT):
         f = fast(1)
@@ -240,7 +232,8 @@ FAN_OUT = program(
         await asyncio.wait(tasks)
         coros = [slow(i) for i in range(2)]
         return await asyncio.gather(*coros)
-    """
+    """,
+    header="import asyncio\n\nfrom dbos import DBOS\n\n",
 )
 
 
@@ -264,39 +257,13 @@ def test_coroutines_handed_to_a_fan_out_later_are_not_missing_an_await() -> None
 
 def test_a_coroutine_assigned_and_never_handed_on_still_warns() -> None:
     """A coroutine kept in a name nothing awaits is the mistake the lint is for."""
-    source = program(
-        """\
-        from dbos import DBOS
-
-        @DBOS.step()
-        async def fast(x):
-            return x
-
-        @DBOS.workflow()
-        async def run(INPUT):
-            f = fast(1)
-            return {"f": str(f)}
-        """
-    )
+    source = with_steps_and_run(("fast",), 'f = fast(1)\nreturn {"f": str(f)}\n')
     assert codes(source) == [("missing-await", 9)]
 
 
 def test_a_coroutine_never_run_draws_nothing() -> None:
     """A coroutine made and never awaited never runs: the graph draws no step for it."""
-    source = program(
-        """\
-        from dbos import DBOS
-
-        @DBOS.step()
-        async def fast(x):
-            return x
-
-        @DBOS.workflow()
-        async def run(INPUT):
-            unused = fast(1)
-            return await fast(2)
-        """
-    )
+    source = with_steps_and_run(("fast",), "unused = fast(1)\nreturn await fast(2)\n")
     graph = build_flow_graph(source)
     assert [n.line for n in graph.nodes if n.type == "step"] == [10]
 

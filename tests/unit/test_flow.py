@@ -18,7 +18,7 @@ from relay_notebook.source import graph as graph_module
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.graph import FlowGraph
 from relay_notebook.source.guarantees import GUARANTEES
-from tests.relays import relay_source
+from tests.relays import relay_source, steps
 
 SCHEMA = json.loads(
     (Path(graph_module.__file__).parents[1] / "schemas" / "relay-graph-v1.schema.json").read_text()
@@ -29,24 +29,7 @@ Edges = set[tuple[str, str, str | None]]
 
 INVOICE = relay_source("spec_invoice")
 
-STEPS = """\
-import asyncio
-import json
-from dbos import DBOS
-
-@DBOS.step()
-async def a(x):
-    return x
-
-@DBOS.step()
-async def b(x):
-    return x
-
-@DBOS.step()
-async def c(x):
-    return x
-
-"""
+STEPS = "import asyncio\nimport json\nfrom dbos import DBOS\n\n" + steps("a", "b", "c")
 
 
 def guarantee(kind: str) -> dict[str, str]:
@@ -269,20 +252,35 @@ def test_for_loop_with_break_and_continue() -> None:
     }
 
 
-def test_while_loop_has_a_back_edge_and_while_true_has_no_done_edge() -> None:
-    """while cond: back edge and done edge; while True leaves only through break."""
-    graph = build(relay('while INPUT["more"]:\n    await a(1)\nawait b(1)\n'))
+@pytest.mark.parametrize(
+    ("body", "label", "after"),
+    [
+        pytest.param('while INPUT["more"]:\n    await a(1)\nawait b(1)\n', 'while INPUT["more"]',
+                     "step-b", id="while-cond"),
+        # [await step(x) for x in xs] runs the step repeatedly, so it is drawn as a loop
+        pytest.param("out = [await a(x) for x in INPUT['xs']]\n", "for x in INPUT['xs']",
+                     "output", id="comprehension"),
+    ],
+)  # fmt: skip
+def test_a_loop_has_a_back_edge_and_a_done_edge(body: str, label: str, after: str) -> None:
+    """while cond: and a comprehension awaiting a step: the step flows back to the loop node,
+    which leaves on a ``done`` edge."""
+    graph = build(relay(body))
     (loop,) = of_type(graph, "loop")
-    assert graph.node(loop).label == 'while INPUT["more"]'
+    assert graph.node(loop).label == label
     assert edges(graph) >= {
         (loop, "step-a", None),
         ("step-a", loop, None),
-        (loop, "step-b", "done"),
+        (loop, after, "done"),
     }
+
+
+def test_while_true_has_no_done_edge() -> None:
+    """while True leaves only through break."""
     forever = build(
         relay("while True:\n    await a(1)\n    if INPUT['x']:\n        break\nawait b(1)\n")
     )
-    (loop,) = of_type(forever, "loop")
+    assert len(of_type(forever, "loop")) == 1
     assert "done" not in {e.label for e in forever.edges}
     assert (of_type(forever, "decision")[0], "step-b", "INPUT['x']") in edges(forever)
 
@@ -340,18 +338,6 @@ def test_gather_over_a_comprehension_is_one_branch_marked_per_item() -> None:
     (parallel,) = of_type(graph, "parallel")
     assert edges(graph) >= {(parallel, "step-a", None), ("step-a", "output", None)}
     assert graph.node("step-a").details["note"] == 'one per item of INPUT["xs"]'
-
-
-def test_comprehension_calling_a_step_is_a_loop() -> None:
-    """[await step(x) for x in xs] runs the step repeatedly, so it is drawn as a loop."""
-    graph = build(relay("out = [await a(x) for x in INPUT['xs']]\n"))
-    (loop,) = of_type(graph, "loop")
-    assert graph.node(loop).label == "for x in INPUT['xs']"
-    assert edges(graph) >= {
-        (loop, "step-a", None),
-        ("step-a", loop, None),
-        (loop, "output", "done"),
-    }
 
 
 def test_early_return_goes_to_output_and_the_rest_continues() -> None:

@@ -211,56 +211,66 @@ def test_step_bodies_are_exempt() -> None:
     assert lint_source(source) == []
 
 
-def test_helpers_called_from_run_are_linted_transitively() -> None:
-    """A helper run calls, and the helper it calls, are linted and named in the message."""
-    source = src(
-        """
-        import time
-        from dbos import DBOS
+#: a helper run calls, and the helper it calls (not the unused one)
+TRANSITIVE = src(
+    """
+    import time
+    from dbos import DBOS
 
-        def stamp():
-            return time.time()
+    def stamp():
+        return time.time()
 
-        async def prepare(x):
-            return {"x": x, "at": stamp()}
+    async def prepare(x):
+        return {"x": x, "at": stamp()}
 
-        def unused():
-            return time.time()
+    def unused():
+        return time.time()
 
-        @DBOS.step()
-        async def save(x):
-            return stamp()
+    @DBOS.step()
+    async def save(x):
+        return stamp()
 
-        @DBOS.workflow()
-        async def run(INPUT):
-            data = await prepare(INPUT)
-            return await save(data)
-        """
-    )
+    @DBOS.workflow()
+    async def run(INPUT):
+        data = await prepare(INPUT)
+        return await save(data)
+    """
+)
+
+#: a child workflow, linted like run under its own name
+CHILD_WORKFLOW = src(
+    """
+    import random
+    from dbos import DBOS
+
+    @DBOS.workflow()
+    async def child(x):
+        return random.random()
+
+    @DBOS.workflow()
+    async def run(INPUT):
+        return await child(INPUT)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "code", "line", "said"),
+    [
+        pytest.param(TRANSITIVE, "nondeterministic-time", 5,
+                     "`stamp`, which the workflow `run` calls", id="helpers-called-from-run"),
+        pytest.param(CHILD_WORKFLOW, "nondeterministic-random", 6, "the workflow `child`",
+                     id="every-module-level-workflow"),
+    ],
+)  # fmt: skip
+def test_code_a_workflow_runs_is_linted_and_named(
+    source: str, code: str, line: int, said: str
+) -> None:
+    """Helpers run calls (transitively) and every module-level workflow are linted; the message
+    names the function and the workflow it runs in."""
     diagnostics = lint_source(source)
-    assert found(diagnostics) == [("nondeterministic-time", 5)]
-    assert "`stamp`, which the workflow `run` calls" in diagnostics[0].message
-
-
-def test_every_module_level_workflow_is_linted() -> None:
-    """A child workflow's body is linted like run's, under its own name."""
-    source = src(
-        """
-        import random
-        from dbos import DBOS
-
-        @DBOS.workflow()
-        async def child(x):
-            return random.random()
-
-        @DBOS.workflow()
-        async def run(INPUT):
-            return await child(INPUT)
-        """
-    )
-    diagnostics = lint_source(source)
-    assert found(diagnostics) == [("nondeterministic-random", 6)]
-    assert "the workflow `child`" in diagnostics[0].message
+    assert found(diagnostics) == [(code, line)]
+    assert said in diagnostics[0].message
 
 
 def test_legacy_step_bodies_passed_to_ctx_step_are_exempt() -> None:

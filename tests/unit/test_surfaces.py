@@ -6,6 +6,7 @@ import pytest
 
 from relay_notebook import commands
 from relay_notebook.views.wording import (
+    Surface,
     access_line,
     duration_text,
     published_line,
@@ -23,14 +24,42 @@ MESSAGE = (
 )
 
 
-def test_the_notebook_gets_magics() -> None:
-    """Every `relay COMMAND` hint becomes `%relay COMMAND`; `%%relay` and paths are kept."""
-    text = reword(MESSAGE, "notebook")
-    assert "Recover it with: %relay recover nap-3." in text
-    assert "List runs with: %relay runs nap;" in text
-    assert "'%relay reconcile nap-3 --result JSON'" in text
-    assert "a '%%relay nap' cell or '%relay check path/to/nap.py'" in text
-    assert " relay recover" not in text and " relay runs" not in text
+@pytest.mark.parametrize(
+    ("surface", "shown", "absent"),
+    [
+        pytest.param(
+            "notebook",
+            [
+                "Recover it with: %relay recover nap-3.",
+                "List runs with: %relay runs nap;",
+                "'%relay reconcile nap-3 --result JSON'",
+                "a '%%relay nap' cell or '%relay check path/to/nap.py'",
+            ],
+            [" relay recover", " relay runs"],
+            id="notebook-magics",
+        ),
+        pytest.param(
+            "api",
+            [
+                "Recover it with: POST relay/api/runs/nap-3/recover.",
+                "List runs with: GET relay/api/runs?relay=nap;",
+                "'POST relay/api/runs/nap-3/reconcile {\"result\": JSON}'",
+                "'POST relay/api/runs/nap-3/reconcile {\"retry\": true}'",
+                "'relay check path/to/nap.py'",  # no route for a file path: left as is
+            ],
+            [],
+            id="api-routes",
+        ),
+    ],
+)
+def test_each_surface_gets_hints_in_its_own_words(
+    surface: Surface, shown: list[str], absent: list[str]
+) -> None:
+    """In a notebook every `relay COMMAND` hint becomes `%relay COMMAND` (`%%relay` and paths
+    kept); a REST reply names the route that does what the hint says."""
+    text = reword(MESSAGE, surface)
+    assert [s for s in shown if s not in text] == [], text
+    assert [s for s in absent if s in text] == [], text
 
 
 def test_time_travel_and_waiting_hints_become_magics_too() -> None:
@@ -46,14 +75,8 @@ def test_time_travel_and_waiting_hints_become_magics_too() -> None:
     )
 
 
-def test_the_api_gets_its_routes() -> None:
-    """A REST reply names the route that does what the hint says."""
-    text = reword(MESSAGE, "api")
-    assert "Recover it with: POST relay/api/runs/nap-3/recover." in text
-    assert "List runs with: GET relay/api/runs?relay=nap;" in text
-    assert "'POST relay/api/runs/nap-3/reconcile {\"result\": JSON}'" in text
-    assert "'POST relay/api/runs/nap-3/reconcile {\"retry\": true}'" in text
-    assert "'relay check path/to/nap.py'" in text  # no route for a file path: left as is
+def test_the_api_gets_the_routes_of_deletes() -> None:
+    """A delete hint names the DELETE route, with ``force`` where the hint forces."""
     assert reword("delete it with relay delete nap-3", "api").endswith(
         "DELETE relay/api/runs/nap-3"
     )
