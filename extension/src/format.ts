@@ -159,6 +159,9 @@ export function nodeFacts(node: GraphNode): { facts: [string, string][]; json: s
         bits.push(`${key.replace('_preview', '')} ${call[key]}`);
       }
     }
+    if (typeof call['tokens'] === 'string') {
+      bits.push(call['tokens']); // a model call's tokens and cost, and what it did not pay
+    }
     facts.push([`call ${typeof call['occurrence'] === 'number' ? `#${call['occurrence']}` : i + 1}`, bits.join(' · ')]);
   });
   const json = JSON.stringify(node.details ?? {}, null, 2);

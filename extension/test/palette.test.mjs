@@ -82,6 +82,17 @@ test('node details list type, label, line and the overlay', () => {
   assert.deepEqual(JSON.parse(json), { name: 'extract', status: 'reused' });
 });
 
+test("a model call's row in node details says its tokens, cost and what it did not pay", () => {
+  const tokens = 'offline-gpt · 40 in + 8 out tokens, 0.000144 USD; not paid again in attempt 2';
+  const { facts } = nodeFacts({
+    id: 'agent-clerk',
+    type: 'agent',
+    label: 'clerk',
+    details: { calls: [{ occurrence: 1, status: 'reused', duration_ms: 12, tokens }] }
+  });
+  assert.deepEqual(facts.find(([k]) => k === 'call #1'), ['call #1', `reused · 12 ms · ${tokens}`]);
+});
+
 test('the run header says the attempt of the budget, the counts and why the run stopped', () => {
   const run = { run_id: 'order-3', status: 'failed', attempt: 1, attempts_max: 3, executed: 2,
     error: { code: 'relay-raised', message: 'ValueError: order has no items', line: 29 } };

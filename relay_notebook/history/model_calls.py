@@ -24,6 +24,7 @@ __all__ = [
     "ModelCallCost",
     "RunUsage",
     "TokenTotal",
+    "call_usage_text",
     "listed_usage",
     "mark_tool_calls",
     "run_usage",
@@ -277,3 +278,31 @@ def usage_summary(usage: RunUsage) -> str:
     if usage.saved.calls:
         line += f"; not paid (reused or copied) {cost_text(usage.saved, currency)}"
     return line
+
+
+def call_usage_text(usage: RunUsage, workflow_id: str, step_id: int) -> str | None:
+    """One call's model tokens for its node details: ``gpt-4o · 51 in + 5 out tokens,
+    0.000123 USD``, then what it was paid and not paid (``paid 2×``: its body ran in an attempt
+    that died before the checkpoint; ``not paid again in attempt 2``: reused; ``copied from
+    RUN, not paid``). None for a call that made no model request."""
+    mine = [c for c in usage.calls if (c.workflow_id, c.step_id) == (workflow_id, step_id)]
+    if not mine:
+        return None
+    kept = next((c for c in mine if c.checkpointed), mine[-1])
+    head = f"{kept.model} · " if kept.model else ""
+    if (kept.input_tokens, kept.output_tokens) == (None, None):
+        text = f"{head}the provider reported no token counts"
+    else:
+        text = f"{head}{kept.input_tokens or 0} in + {kept.output_tokens or 0} out tokens"
+        if kept.cost is not None:
+            text += f", {kept.cost:.6f} {usage.prices.currency}"
+    if kept.copied_from is not None:
+        return f"{text}; copied from {kept.copied_from}, not paid"
+    paid = sum(1 for c in mine if c.attempt is not None)
+    if paid > 1:
+        text += f"; paid {paid}×"
+    if kept.reused_in:
+        attempts = ", ".join(str(a) for a in kept.reused_in)
+        plural = "s" if len(kept.reused_in) > 1 else ""
+        text += f"; not paid again in attempt{plural} {attempts}"
+    return text

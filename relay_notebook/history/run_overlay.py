@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from relay_notebook.history.log_records import CallFacts, StepCall
+from relay_notebook.history.model_calls import call_usage_text
 from relay_notebook.history.records import RunLog
 from relay_notebook.history.run_nodes import RunEdge, RunNode, call_status, end_status, mark
 from relay_notebook.history.run_path import PathWalk, place_children, walk_calls
@@ -195,7 +196,8 @@ def _call_row(
     step: StepCall, facts: dict[tuple[str, int], CallFacts], log: RunLog
 ) -> dict[str, Any]:
     """One call in a node's details: what ``_CALL_FACTS`` names that it has, its input
-    preview, and the ``execution/call-N`` folders of its platform calls."""
+    preview, the ``execution/call-N`` folders of its platform calls, and a model call's tokens
+    and cost (``tokens``)."""
     row = {k: v for k in _CALL_FACTS if (v := getattr(step, k)) is not None}
     row = {k: list(v) if isinstance(v, tuple) else v for k, v in row.items()}
     extra = facts.get((step.workflow_id, step.function_id))
@@ -204,6 +206,10 @@ def _call_row(
     folders = sorted({r.call_dir for r in log.receipts_of(step) if r.call_dir})
     if folders:
         row["folders"] = folders
+    if log.usage is not None:
+        tokens = call_usage_text(log.usage, step.workflow_id, step.function_id)
+        if tokens is not None:
+            row["tokens"] = tokens  # what this model call paid, and did not
     return row
 
 
