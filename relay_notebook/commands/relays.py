@@ -29,12 +29,14 @@ from typing import Any, Literal
 
 from relay_notebook.commands.analysis_cache import cached_check
 from relay_notebook.errors import (
+    DatabaseUnavailableError,
     InvalidTargetError,
     RelayError,
     RelayHasRunsError,
     RunLockedError,
     RunRecordDamagedError,
 )
+from relay_notebook.record.backend import error_text
 from relay_notebook.record.folders import (
     RUNS_DIR,
     RunFolder,
@@ -47,6 +49,7 @@ from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import (
     Backend,
     backend_for_run,
+    delete_run_workflows,
     resolve_backend,
     workspace_backend,
 )
@@ -196,9 +199,25 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _empty_run(folder: RunFolder) -> None:
+def _empty_run(folder: RunFolder, backend: Backend) -> None:
     """Everything of the run but its folder (the number stays taken); the lock file goes last
-    (its lock, held, lasts until released; one taken after finds no run.json and goes)."""
+    (its lock, held, lasts until released; one taken after finds no run.json and goes). A run
+    kept in PostgreSQL loses its rows there first: if that fails, its files stay, and
+    ``relay delete`` can be typed again."""
+    try:
+        record: RunRecord | None = RunRecord.load(folder)
+    except (RelayError, OSError):  # a damaged record: its files go, as they would anyway
+        record = None
+    if record is not None and record.database:
+        kept_in = backend_for_run(record, backend)
+        try:
+            delete_run_workflows(kept_in, folder.run_id)
+        except Exception as exc:
+            raise DatabaseUnavailableError(
+                f"Cannot delete run {folder.run_id}'s workflows from {kept_in.display}: "
+                f"{error_text(exc)}. Its files are kept; once the server answers, type: "
+                f"relay delete {folder.run_id}"
+            ) from None
     for entry in folder.path.iterdir():
         if entry != folder.lock:
             _remove(entry)
@@ -223,8 +242,9 @@ def delete_run(workspace: Workspace, run_id: str, *, backend: Backend | None = N
         folder = find_run(workspace, run_id)
     except RunRecordDamagedError:  # its run.json is gone, its files remain: they go too
         folder = _unrecorded(workspace, run_id)
-    with _holding([folder], workspace_backend(workspace, backend)):
-        _empty_run(folder)
+    current = workspace_backend(workspace, backend)
+    with _holding([folder], current):
+        _empty_run(folder, current)
     return Deleted("run", folder.run_id, folder.relay, [folder.run_id])
 
 
@@ -253,11 +273,12 @@ def delete_relay(
                 f"RUN, or the relay and all its runs with relay delete {name} --force."
             )
         releases = len(list_releases(workspace, name))
-        with _holding(runs, workspace_backend(workspace, backend)):
+        current = workspace_backend(workspace, backend)
+        with _holding(runs, current):
             # its run ids stay taken: a relay made again under the name starts after them
             keep_run_numbers(workspace, name, _highest_number(draft.folder / RUNS_DIR))
             for folder in runs:
-                _empty_run(folder)
+                _empty_run(folder, current)
             _remove(draft.folder)  # the relay's folder goes whole: nothing is left behind
     AccessPolicy(workspace.home).grant(name)  # a relay made again under this name starts fresh
     return Deleted("relay", name, name, [f.run_id for f in runs], releases)

@@ -32,6 +32,7 @@ __all__ = [
     "app_version_for_run",
     "backend_for_run",
     "connect",
+    "delete_run_workflows",
     "prepare_database",
     "resolve_backend",
     "workspace_backend",
@@ -123,3 +124,18 @@ def prepare_database(backend: Backend, home: Path) -> None:
             f"a database of its own: change the database name in {ENV_VAR}."
         )
     _prepared.add(key)
+
+
+def delete_run_workflows(backend: Backend, run_id: str) -> None:
+    """Delete run ``run_id``'s workflow and its children from the PostgreSQL system database,
+    with DBOS's own client (a deleted run leaves no rows for DBOS's tools to list); a run on
+    its own SQLite file has nothing here."""
+    if not backend.is_postgres:
+        return
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=backend.dbos_url)
+    try:
+        client.delete_workflow(run_id, delete_children=True)
+    finally:
+        client.destroy()

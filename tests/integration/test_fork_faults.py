@@ -165,3 +165,37 @@ def test_a_half_made_fork_whose_parent_is_gone_is_refused_in_one_coded_line(
     listed = json.loads(relay(home, "runs", "--json").stdout)
     assert [(r["run_id"], r["status"]) for r in listed] == [("fuzz-2", "creating")]
     assert relay(home, "delete", "fuzz-2").returncode == 0
+
+
+def _workflows(database_url: str, run_id: str) -> list[str]:
+    """The statuses of DBOS's rows for ``run_id``'s workflow in the shared database."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s", (run_id,)
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_a_half_made_fork_on_postgresql_is_deleted_with_its_rows(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Killed while it was made, the fork's workflow waits on the hold queue; `relay delete`
+    removes those rows with its folder, and deleting the parent removes the parent's: nothing is
+    left for DBOS's tools to list. The parent is untouched by the fork's deletion."""
+    home = tmp_path / "relays"
+    parent = parent_run(home, database_url)
+    killed = relay(home, "fork", parent, *FORK, kill_at="fork:forked", database_url=database_url)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert _workflows(database_url, "fuzz-2") != []  # DBOS's fork, held, not yet run
+    before = snapshot(run_folder(home, parent))
+    deleted = relay(home, "delete", "fuzz-2", database_url=database_url)
+    assert deleted.returncode == 0, deleted.stderr
+    assert _workflows(database_url, "fuzz-2") == []
+    assert _workflows(database_url, parent) == ["SUCCESS"]
+    assert snapshot(run_folder(home, parent)) == before
+    listed = json.loads(relay(home, "runs", "--json", database_url=database_url).stdout)
+    assert [r["run_id"] for r in listed] == [parent]
+    assert relay(home, "delete", parent, database_url=database_url).returncode == 0
+    assert _workflows(database_url, parent) == []
