@@ -9,20 +9,18 @@ request or magic works. The CLI's commands are ``test_disk_full``'s.
 
 from __future__ import annotations
 
-import atexit
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from relay_notebook.workspace import Workspace
 from tests.integration.test_rest_api import start_server, stop_server
 from tests.mounts import fill, tmpfs
 from tests.relays import relay_source
+from tests.shells import relay_shell
 
 
 @pytest.fixture
@@ -66,17 +64,8 @@ def test_rest_on_a_full_disk_answers_507_disk_full(disk: Path) -> None:
 @pytest.fixture
 def shell(disk: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A fresh IPython shell with the extension, its workspace on the tmpfs."""
-    monkeypatch.setenv("RELAY_HOME", str(disk / "relays"))
-    InteractiveShell.clear_instance()
-    ip = InteractiveShell.instance(config=Config(HistoryManager={"hist_file": ":memory:"}))
-    ip.run_line_magic("load_ext", "relay_notebook")
-    try:
+    with relay_shell(disk / "relays", monkeypatch) as ip:
         yield ip
-    finally:
-        atexit.unregister(ip.atexit_operations)
-        ip.atexit_operations()
-        ip.cleanup()
-        InteractiveShell.clear_instance()
 
 
 def test_a_magic_on_a_full_disk_is_one_coded_line(disk: Path, shell: Any) -> None:

@@ -4,7 +4,6 @@ the same line in `%%relay`'s and REST's check, and a real run proves the warning
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import shutil
@@ -15,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from test_mcp_http import holding
 from test_rest_api import seeded_server
-from traitlets.config import Config
 
 from relay_notebook import commands
 from relay_notebook.commands.analysis_cache import cached_check
 from relay_notebook.workspace import Workspace
+from tests.shells import relay_shell
 
 SERVERS = Path(__file__).parents[1] / "servers"
 VALUE = "probe-vault-7c1e94d2ab36f805"
@@ -86,17 +84,8 @@ def seeded(workspace: Workspace) -> Workspace:
 @pytest.fixture
 def shell(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A real IPython shell with the extension loaded, on the test's workspace."""
-    monkeypatch.setenv("RELAY_HOME", str(workspace.home))
-    InteractiveShell.clear_instance()
-    ip = InteractiveShell.instance(config=Config(HistoryManager={"hist_file": ":memory:"}))
-    ip.run_line_magic("load_ext", "relay_notebook")
-    try:
+    with relay_shell(workspace.home, monkeypatch) as ip:
         yield ip
-    finally:
-        atexit.unregister(ip.atexit_operations)
-        ip.atexit_operations()
-        ip.cleanup()
-        InteractiveShell.clear_instance()
 
 
 def test_relay_check_warns_until_the_secret_is_set_and_a_run_proves_it(seeded: Workspace) -> None:

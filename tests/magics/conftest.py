@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import atexit
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
+
+from tests.shells import relay_shell
 
 
 @pytest.fixture
 def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A new InteractiveShell (its own user namespace, config and magics) whose relay
     workspace is a temporary folder; nothing a test leaves in it reaches the next test."""
-    monkeypatch.setenv("RELAY_HOME", str(tmp_path / "relays"))
-    InteractiveShell.clear_instance()  # the singleton: get_ipython() and display() find it
-    # history in memory: no file under ~/.ipython and no saving thread per shell
-    shell = InteractiveShell.instance(config=Config(HistoryManager={"hist_file": ":memory:"}))
-    shell.run_line_magic("load_ext", "relay_notebook")
-    try:
+    with relay_shell(tmp_path / "relays", monkeypatch) as shell:
         yield shell
-    finally:
-        atexit.unregister(shell.atexit_operations)
-        shell.atexit_operations()  # clears the namespaces, closes the history
-        shell.cleanup()  # sys.modules["__main__"] as it was before this shell
-        InteractiveShell.clear_instance()
