@@ -37,11 +37,14 @@ _ROOTS = ("relay_notebook", "agentworks")
 #: the agent frameworks a warm parent imports once an attempt of a relay that imports one is
 #: asked of it, for that attempt and the ones after (about 2.5 s of CPU each, otherwise paid
 #: by every attempt): each module is the kit's environment's own, imported outside any sandbox
-#: like DBOS is, and starts no thread (a test checks), so forking after it stays safe
+#: like DBOS is, and starts no thread (a test checks), so forking after it stays safe. Never a
+#: module that applies DBOS's decorators as it is imported (``dbos_openai_agents`` declares its
+#: model-call step at import): those must meet the attempt's instrumentation
+#: (``runner.instrument``), so the frameworks' DBOS integrations are left to the attempt.
 FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
-    "pydantic_ai": ("pydantic_ai", "pydantic_ai.durable_exec.dbos"),
+    "pydantic_ai": ("pydantic_ai",),
     "agents": ("agents",),
-    "dbos_openai_agents": ("agents", "dbos_openai_agents"),
+    "dbos_openai_agents": ("agents",),
 }
 _CONTROL_FD = 3  # where the parent finds its end of the control socket
 Stamps = tuple[tuple[int, int] | None, ...]

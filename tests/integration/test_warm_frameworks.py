@@ -51,12 +51,13 @@ def test_an_attempt_forks_with_the_frameworks_its_relay_imports(
     holds one thread throughout."""
     if not warm_start:
         pytest.skip("warm start is off (RELAY_WARM_START=0): every attempt is spawned")
+    restart_warm_parent().kill()  # this process's parent may have preloaded for another test
     parent = restart_warm_parent()
     assert parent.wait_ready(120), "the warm parent did not start"
     assert _inherited(workspace, "plain", "import json") == []
     assert _inherited(workspace, "pyd", "from pydantic_ai import Agent") == ["pydantic_ai"]
-    both = _inherited(workspace, "oai", "import agents\nfrom dbos_openai_agents import DBOSRunner")
-    assert both == ["agents", "dbos_openai_agents", "pydantic_ai"]
+    both = _inherited(workspace, "oai", "from dbos_openai_agents import DBOSRunner")
+    assert both == ["agents", "pydantic_ai"]  # not the DBOS integration: see the next test
     threads = os.listdir(f"/proc/{parent.pid}/task")
     assert len(threads) == 1, f"the warm parent started threads: {threads}"
 
@@ -68,11 +69,36 @@ def test_only_the_frameworks_a_relay_imports_are_asked_for(tmp_path: Path) -> No
         "import os\nif True:\n    from pydantic_ai import Agent\n# import agents, maybe later\n"
     )
     (tmp_path / "helpers.py").write_text("from dbos_openai_agents import DBOSRunner\n")
-    assert frameworks_to_preload(tmp_path) == [
-        "agents",
-        "dbos_openai_agents",
-        "pydantic_ai",
-        "pydantic_ai.durable_exec.dbos",
-    ]
+    assert frameworks_to_preload(tmp_path) == ["agents", "pydantic_ai"]
     (tmp_path / "helpers.py").write_text("import subprocess\nTEXT = 'import agents'\n")
-    assert frameworks_to_preload(tmp_path) == ["pydantic_ai", "pydantic_ai.durable_exec.dbos"]
+    assert frameworks_to_preload(tmp_path) == ["pydantic_ai"]
+
+
+def test_no_preloaded_module_applies_dbos_decorators_as_it_is_imported() -> None:
+    """A module the parent preloads must not call ``DBOS.step``/``workflow`` at import: those
+    calls would miss the attempt's instrumentation (the Agents SDK's model-call step would be
+    recorded as a plain step, without its receipt). Checked in a fresh interpreter with DBOS's
+    decorators replaced by ones that note each use."""
+    import subprocess
+    import sys
+
+    from relay_notebook.runner.warm_launch import FRAMEWORK_MODULES
+
+    modules = sorted({m for names in FRAMEWORK_MODULES.values() for m in names})
+    probe = (
+        "import importlib, sys\n"
+        "from dbos import DBOS\n"
+        "used = []\n"
+        "for name in ('step', 'workflow', 'dbos_class'):\n"
+        "    real = getattr(DBOS, name)\n"
+        "    def noted(*a, _name=name, _real=real, **k):\n"
+        "        used.append(_name)\n"
+        "        return _real(*a, **k)\n"
+        "    setattr(DBOS, name, staticmethod(noted))\n"
+        f"for m in {modules!r}:\n"
+        "    importlib.import_module(m)\n"
+        "print(used)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"{modules} applied DBOS decorators: {out.stdout}"
