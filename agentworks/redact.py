@@ -23,6 +23,8 @@ MIN_SECRET_LENGTH = 4
 #: an encoded form shorter than this (a short secret's base64 tail) would match ordinary text
 MIN_ENCODED_LENGTH = 8
 _ATOMS = (bool, int, float, complex)
+#: values that carry no text at all, so no secret (exact types: a subclass may add attributes)
+_BARE: frozenset[type] = frozenset({type(None), bool, int, float, complex})
 
 
 class Redactor:
@@ -94,7 +96,7 @@ class Redactor:
 
     def find(self, value: Any) -> str | None:
         """The name of a secret whose value occurs anywhere in ``value``, else None."""
-        if not self._items:
+        if not self._items or type(value) in _BARE:
             return None
         stack: list[Any] = [value]
         seen: set[int] = set()

@@ -10,7 +10,8 @@ of the ledger itself and number from what is on disk, so no writer needs the run
 
 The line format is part of the vocabulary: every event starts with the header ``HEADER``, in
 that order, compact (``{"seq":1,"ts":…,"run_id":"invoice-3","attempt":1,"kind":"step_end",…``).
-``encode_event`` is the one encoder and ``decode_event`` the one decoder; a reader that finds
+``encode_event`` is the one encoder (``EventWriter.emit`` builds the same dict and encodes it
+with the same ``_encode``) and ``decode_event`` the one decoder; a reader that finds
 lines by their bytes (history's ``LedgerScan``) asks ``line_start``, ``run_tag`` and
 ``kind_tag`` for the bytes to look for, so the encoder and the search change together. The
 kinds and their fields are ``record.events``; ``EventWriter.emit`` refuses a field its kind
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import json.encoder
 import os
 import threading
 import time
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Final, Unpack, cast
 
 from relay_notebook.record.ledger_events import (
+    FIELDS,
     Event,
     EventFields,
     EventHeader,
@@ -57,16 +60,34 @@ __all__ = [
 #: the header's keys in the order every line starts with them
 HEADER: Final = tuple(EventHeader.__annotations__)
 _HEADER_KEYS: Final = frozenset(HEADER)
-_COMPACT: Final = (",", ":")
+
+
+def _encoder() -> Callable[[Mapping[str, object]], str]:
+    """``json.dumps(event, default=repr, separators=(",", ":"))``: the C encoder ``json`` itself
+    makes for it, called without ``json``'s Python layers (two lines are written per step)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without ``_json``
+        return json.JSONEncoder(default=repr, separators=(",", ":")).encode
+    ascii_text = json.encoder.encode_basestring_ascii
+
+    def encode(event: Mapping[str, object]) -> str:
+        # fresh markers each time, as ``json`` makes them: a cycle is refused, not recursed
+        return "".join(make({}, repr, ascii_text, None, ":", ",", False, False, True)(event, 0))
+
+    return encode
+
+
+_encode: Final = _encoder()
 
 
 def encode_event(header: EventHeader, fields: Mapping[str, object]) -> str:
     """One ledger line (without its newline): the header in ``HEADER`` order, then ``fields``."""
-    clash = set(HEADER) & set(fields)
-    if clash:
+    if not _HEADER_KEYS.isdisjoint(fields):
+        clash = _HEADER_KEYS.intersection(fields)
         raise ValueError(f"event fields {sorted(clash)} would overwrite the header")
-    event = {key: header[key] for key in HEADER} | dict(fields)  # type: ignore[literal-required]
-    return json.dumps(event, default=repr, separators=_COMPACT)
+    event = {key: header[key] for key in HEADER}  # type: ignore[literal-required]
+    event.update(fields)
+    return _encode(event)
 
 
 def as_event(value: object) -> Event | None:
@@ -105,7 +126,7 @@ def kind_tag(kind: str, attempt: int | None = None) -> bytes:
 
 def now_ms() -> float:
     """Wall-clock milliseconds since the epoch, to 0.1 ms (DBOS stores whole ms)."""
-    return round(time.time() * 1000, 1)
+    return round(time.time() * 10_000) / 10  # ``round(…, 1)`` formats decimals: slower
 
 
 def read_events(path: Path) -> list[Event]:
@@ -166,6 +187,7 @@ class EventWriter:
     def _locked(self) -> Iterator[None]:
         # flock excludes other processes; threads of this one (a child's log records from DBOS
         # threads, its wait watch) share the descriptor, so they take the writer's own lock too
+        # (``emit`` does the same in straight calls: it is on the path of every step)
         with self._thread_lock:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
@@ -175,9 +197,12 @@ class EventWriter:
 
     def _catch_up(self) -> None:
         """Under the lock: if the ledger grew behind this writer's back, count it again."""
-        size = os.fstat(self._fd).st_size
-        if size == self._size:
-            return
+        size = os.lseek(self._fd, 0, os.SEEK_END)  # the size, without a whole ``fstat``
+        if size != self._size:
+            self._count_again(size)
+
+    def _count_again(self, size: int) -> None:
+        """Under the lock: number on from the ledger as it is now (``size`` bytes)."""
         self._seq = len(read_events(self.path))
         if size:
             with open(self.path, "rb") as fh:
@@ -192,22 +217,38 @@ class EventWriter:
 
         ``ValueError`` if ``kind`` is not in the vocabulary or a field is not one of its own.
         """
-        problem = unknown_fields(kind, fields)
-        if problem is not None:
-            raise ValueError(problem)
-        with self._locked():
-            self._catch_up()
-            self._seq += 1
-            header = EventHeader(
-                seq=self._seq, ts=now_ms(), run_id=self.run_id, attempt=self.attempt, kind=kind
-            )
-            event: Event = {**header, **fields}
-            text = encode_event(header, fields)
-            if self.scrub is not None:
-                text = self.scrub(text)
-            line = (text + "\n").encode()
-            written = os.write(self._fd, line)
-            self._size = -1 if written != len(line) else self._size + written
+        allowed = FIELDS.get(kind)
+        if allowed is None or not allowed.issuperset(fields):  # the vocabulary: no header key
+            raise ValueError(unknown_fields(kind, fields))
+        fd = self._fd
+        # ``_locked`` and ``_catch_up`` in straight calls: this is on the path of every step
+        with self._thread_lock:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.lseek(fd, 0, os.SEEK_END)
+                if size != self._size:
+                    self._count_again(size)
+                self._seq += 1
+                # the header in ``HEADER`` order, as ``encode_event`` writes it
+                event = cast(
+                    Event,
+                    {
+                        "seq": self._seq,
+                        "ts": now_ms(),
+                        "run_id": self.run_id,
+                        "attempt": self.attempt,
+                        "kind": kind,
+                        **fields,
+                    },
+                )
+                text = _encode(event)
+                if self.scrub is not None:
+                    text = self.scrub(text)
+                line = (text + "\n").encode()
+                written = os.write(fd, line)
+                self._size = -1 if written != len(line) else self._size + written
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
         if self._pipe_fd is not None:
             try:
                 os.write(self._pipe_fd, line)

@@ -33,7 +33,7 @@ from dbos import DBOS
 from dbos import error as dbos_error
 
 from agentworks._runtime import Runtime, StepCall
-from agentworks._sites import call_site, track_origins
+from agentworks._sites import call_site, track_origins, tracked, untracked
 from agentworks.errors import SecretLeakError
 from agentworks.framework_calls import framework_step
 from agentworks.platform import begin_step_body
@@ -62,16 +62,28 @@ class _Call:
 PREVIEW_CHARS = 240
 
 
+#: ``json.dumps(…, default=repr)``, made once: a preview is made per step
+_ENCODE = json.JSONEncoder(default=repr).encode
+
+
 def _preview(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """A short JSON-ish text of a call's arguments (the ledger scrubs vault values)."""
-    shown: list[Any] = list(args)
-    if kwargs:
-        shown.append(kwargs)
-    try:
-        text = json.dumps(shown[0] if len(shown) == 1 else shown, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(shown)
+    if not kwargs and len(args) == 1 and type(args[0]) is int:
+        text = int.__repr__(args[0])  # as JSON writes it (a loop's index, an id)
+    else:
+        shown: list[Any] = list(args)
+        if kwargs:
+            shown.append(kwargs)
+        try:
+            text = _ENCODE(shown[0] if len(shown) == 1 else shown)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(shown)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _ms_since(started: float) -> float:
+    """Milliseconds since ``started`` (``time.perf_counter``), to 0.01 ms."""
+    return round((time.perf_counter() - started) * 100_000) / 100  # not ``round(…, 2)``: slower
 
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("relay_call", default=None)
@@ -134,7 +146,8 @@ class Instrumentation:
     # -- crash points -------------------------------------------------------------------------
 
     def _crash_now(self, call: _Call, when: str) -> None:
-        crash_point(self.events, self.crash, (call.name, call.function), call.occurrence, when)
+        if self.crash is not None:
+            crash_point(self.events, self.crash, (call.name, call.function), call.occurrence, when)
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -179,15 +192,13 @@ class Instrumentation:
         self.events.emit(
             "step_error",
             **info,
-            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            duration_ms=_ms_since(started),
             error_type=type(exc).__name__,
             error=error_text(exc)[:2000],
         )
 
     def _body_done(self, info: StepInfo, started: float) -> None:
-        self.events.emit(
-            "step_end", **info, duration_ms=round((time.perf_counter() - started) * 1000, 2)
-        )
+        self.events.emit("step_end", **info, duration_ms=_ms_since(started))
 
     @contextlib.contextmanager
     def _ran(
@@ -218,25 +229,6 @@ class Instrumentation:
         self._body_done(info, started)
 
     @contextlib.contextmanager
-    def _body(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], framework: bool = False
-    ) -> Iterator[None]:
-        """Around one run of a native step's body: its events, the secret checks, ``--crash
-        during``. A framework's call (``agentworks.frameworks``) has its receipt instead of an
-        argument preview, and its arguments (the framework's run context, which DBOS does not
-        save) are not searched for secrets; its result is."""
-        begin_step_body()
-        call = _CALL.get()
-        if call is not None and call.name == name:
-            call.executed = True
-        info = self._step_info(name, call.occurrence if call else None, call.site if call else None)
-        during = None if call is None else functools.partial(self._crash_now, call, "during")
-        with self._ran(info, None if framework else _preview(args, kwargs), during):
-            if not framework:
-                self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
-            yield
-
-    @contextlib.contextmanager
     def platform_step(self, call: StepCall) -> Iterator[None]:
         """Around the body of a platform call's own step: a native step's events, and the wait
         watch told a step runs (its crash points are the platform call's, in its journal)."""
@@ -246,36 +238,122 @@ class Instrumentation:
         ):
             yield
 
+    def _step_scope(self) -> contextlib.AbstractContextManager[Any]:
+        return self.watch.step() if self.watch is not None else contextlib.nullcontext()
+
+    # A native step's body and its calls are wrapped without context managers: they are on the
+    # path of every step, and ``_begin_body``/``_end_body`` (``_begin_call``/``_end_call``) do
+    # in straight calls what ``_ran`` does around a platform call's body, in the same order.
+
+    def _begin_body(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], framework: bool
+    ) -> tuple[StepInfo, _Call | None, float]:
+        """One run of a native step's body starts: ``step_start``. A framework's call
+        (``agentworks.frameworks``) has its receipt instead of an argument preview."""
+        begin_step_body()
+        call = _CALL.get()
+        if call is not None and call.name == name:
+            call.executed = True
+        if call is None:
+            info = self._step_info(name, None, None)
+        else:
+            info = self._step_info(name, call.occurrence, call.site)
+        if framework:
+            self.events.emit("step_start", **info)
+        else:
+            self.events.emit("step_start", **info, input_preview=_preview(args, kwargs))
+        return info, call, time.perf_counter()
+
+    def _refuse_arguments(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A native step's arguments carry no secret. A framework's call is not searched: its
+        arguments are the framework's run context, which DBOS does not save."""
+        if self.redactor and (args or kwargs):
+            self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
+
+    def _body_raised(self, info: StepInfo, started: float, exc: BaseException) -> BaseException:
+        """The body raised: ``step_error``; what to raise instead (``exc`` if it carries no
+        secret, or if it is not an ``Exception``, which DBOS does not save)."""
+        self._body_failed(info, started, exc)
+        return self._scrubbed(exc) if isinstance(exc, Exception) else exc
+
+    def _end_body(self, call: _Call | None) -> None:
+        """As the body ends, whatever way: ``--crash during``."""
+        if call is not None:
+            self._crash_now(call, "during")
+
     def _wrap_body(
         self, func: Callable[..., Any], name: str, framework: bool = False
     ) -> Callable[..., Any]:
+        """Around each run of a native step's body: its events, the secret checks of its
+        arguments and result, ``--crash during``."""
+        result_is = f"The result of step {name!r}"
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_body(*args: Any, **kwargs: Any) -> Any:
-                with self._body(name, args, kwargs, framework):
-                    result = await func(*args, **kwargs)
-                    self._refuse_secret(f"The result of step {name!r}", result)
+                info, call, started = self._begin_body(name, args, kwargs, framework)
+                try:
+                    if not framework:
+                        self._refuse_arguments(name, args, kwargs)
+                    # the body is the relay's code again: calls it makes get their call sites
+                    result = await tracked(lambda: func(*args, **kwargs))
+                    self._refuse_secret(result_is, result)
+                except BaseException as exc:
+                    safe = self._body_raised(info, started, exc)
+                    if safe is not exc:
+                        raise safe from None
+                    raise
+                finally:
+                    self._end_body(call)
+                self._body_done(info, started)
                 return result
 
             return async_body
 
         @functools.wraps(func)
         def sync_body(*args: Any, **kwargs: Any) -> Any:
-            with self._body(name, args, kwargs, framework):
+            info, call, started = self._begin_body(name, args, kwargs, framework)
+            try:
+                if not framework:
+                    self._refuse_arguments(name, args, kwargs)
                 result = func(*args, **kwargs)
-                self._refuse_secret(f"The result of step {name!r}", result)
+                self._refuse_secret(result_is, result)
+            except BaseException as exc:
+                safe = self._body_raised(info, started, exc)
+                if safe is not exc:
+                    raise safe from None
+                raise
+            finally:
+                self._end_body(call)
+            self._body_done(info, started)
             return result
 
         return sync_body
 
-    def _step_scope(self) -> contextlib.AbstractContextManager[Any]:
-        return self.watch.step() if self.watch is not None else contextlib.nullcontext()
-
-    def _next_call(self, name: str, function: str) -> _Call:
+    def _begin_call(self, name: str, function: str) -> tuple[_Call, contextvars.Token[Any]]:
+        """A call of a step (run or replayed) starts; the wait watch is told a step runs.
+        Called by the wrapper the relay called, so the relay's frames start two above."""
         n = self._calls.get(name, 0) + 1
         self._calls[name] = n
-        return _Call(name, function, n, call_site(self.relay_file, skip=2))
+        call = _Call(name, function, n, call_site(self.relay_file, skip=2))
+        token = _CALL.set(call)
+        if self.watch is not None:
+            self.watch.step_started()
+        return call, token
+
+    def _end_call(
+        self, call: _Call, token: contextvars.Token[Any], exc: BaseException | None = None
+    ) -> None:
+        """The call returned (``exc``: raised): ``step_reused``, or ``--crash after``."""
+        try:
+            if self.watch is not None:
+                self.watch.step_ended()
+            if exc is not None:
+                self._after_raise(call, exc)
+        finally:
+            _CALL.reset(token)
+        if exc is None:
+            self._after_call(call)
 
     def _after_call(self, call: _Call) -> None:
         if not call.executed:
@@ -297,36 +375,34 @@ class Instrumentation:
         if not call.executed and not isinstance(exc, dbos_error.DBOSException):
             self._reused(call, raised=type(exc).__name__)
 
-    @contextlib.contextmanager
-    def _call(self, name: str, function: str) -> Iterator[None]:
-        """Around every call of a step (run or replayed): reused or crash ``after``."""
-        call = self._next_call(name, function)
-        token = _CALL.set(call)
-        try:
-            with self._step_scope():
-                yield
-        except BaseException as exc:
-            self._after_raise(call, exc)
-            raise
-        finally:
-            _CALL.reset(token)
-        self._after_call(call)
-
     def _wrap_calls(self, wrapped: Any, name: str, func: Callable[..., Any]) -> Any:
+        """Around every call of a step: see ``_begin_call``. An async step's machinery (DBOS's
+        wrappers, the body's) runs without coroutine origin tracking (``agentworks._sites``)."""
+        function = func.__name__
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(wrapped)
             async def async_call(*args: Any, **kwargs: Any) -> Any:
-                with self._call(name, func.__name__):
-                    result = await wrapped(*args, **kwargs)
+                call, token = self._begin_call(name, function)
+                try:
+                    result = await untracked(lambda: wrapped(*args, **kwargs))
+                except BaseException as exc:
+                    self._end_call(call, token, exc)
+                    raise
+                self._end_call(call, token)
                 return result
 
             return async_call
 
         @functools.wraps(wrapped)
         def sync_call(*args: Any, **kwargs: Any) -> Any:
-            with self._call(name, func.__name__):
+            call, token = self._begin_call(name, function)
+            try:
                 result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                self._end_call(call, token, exc)
+                raise
+            self._end_call(call, token)
             return result
 
         return sync_call
@@ -353,8 +429,13 @@ class Instrumentation:
             if not relays(func):
                 return run_step(options, func, *a, **kw)
             name, body = names(options, func)
-            with self._call(name, func.__name__):
+            call, token = self._begin_call(name, func.__name__)
+            try:
                 result = run_step(options, body, *a, **kw)
+            except BaseException as exc:
+                self._end_call(call, token, exc)
+                raise
+            self._end_call(call, token)
             return result
 
         @functools.wraps(run_step_async)  # type: ignore[arg-type]
@@ -364,8 +445,13 @@ class Instrumentation:
             if not relays(func):
                 return await run_step_async(options, func, *a, **kw)
             name, body = names(options, func)
-            with self._call(name, func.__name__):
-                result = await run_step_async(options, body, *a, **kw)
+            call, token = self._begin_call(name, func.__name__)
+            try:
+                result = await untracked(lambda: run_step_async(options, body, *a, **kw))
+            except BaseException as exc:
+                self._end_call(call, token, exc)
+                raise
+            self._end_call(call, token)
             return result
 
         setattr(DBOS, "run_step", staticmethod(run_step_wrapped))  # noqa: B010

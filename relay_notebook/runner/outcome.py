@@ -22,7 +22,7 @@ from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, 
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.confine import attempt_write_rules
 from relay_notebook.runner.leak_check import Leak, check_attempt
-from relay_notebook.workspace.file_io import write_json_atomic
+from relay_notebook.workspace.file_io import write_bytes_atomic, write_json_atomic
 
 __all__ = [
     "EXIT_CODES",
@@ -422,12 +422,15 @@ def write_trace(folder: RunFolder, record: RunRecord | None = None) -> None:
         "calls": calls,
         "error": record.error,
     }
-    if len(_encode(trace)) > TRACE_LIMIT:
+    encoded = _encode(trace)  # written as measured: an indented encoding costs per step
+    if len(encoded) > TRACE_LIMIT:
         dropped = 0
         trace["truncated"] = {"dropped_calls": 0, "limit_bytes": TRACE_LIMIT}
-        while calls and len(_encode(trace)) > TRACE_LIMIT:
+        encoded = _encode(trace)
+        while calls and len(encoded) > TRACE_LIMIT:
             drop = max(1, len(calls) // 20)
             del calls[:drop]  # the oldest calls go first; the newest explain the end
             dropped += drop
             trace["truncated"]["dropped_calls"] = dropped
-    write_json_atomic(folder.trace, trace)
+            encoded = _encode(trace)
+    write_bytes_atomic(folder.trace, encoded)

@@ -86,13 +86,21 @@ class WaitWatch:
     @contextlib.contextmanager
     def step(self) -> Any:
         """Around every step call: no attempt leaves while a step body may be running."""
-        with self._lock:
-            self._steps += 1
+        self.step_started()
         try:
             yield
         finally:
-            with self._lock:
-                self._steps -= 1
+            self.step_ended()
+
+    def step_started(self) -> None:
+        """A step call starts (``step`` in two calls, for the path of every step): from here
+        until ``step_ended`` no attempt leaves."""
+        with self._lock:
+            self._steps += 1
+
+    def step_ended(self) -> None:
+        with self._lock:
+            self._steps -= 1
 
     # -- the watch ----------------------------------------------------------------------------
 
