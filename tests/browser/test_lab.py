@@ -408,3 +408,39 @@ def test_a_saved_agent_tutorial_shows_what_each_run_paid_and_did_not(
     recovered.scroll_into_view_if_needed()
     recovered.screenshot(path=str(ARTIFACTS / "agent_cost_header.png"))
     page.close()
+
+
+def test_a_saved_legacy_run_is_drawn_on_its_annotations(
+    browser_context: Any, lab: LabServer
+) -> None:
+    """Tutorial 07's saved run of a legacy `run(INPUT, ctx)` program, reopened: its annotated
+    input and output nodes are painted succeeded, its script node has no status (no call
+    records script code), both edges are taken, and the note names the ctx.step no node stands
+    for; as the saved run graph says."""
+    source = Path(__file__).parents[2] / "notebooks" / "07-legacy-programs.ipynb"
+    (lab.root / "legacy.ipynb").write_bytes(source.read_bytes())
+    saved = nbformat.read(source, as_version=4)
+    graphs = [
+        out["data"]["application/vnd.relay.graph+json"]
+        for cell in saved.cells
+        for out in cell.get("outputs", [])
+        if (out.get("data", {}).get("application/vnd.relay.graph+json") or {}).get("run")
+    ]
+    graph = graphs[0]
+    page = browser_context.new_page()
+    page.goto(lab.lab_url("legacy.ipynb"))
+    view = page.locator(
+        f'.jp-RelayGraph[data-kind="run"][data-nodes="{len(graph["nodes"])}"]'
+    ).first
+    view.locator("g.relay-node").first.wait_for()
+    drawn = view.locator("g.relay-node").evaluate_all(
+        """gs => gs.map(g => [g.dataset.nodeId,
+             ([...g.classList].find(c => c.startsWith('relay-node--status-')) || '')
+               .replace('relay-node--status-', '') || null])"""
+    )
+    assert drawn == [[n["id"], n.get("status")] for n in graph["nodes"]], drawn
+    assert drawn == [["in", "succeeded"], ["shout", None], ["out", "succeeded"]]
+    assert view.locator(".relay-edge--taken").count() == 2
+    assert "no # @relay node stands for it" in view.inner_text()
+    view.screenshot(path=str(ARTIFACTS / "legacy_run.png"))
+    page.close()
