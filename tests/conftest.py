@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +63,17 @@ def _sqlite_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     RELAY_DATABASE_URL the developer's shell holds."""
     monkeypatch.setenv("RELAY_DATABASE_URL", "")  # remembers the original, restored after
     monkeypatch.delenv("RELAY_DATABASE_URL")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A test that leaves an asyncio loop marked running in the main thread fails by name: every
+    later ``asyncio.run`` in the worker would fail instead, far from the cause."""
+    result = yield
+    if asyncio.events._get_running_loop() is not None:
+        asyncio.events._set_running_loop(None)
+        raise AssertionError(f"{item.nodeid} left an asyncio event loop running in the main thread")
+    return result
 
 
 @pytest.fixture(scope="session")
