@@ -66,13 +66,18 @@ def _sqlite_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    """A test that leaves an asyncio loop marked running in the main thread fails by name: every
-    later ``asyncio.run`` in the worker would fail instead, far from the cause."""
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test file that leaves an asyncio loop marked running in the main thread fails by name:
+    every later ``asyncio.run`` in the worker would fail instead, far from the cause. Checked
+    when the file's module fixtures are gone (a browser module's Playwright marks its loop
+    running for as long as the module drives the browser)."""
     result = yield
-    if asyncio.events._get_running_loop() is not None:
+    last_of_file = nextitem is None or nextitem.path != item.path
+    if last_of_file and asyncio.events._get_running_loop() is not None:
         asyncio.events._set_running_loop(None)
-        raise AssertionError(f"{item.nodeid} left an asyncio event loop running in the main thread")
+        raise AssertionError(
+            f"{item.path.name} left an asyncio event loop running in the main thread"
+        )
     return result
 
 

@@ -76,6 +76,9 @@ export interface RunInfo {
   note?: string;
   /** What the graph is drawn on when it is not the draft as it is now (the draft changed since). */
   drawn?: string;
+  /** Where the drawn code came from; `draft_steps`: the steps of the draft as it is now, which
+   * the header's run again and crash tests run when the draft changed since this run. */
+  code?: { kind?: string; changed?: boolean; kept?: boolean; version?: number; draft_steps?: string[] };
   /** What a succeeded run returned, as one line of JSON (a live view's header shows it). */
   result?: string;
   /** `recovered from attempt 1's crash`: earlier attempts of the run were interrupted. */

@@ -266,17 +266,26 @@ export class RunHeader {
 
   private controls(graph: GraphDocument, run: RunInfo): HTMLDivElement {
     const bar = h('div', 'jp-RelayRunHeader-actions');
-    const steps = crashTargets(graph);
+    // a draft changed since this run: run again runs the draft as it is now, so its steps
+    const draftSteps = run.code?.draft_steps;
+    const steps = draftSteps ?? crashTargets(graph);
     this.steps = steps;
-    const select = picker('jp-RelayRunHeader-step', 'The step a crash test stops at', steps);
-    const again = this.button('run again', 'Run the relay again with this run\'s input', () =>
+    const code = draftSteps ? ' (the current draft, changed since this run)' : '';
+    const select = picker(
+      'jp-RelayRunHeader-step',
+      draftSteps ? 'The step a crash test stops at, in the current draft' : 'The step a crash test stops at',
+      steps
+    );
+    const again = this.button('run again', `Run the relay again${code} with this run's input`, () =>
       this.act({ action: 'run', run_id: run.run_id })
     );
-    const after = this.button('crash after', 'Run again, crashing right after the step\'s checkpoint', () =>
+    const after = this.button('crash after', `Run again${code}, crashing right after the step's checkpoint`, () =>
       this.act({ action: 'run', run_id: run.run_id, crash: `after:${select.value}` })
     );
-    const during = this.button('crash during', 'Run again, crashing inside the step, before its checkpoint', () =>
-      this.act({ action: 'run', run_id: run.run_id, crash: `during:${select.value}` })
+    const during = this.button(
+      'crash during',
+      `Run again${code}, crashing inside the step, before its checkpoint`,
+      () => this.act({ action: 'run', run_id: run.run_id, crash: `during:${select.value}` })
     );
     const recover = this.button('recover', '', () =>
       this.act({ action: 'recover', run_id: run.run_id })

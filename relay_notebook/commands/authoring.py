@@ -223,6 +223,19 @@ class RunFlow:
     code: dict[str, Any]
 
 
+def crash_steps(flow: FlowGraph) -> list[str]:
+    """The step names a view's crash test can stop at, in the graph's order: its step nodes'
+    (a call inside another step is not one), as the view's picker lists them."""
+    names: list[str] = []
+    for node in flow.nodes:
+        if node.type != "step" or node.details.get("in_step"):
+            continue
+        name = str(node.details.get("name", node.label))
+        if name not in names:
+            names.append(name)
+    return names
+
+
 def _read_entry(path: Path) -> str | None:
     try:
         return path.read_bytes().decode("utf-8")
@@ -253,6 +266,8 @@ def run_flow(workspace: Workspace, run_id: str) -> RunFlow:
         draft = None  # the relay's draft is gone or unreadable: the kept code still draws
     changed = draft is None or draft_code(draft).source_hash != bound
     code = {"kind": "draft", "changed": changed, "kept": True}
+    if changed and draft is not None:  # "run again" runs the draft now: crash at its steps
+        code["draft_steps"] = crash_steps(graph_of_draft(draft))
     source = _read_entry(folder.code)
     if source is None and not changed and draft is not None:
         source = draft.source  # a run from before runs kept their code; the draft is the same

@@ -474,11 +474,12 @@ class ViewChannel:
         if action == "run":
             log = commands.logs(workspace, run_id)
             crash = data.get("crash")
+            frozen = log.run.release  # runs its release again (a draft's run: the draft)
             view = RunView.start(
                 workspace,
                 log.run.relay,
                 run_input=log.run.input or {},
-                release=None,
+                release=f"v{frozen['version']}" if frozen else None,
                 crash=str(crash) if crash else None,
                 shell=self.shell,
                 sinks=[self._send],

@@ -8,6 +8,7 @@ only the driver, and never downloads a browser.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -186,11 +187,16 @@ def lab(lab_root: Path) -> Iterator[LabServer]:
 
 
 @pytest.fixture(scope="session")
-def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A headless Chromium with a fresh profile, driven by Playwright: one per test worker,
-    shared by its browser modules (each serves its own JupyterLab on its own port, so origins,
-    cookies and storage do not mix), whose later modules load JupyterLab's bundles from the
-    profile's cache instead of fetching and compiling them again."""
+def _chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """A headless Chromium with a fresh profile, driven by Playwright, and the event loop
+    Playwright's sync API runs: one per test worker, shared by its browser modules (each serves
+    its own JupyterLab on its own port, so origins, cookies and storage do not mix), whose
+    later modules load JupyterLab's bundles from the profile's cache instead of fetching and
+    compiling them again.
+
+    Between sync calls Playwright leaves its loop marked running in the main thread, which
+    makes every ``asyncio.run`` fail: the mark is held only while a browser module runs
+    (``browser_context``), never across the other files a worker runs in between."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed: run 'make system-deps' (apt-get install chromium)")
     sync_api = pytest.importorskip(
@@ -199,6 +205,7 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     ARTIFACTS.mkdir(exist_ok=True)
     profile = tmp_path_factory.mktemp("chromium-profile")
     with sync_api.sync_playwright() as p:
+        loop = asyncio.events._get_running_loop()
         context = p.chromium.launch_persistent_context(
             str(profile),
             executable_path=CHROMIUM,
@@ -216,6 +223,20 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         )
         context.set_default_timeout(60_000)
         try:
-            yield context
+            asyncio.events._set_running_loop(None)  # until a browser module takes it
+            yield context, loop
         finally:
+            asyncio.events._set_running_loop(loop)  # Playwright's own calls need it again
             context.close()
+
+
+@pytest.fixture(scope="module")
+def browser_context(_chromium: tuple[Any, Any]) -> Iterator[Any]:
+    """The worker's Chromium for one browser module, with Playwright's loop marked running
+    in the main thread for as long as the module drives it."""
+    context, loop = _chromium
+    asyncio.events._set_running_loop(loop)
+    try:
+        yield context
+    finally:
+        asyncio.events._set_running_loop(None)

@@ -114,6 +114,29 @@ def test_an_old_run_is_drawn_on_the_code_it_ran(page: Any, lab: LabServer) -> No
     _shot(view, "run_view_old_code.png")
 
 
+def test_an_old_runs_crash_test_runs_the_draft_now_at_its_steps(page: Any, lab: LabServer) -> None:
+    """scorer-1's header, drawn on score, offers crash tests at the current draft's steps
+    (grade, what "run again" runs), says so, and crash after grade#1 from it interrupts a new
+    run right after grade's first checkpoint, as that run's record says."""
+    view = run_view(page, 4)
+    header = view.locator('.jp-RelayRunHeader[data-run-id="scorer-1"]')
+    picker = header.locator(".jp-RelayRunHeader-step")
+    draft = Workspace(lab.home).load_draft("scorer")
+    assert "def grade(x):" in draft.source
+    assert picker.locator("option").all_inner_texts() == ["grade"]
+    crash = header.get_by_role("button", name="crash after")
+    assert "the current draft, changed since this run" in (crash.get_attribute("title") or "")
+    picker.select_option("grade")
+    crash.click()
+    page.wait_for_selector(
+        '.jp-RelayRunHeader[data-run-id="scorer-2"][data-status="interrupted"]', timeout=120_000
+    )
+    log = commands.logs(Workspace(lab.home), "scorer-2")
+    assert [s.name for s in log.steps] == ["grade"]
+    assert log.run.input == commands.logs(Workspace(lab.home), "scorer-1").run.input
+    assert "crashed on purpose after grade" in view.locator(".jp-RelayRunHeader").inner_text()
+
+
 def test_an_uncertain_call_says_reconcile(page: Any, lab: LabServer) -> None:
     """shop-1, crashed inside agent:clerk and recovered: the header says needs
     reconciliation, names the uncertain call and %relay reconcile (never "recover it"), the

@@ -280,13 +280,32 @@ def test_an_old_run_is_drawn_on_the_code_it_ran_after_the_draft_changed(
     # its call site in the code the run ran (the edit moved the draft's loop a line down)
     assert nodes["score"]["line"] == SCORER.splitlines().index("        total += score(x)") + 1
     assert not any("cannot follow" in note for note in doc.get("notes", []))
-    assert doc["run"]["code"] == {"kind": "draft", "changed": True, "kept": True}
+    # "run again" runs the draft as it is now: the header's crash picker offers its steps
+    assert doc["run"]["code"] == {
+        "kind": "draft", "changed": True, "kept": True, "draft_steps": ["grade"],
+    }  # fmt: skip
     assert doc["run"]["drawn"].startswith("drawn on the code this run ran; the draft has changed")
     assert "%relay check scorer --replay scorer-1" in doc["run"]["drawn"]
     assert "the draft has changed since" in view.monitor.bundle()["text/plain"].splitlines()[0]
     detail = commands.run_detail(workspace, "scorer-1")["graph"]
     assert {n["label"] for n in detail["nodes"] if n["type"] == "step"} == {"score ×3"}
     assert "%relay check scorer --replay scorer-1" in detail["run"]["drawn"]
+
+
+def test_run_again_from_a_releases_run_runs_that_release(workspace: Workspace) -> None:
+    """A release's run, run again from its view's button after the draft changed, runs the
+    same release (its record names it, its steps are the release's), not the draft."""
+    workspace.save_draft("scorer", SCORER)
+    commands.publish(workspace, "scorer")
+    workspace.save_draft("scorer", GRADER)
+    first = RunView.start(workspace, "scorer", shell=None, release="v1", run_input={"xs": [5]})
+    assert first.wait(120).status == "succeeded"
+    channel = ViewChannel(RecordingComm([]), lambda: workspace, None)
+    channel.handle({"content": {"data": {"action": "run", "run_id": "scorer-1"}}})
+    assert channel.views[-1].wait(120).status == "succeeded"
+    again = commands.logs(workspace, "scorer-2")
+    assert again.run.release is not None and again.run.release["version"] == 1
+    assert (again.run.input, [s.name for s in again.steps]) == ({"xs": [5]}, ["score"])
 
 
 def test_a_run_of_the_draft_as_it_is_says_nothing_about_its_code(workspace: Workspace) -> None:
