@@ -292,6 +292,10 @@ export class RunHeader {
     );
     recover.dataset['action'] = 'recover';
     after.dataset['needsStep'] = during.dataset['needsStep'] = '1';
+    if (draftSteps) {
+      // the graph shows this run's code; these buttons run the draft as it is now
+      bar.append(h('span', 'jp-RelayRunHeader-on', 'on the current draft:'));
+    }
     bar.append(again, select, after, during, recover);
     this.buttons = [again, after, during, recover];
     if (!steps.length) {

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from relay_notebook import commands
-from relay_notebook.record.folders import find_run
+from relay_notebook.record.folders import find_run, list_run_folders
 from relay_notebook.workspace import Workspace
 from tests.browser.lab_files import notebook_run, reopen_notebook, run_view
 from tests.relay_command import relay_command
@@ -124,6 +124,7 @@ def test_an_old_runs_crash_test_runs_the_draft_now_at_its_steps(page: Any, lab: 
     draft = Workspace(lab.home).load_draft("scorer")
     assert "def grade(x):" in draft.source
     assert picker.locator("option").all_inner_texts() == ["grade"]
+    assert header.locator(".jp-RelayRunHeader-on").inner_text() == "on the current draft:"
     crash = header.get_by_role("button", name="crash after")
     assert "the current draft, changed since this run" in (crash.get_attribute("title") or "")
     picker.select_option("grade")
@@ -221,16 +222,17 @@ def test_buttons_work_once_load_ext_ran_in_a_new_kernel(
         "() => window.jupyterapp.shell.currentWidget.content.widgets[0].model"
         ".executionCount !== null"
     )
+    started = f"scorer-{len(list_run_folders(Workspace(lab.home), 'scorer')) + 1}"
     view.get_by_role("button", name="run again").click()
     header = view.locator(".jp-RelayRunHeader")
     try:
         view.locator(
-            '.jp-RelayRunHeader[data-run-id="scorer-2"][data-status="succeeded"]'
+            f'.jp-RelayRunHeader[data-run-id="{started}"][data-status="succeeded"]'
         ).wait_for(timeout=120_000)
     except Exception:
         _shot(view, "run_view_load_ext_failed.png")
         raise
-    log = commands.logs(Workspace(lab.home), "scorer-2")
+    log = commands.logs(Workspace(lab.home), started)
     assert [s.name for s in log.steps] == ["grade", "grade", "grade"]
     assert "grade ×3" in (_node(view, "step-grade").text_content() or "")
     assert "drawn" not in header.inner_text()
