@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import platform
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from relay_notebook.errors import ReleaseTamperedError
 from relay_notebook.workspace import (
@@ -45,6 +49,7 @@ BINDING_NAMES = {
     "sqlalchemy": "the SQLAlchemy version",
 }
 
+T = TypeVar("T")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _SDK_DIRS = (
     _PACKAGE_ROOT / "runner",
@@ -58,6 +63,25 @@ def _json_digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: what was computed from files, with the files' stamps then: computed again once one changed
+_by_stamps: dict[str, tuple[object, Any]] = {}
+
+
+def _code_stamps() -> tuple[tuple[str, int, int], ...]:
+    """Each ``.py`` file of the kit's code a run is bound to: its path, mtime and size."""
+    out: list[tuple[str, int, int]] = []
+    pending = [str(folder) for folder in _SDK_DIRS]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    out.append((entry.path, st.st_mtime_ns, st.st_size))
+    return tuple(sorted(out))
+
+
 def _sdk_digest() -> str:
     h = hashlib.sha256()
     for folder in _SDK_DIRS:
@@ -66,13 +90,36 @@ def _sdk_digest() -> str:
     return h.hexdigest()
 
 
+def _path_stamps() -> tuple[tuple[str, int], ...]:
+    """The folders packages are found in, with their mtimes: installing, upgrading or removing
+    a package adds or renames its metadata folder in one of them."""
+    out = []
+    for entry in sys.path:
+        with contextlib.suppress(OSError):
+            out.append((entry, os.stat(entry or ".").st_mtime_ns))
+    return tuple(out)
+
+
+def _cached(key: str, stamps: object, compute: Callable[[], T]) -> T:
+    """``compute()``, or what it gave while the files stood as ``stamps`` says they stand now:
+    every run start and recovery asks, and reading the kit's code and the packages' metadata
+    each time cost about 40 ms of a run's start."""
+    kept = _by_stamps.get(key)
+    if kept is not None and kept[0] == stamps:
+        return kept[1]  # type: ignore[no-any-return]
+    value = compute()
+    _by_stamps[key] = (stamps, value)
+    return value
+
+
 def runtime_fingerprint() -> dict[str, str]:
     """The versions and code of this environment that a recovery must match."""
+    paths = _path_stamps()
     return {
-        "runner": _sdk_digest(),
+        "runner": _cached("runner", _code_stamps(), _sdk_digest),
         "python": platform.python_version(),
-        "dbos": metadata.version("dbos"),
-        "sqlalchemy": metadata.version("sqlalchemy"),
+        "dbos": _cached("dbos", paths, lambda: metadata.version("dbos")),
+        "sqlalchemy": _cached("sqlalchemy", paths, lambda: metadata.version("sqlalchemy")),
     }
 
 

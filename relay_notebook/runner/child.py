@@ -40,7 +40,7 @@ from relay_notebook.runner.dbos_private import (
     recover_pending_workflows,
     set_internal_queue_poll,
 )
-from relay_notebook.runner.leave import leave, lost
+from relay_notebook.runner.leave import DISK_FULL_EXIT_CODE, leave, lost
 from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.file_io import write_json_atomic
@@ -239,10 +239,16 @@ async def _run_attempt(
             )
         return {"status": "failed", "error": _error(codes.RELAY_RAISED, message, tb)}
     finally:
-        from agentworks.mcp import close_pools
-
-        await close_pools()
+        await _close_mcp_sessions()
     return _finish_result(spec, result)
+
+
+async def _close_mcp_sessions() -> None:
+    """Close the MCP sessions the relay opened: none unless it loaded ``agentworks.mcp``, which
+    an attempt does not import only to find no session (about 10 ms, each attempt)."""
+    module = sys.modules.get("agentworks.mcp")
+    if module is not None:
+        await module.close_pools()
 
 
 def _full_line(spec: AttemptSpec) -> str:
@@ -311,6 +317,23 @@ def _finish_result(spec: AttemptSpec, result: Any) -> dict[str, Any]:
 
 
 def main(spec_path: str) -> None:
+    """Run the attempt ``spec_path`` describes; leave with ``DISK_FULL_EXIT_CODE`` if the disk
+    fills before its outcome is written (the supervisor records the run interrupted)."""
+    from relay_notebook.runner.fault_points import ENV_STOP_AT, arm
+
+    arm(None, os.environ.get(ENV_STOP_AT))
+    try:
+        _attempt(spec_path)
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        with contextlib.suppress(Exception):
+            print(f"relay: the disk is full: {type(exc).__name__}: {exc}", file=sys.stderr)
+            sys.stderr.flush()
+        os._exit(DISK_FULL_EXIT_CODE)
+
+
+def _attempt(spec_path: str) -> None:
     # jsonschema imports rfc3987_syntax when installed, which compiles a grammar for 1.5 s on
     # every attempt; relays never validate IRI formats, so the child does without it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
@@ -385,6 +408,9 @@ def main(spec_path: str) -> None:
             _finish(events, outcome_path, runtime, outcome)
         from_template = False
         if database_url is None:
+            from relay_notebook.runner.fault_points import fault_point
+
+            fault_point("attempt:database")
             from_template = _prepare_database(spec.database)
             name, url = "relay", f"sqlite:///{spec.database.resolve()}"
             version = spec.app_version
@@ -538,9 +564,7 @@ async def _run_without_dbos(spec: AttemptSpec, entry: Any) -> dict[str, Any]:
             "error": _error(codes.RELAY_RAISED, f"{type(exc).__name__}: {exc}", tb),
         }
     finally:
-        from agentworks.mcp import close_pools
-
-        await close_pools()
+        await _close_mcp_sessions()
     return _finish_result(spec, result)
 
 

@@ -35,6 +35,7 @@ from relay_notebook.runner.leak_database import (
     strings,
 )
 from relay_notebook.runner.leak_needles import Leak, Needles, marker
+from relay_notebook.workspace.drafts import code_files
 
 __all__ = ["Leak", "Needles", "attempt_secrets", "check_attempt", "environment_secrets"]
 
@@ -202,8 +203,9 @@ def check_attempt(
 def _vault_names(code_dir: Path) -> set[str]:
     """Names the relay's source passes to ``vault("NAME")`` as a string literal."""
     names: set[str] = set()
-    for path in _files(code_dir):
-        if path.suffix != ".py" or path.stat().st_size > _MAX_SOURCE:
+    for rel in code_files(code_dir):  # never its runs: a relay with many would slow every start
+        path = code_dir / rel
+        if path.suffix != ".py" or path.is_symlink() or path.stat().st_size > _MAX_SOURCE:
             continue
         try:
             source = read_file(path)

@@ -22,6 +22,7 @@ from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, 
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.confine import attempt_write_rules
 from relay_notebook.runner.leak_check import Leak, check_attempt
+from relay_notebook.runner.leave import DISK_FULL_EXIT_CODE
 from relay_notebook.workspace.file_io import write_bytes_atomic, write_json_atomic
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "TRACE_LIMIT",
     "AttemptExit",
     "RunOutcome",
+    "full_message",
     "settle_attempt",
     "settle_lost_attempts",
     "write_trace",
@@ -91,6 +93,15 @@ class RunOutcome:
         out["executed"] = self.executed
         out["reused"] = self.reused
         return out
+
+
+def full_message(folder: RunFolder, attempt: int) -> str:
+    """Why a full disk stopped attempt ``attempt`` and what to type next."""
+    return (
+        f"The disk holding {folder.path} is full: attempt {attempt} of run {folder.run_id} "
+        f"stopped, and the run is interrupted with its checkpoints kept. Free space there "
+        f"(df -h {folder.path}), then recover it with: relay recover {folder.run_id}"
+    )
 
 
 def _exit_description(returncode: int) -> str:
@@ -221,6 +232,9 @@ def settle_attempt(
             f"Run {folder.run_id} passed its deadline and was stopped; a run keeps "
             f"its first attempt's deadline. Start a new run with: relay run {folder.relay}"
         )
+    elif returncode == DISK_FULL_EXIT_CODE:  # the child met a full disk before its outcome
+        status = "interrupted"
+        error = codes.DISK_FULL.record(full_message(folder, attempt))
     else:
         status = "interrupted"
         how = (
@@ -433,4 +447,5 @@ def write_trace(folder: RunFolder, record: RunRecord | None = None) -> None:
             dropped += drop
             trace["truncated"]["dropped_calls"] = dropped
             encoded = _encode(trace)
-    write_bytes_atomic(folder.trace, encoded)
+    # derived from the ledger and the record, both synced: never half a file, but no fsync
+    write_bytes_atomic(folder.trace, encoded, sync=False)

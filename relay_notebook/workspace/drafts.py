@@ -58,10 +58,12 @@ class Draft:
 
     def files(self) -> list[str]:
         """Relative POSIX paths of every file a release of this draft freezes, sorted."""
-        return sorted(_draft_files(self.folder))
+        return sorted(code_files(self.folder))
 
 
-def _draft_files(folder: Path) -> Iterator[str]:
+def code_files(folder: Path) -> Iterator[str]:
+    """Relative POSIX paths of a relay's code in ``folder`` (a draft's or a release's): every
+    file but hidden ones, bytecode, and a draft's ``runs/`` and ``releases/``."""
     for root, dirs, names in os.walk(folder):
         rel_root = Path(root).relative_to(folder)
         dirs[:] = sorted(
