@@ -42,17 +42,15 @@ from runner_sources import STEPS  # noqa: E402
 from relay_notebook.runner import start_run  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
 
-#: the loop relay of ``runner_sources``, its loop between ``enable`` and ``disable``
-PROFILED_LOOP = """
-import cProfile
-import json
-import time
 
-from agentworks import run_dir
-
+def _profiled_loop(name: str, profile_path: str, save_times: str) -> str:
+    """Workflow ``name``: the loop relay's loop, run once unprofiled (its times, written by
+    the statement ``save_times``) and once with ``cProfile`` on (saved at ``profile_path``, an
+    expression): one body for both contestants, so they profile the same work."""
+    return f"""
 
 @DBOS.workflow()
-async def run(INPUT):
+async def {name}(INPUT):
     wall, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
     total = 0
     for i in range(INPUT["steps"]):
@@ -64,13 +62,26 @@ async def run(INPUT):
     for i in range(INPUT["steps"]):
         total += await tick(i)
     profile.disable()
-    profile.dump_stats(str(run_dir / "steps.prof"))
-    times = {"wall": wall, "thread": thread, "process": process}
-    (run_dir / "steps.json").write_text(json.dumps(times))
-    return {"total": total}
+    profile.dump_stats({profile_path})
+    times = {{"wall": wall, "thread": thread, "process": process}}
+    {save_times}
+    return {{"total": total}}
 """
 
-BARE_LOOP = '''"""Bare DBOS: the loop relay, its loop profiled. Usage: bare.py FOLDER STEPS."""
+
+#: the loop relay of ``runner_sources``, its loop between ``enable`` and ``disable``
+PROFILED_LOOP = """
+import cProfile
+import json
+import time
+
+from agentworks import run_dir
+""" + _profiled_loop(
+    "run", 'str(run_dir / "steps.prof")', '(run_dir / "steps.json").write_text(json.dumps(times))'
+)
+
+BARE_LOOP = (
+    '''"""Bare DBOS: the loop relay, its loop profiled. Usage: bare.py FOLDER STEPS."""
 import asyncio
 import cProfile
 import json
@@ -88,26 +99,13 @@ DB = os.path.join(FOLDER, "dbos.sqlite")
 @DBOS.step()
 async def tick(i):
     return i
-
-
-@DBOS.workflow()
-async def loop(INPUT):
-    wall, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
-    total = 0
-    for i in range(INPUT["steps"]):
-        total += await tick(i)
-    wall = time.perf_counter() - wall
-    thread, process = time.thread_time() - thread, time.process_time() - process
-    profile = cProfile.Profile(time.thread_time)
-    profile.enable()
-    for i in range(INPUT["steps"]):
-        total += await tick(i)
-    profile.disable()
-    profile.dump_stats(os.path.join(FOLDER, "steps.prof"))
-    with open(os.path.join(FOLDER, "steps.json"), "w") as out:
-        json.dump({"wall": wall, "thread": thread, "process": process}, out)
-    return {"total": total}
-
+'''
+    + _profiled_loop(
+        "loop",
+        'os.path.join(FOLDER, "steps.prof")',
+        'open(os.path.join(FOLDER, "steps.json"), "w").write(json.dumps(times))',
+    )
+    + """
 
 async def main():
     conn = sqlite3.connect(DB)
@@ -128,7 +126,8 @@ async def main():
 
 
 asyncio.run(main())
-'''
+"""
+)
 
 KIT_PACKAGES = (f"{os.sep}relay_notebook{os.sep}", f"{os.sep}agentworks{os.sep}")
 
