@@ -170,7 +170,8 @@ function drawShape(
 
 /** The caption over a node's label: its type and line (`STEP · L35`), as views/svg.py has it. */
 export function caption(node: GraphNode): string {
-  const kind = node.type.toUpperCase();
+  // a datasource transaction is a step that commits with its checkpoint
+  const kind = node.details?.['transaction'] ? 'TRANSACTION' : node.type.toUpperCase();
   return node.line !== undefined && node.line !== null ? `${kind} · L${node.line}` : kind;
 }
 

@@ -13,7 +13,7 @@ import {
   stopMark,
   TYPE_COLOURS
 } from '../lib/palette.js';
-import { badgeColour, reusedBadgeText } from '../lib/draw.js';
+import { badgeColour, caption, reusedBadgeText } from '../lib/draw.js';
 import { closeQuietly } from '../lib/kernel.js';
 
 test('a node is painted by its type until a run status overrides it', () => {
@@ -183,4 +183,11 @@ test("a run's duration is the time its attempts ran, with the wall time beside a
   // a row without active time (an older server) keeps the wall time; before any end, a dash
   assert.equal(runDuration({ run_id: 'r-2', status: 'succeeded', duration_ms: 2500 }), '2.5 s');
   assert.equal(runDuration({ run_id: 'r-3', status: 'running' }), '—');
+});
+
+test("a node's caption is its type and line; a datasource transaction's says TRANSACTION", () => {
+  assert.equal(caption({ id: 's', type: 'step', label: 's', line: 7 }), 'STEP · L7');
+  assert.equal(caption({ id: 'o', type: 'output', label: 'output' }), 'OUTPUT');
+  const tx = { id: 't', type: 'step', label: 'greet', line: 12, details: { transaction: 'ds' } };
+  assert.equal(caption(tx), 'TRANSACTION · L12');
 });

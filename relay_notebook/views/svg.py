@@ -150,8 +150,9 @@ def _describe(graph: FlowGraph) -> str:
 
 def caption(node: Node) -> str:
     """The small caption over a node's label: its type, and its line (``STEP · L35``), so two
-    calls of one step are told apart."""
-    kind = node.type.upper()
+    calls of one step are told apart. A datasource transaction is a step that commits with its
+    checkpoint: its caption says ``TRANSACTION``."""
+    kind = "TRANSACTION" if node.details.get("transaction") else node.type.upper()
     return f"{kind} · L{node.line}" if node.line is not None else kind
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import itertools
 import json
 import shutil
 import subprocess
@@ -91,7 +92,9 @@ def _every_kind() -> FlowGraph:
         if status == "reused" or kind == "step":
             details["reused"] = True
         nodes.append(Node(f"n{i}", kind, label, line=i + 1, details=details))
-    edges = [Edge(f"n{i}", f"n{i + 1}") for i in range(len(nodes) - 1)]
+    # a datasource transaction: a step whose caption says TRANSACTION
+    nodes.insert(2, Node("tx", "step", "greet", line=40, details={"transaction": "ds"}))
+    edges = [Edge(a.id, b.id) for a, b in itertools.pairwise(nodes)]
     edges.append(Edge("n8", "n14", "else"))
     edges.append(Edge("n9", "n9"))
     edges.append(Edge("n11", "n9", "retry the loop"))

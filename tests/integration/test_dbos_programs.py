@@ -29,6 +29,8 @@ from relay_notebook.runner.fork import ForkError, ForkRequest
 from relay_notebook.runner.messages import send_message
 from relay_notebook.source.admission import check_source
 from relay_notebook.source.flow import build_flow_graph
+from relay_notebook.source.layout import layout_graph
+from relay_notebook.views.svg import caption, render_svg
 from relay_notebook.workspace import Workspace
 
 # -- the programs -----------------------------------------------------------------------------
@@ -442,6 +444,12 @@ def test_datasource_transactions_are_drawn_run_and_roll_back_with_a_crash(
     assert sorted(tx) == ["count_greetings", "create_table", "greet"]
     assert {n.details["guarantee"]["kind"] for n in tx.values()} == {"recorded_once"}
     assert "commits together with its checkpoint" in tx["greet"].details["guarantee"]["text"]
+    laid = layout_graph(graph)
+    svg = render_svg(laid)
+    assert {caption(n) for n in laid.nodes if n.label in tx} == {
+        f"TRANSACTION · L{tx[name].line}" for name in tx
+    }
+    assert all(f"TRANSACTION · L{n.line}" in svg for n in tx.values())
     inp = {"names": ["ann", "bob"]}
     expected = bare_dbos(tmp_path, TRANSACTIONS, inp)
     assert expected == {"count": 2}
