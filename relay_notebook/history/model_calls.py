@@ -236,12 +236,25 @@ def listed_usage(
     events: Sequence[Event],
     reused: Iterable[tuple[int, Iterable[int]]],
     prices: PriceTable,
+    copied: tuple[str, Iterable[int], Sequence[Event]] | None = None,
 ) -> tuple[TokenTotal, TokenTotal]:
     """(paid, not paid) for ``relay runs``, from the ledger's ``model_call`` events and each
-    attempt's reused root calls as run.json lists them (no database read: a child workflow's
-    reuse and a fork's copies show in ``relay logs``)."""
+    attempt's reused root calls as run.json lists them, and for a fork the calls it ``copied``
+    (its parent's id, the copied function ids from run.json, the parent's ``model_call``
+    events), as ``relay logs`` prices them. No database read: a child workflow's reuse shows in
+    ``relay logs`` only."""
     payments = [_payment(e, prices) for e in events if e.get("call_kind", "model") == "model"]
     paid, saved = TokenTotal(), TokenTotal()
+    if copied is not None:
+        parent_id, ids, parent_events = copied
+        wanted = set(ids)
+        kept = {  # the parent's last payment of each copied call: the one its checkpoint holds
+            p.step_id: p
+            for p in (_payment(e, prices) for e in parent_events)
+            if p.kind == "model" and p.workflow_id == parent_id and p.step_id in wanted
+        }
+        for p in kept.values():
+            saved = saved.plus(p)
     made: dict[int | None, ModelCallCost] = {}
     for p in payments:
         paid = paid.plus(p)

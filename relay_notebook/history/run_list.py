@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, cast
 
-from relay_notebook.errors import InvalidInputError, RunRecordDamagedError
+from relay_notebook.errors import InvalidInputError, RelayError, RunRecordDamagedError
 from relay_notebook.history.log_records import ReleaseRef
 from relay_notebook.record.dbos_tools import RunDatabases, shown_status
 from relay_notebook.record.folders import (
     RunFolder,
+    find_run,
     list_run_folders,
     list_unrecorded_folders,
     unrecorded_problem,
@@ -149,18 +151,32 @@ def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
     from relay_notebook.record.ledger import kind_tag
     from relay_notebook.workspace.prices import load_prices
 
-    try:
-        with folder.events.open("rb") as ledger:  # one find before any parsing
-            if kind_tag("model_call") not in ledger.read():
-                return None
-    except OSError:
+    def model_calls(ledger_path: Path, run_id: str) -> list[dict[str, Any]]:
+        try:
+            with ledger_path.open("rb") as ledger:  # one find before any parsing
+                if kind_tag("model_call") not in ledger.read():
+                    return []
+        except OSError:
+            return []
+        return LedgerScan(ledger_path, run_id).select("model_call")
+
+    home = folder.path.parent.parent.parent
+    events = model_calls(folder.events, folder.run_id)
+    fork = record.fork or {}
+    copied = None
+    if fork.get("copied") and isinstance(fork.get("parent"), str):
+        try:  # the parent may have been deleted since: its copies are then not counted
+            parent = find_run(Workspace(home), fork["parent"])
+        except RelayError:
+            parent = None
+        parent_events = model_calls(parent.events, parent.run_id) if parent else []
+        if parent_events:
+            copied = (fork["parent"], list(fork["copied"]), parent_events)
+    if not events and copied is None:
         return None
-    events = LedgerScan(folder.events, folder.run_id).select("model_call")
-    if not events:
-        return None
-    prices = load_prices(folder.path.parent.parent.parent)
+    prices = load_prices(home)
     reused = [(a.attempt, a.reused) for a in record.attempts]
-    paid, saved = listed_usage(folder.run_id, events, reused, prices)
+    paid, saved = listed_usage(folder.run_id, events, reused, prices, copied)
     return {"currency": prices.currency, "paid": paid.to_dict(), "saved": saved.to_dict()}
 
 

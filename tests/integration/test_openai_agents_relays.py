@@ -218,6 +218,15 @@ def test_a_fork_with_an_edited_model_answer_changes_the_result(workspace: Worksp
     assert fork.result["output"] == "What if it said this?"
     usage = commands.logs(workspace, fork.run_id).usage
     assert usage is not None and usage.paid.calls == 0 and usage.saved.calls == 2
+    # `relay runs` counts the copied calls as not paid, as the fork's logs price them
+    [listed] = [r for r in commands.runs(workspace) if r.run_id == fork.run_id]
+    assert listed.usage is not None
+    assert listed.usage["paid"]["calls"] == 0
+    saved = listed.usage["saved"]
+    assert (saved["calls"], saved["input_tokens"], saved["output_tokens"]) == (
+        usage.saved.calls, usage.saved.input_tokens, usage.saved.output_tokens,
+    )  # fmt: skip
+    assert saved["cost"] == pytest.approx(usage.saved.cost)
     answer = {"tool_calls": [{"tool": "lookup", "args": {"sku": "B-7"}}]}
     request = ForkRequest("lookup#1", sets={f"{MODEL_STEP}#1": answer})
     fork2 = start_fork(workspace, parent.run_id, request).wait(180)
