@@ -21,6 +21,7 @@ from relay_notebook.record.store import lend_session, open_postgres_run
 from relay_notebook.runner import parse_crash_spec, start_recovery, start_run
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
 from relay_notebook.runner.locks import take_run_lock
+from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.runs import create_run
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
@@ -182,6 +183,8 @@ def test_the_run_lock_outlives_an_idle_session_timeout(
     backend = resolve_backend(database_url)
     draft = workspace.save_draft("slow", SLOW_STEPS)
     prepare_database(backend, workspace.home)
+    # DBOS's tables first: a migration on a busy machine may pause past a 1 s timeout itself
+    ensure_dbos_schema(backend)
     with psycopg.connect(database_url, autocommit=True) as conn:
         name = database_url.rsplit("/", 1)[1]
         conn.execute(f"ALTER DATABASE {name} SET idle_session_timeout = '1s'")
