@@ -108,7 +108,8 @@ class Settings:
 
 def arm_fault_point() -> None:
     """Tests and the crash fuzz only: ``RELAY_TEST_KILL_AT=fork:copied`` makes this process
-    SIGKILL itself at that point of the kit's own writes (``runner.fault_points``)."""
-    from relay_notebook.runner.fault_points import ENV_KILL_AT, arm
+    SIGKILL itself at that point of the kit's own writes (``runner.fault_points``);
+    ``RELAY_TEST_STOP_AT`` stops it there."""
+    from relay_notebook.runner.fault_points import ENV_KILL_AT, ENV_STOP_AT, arm
 
-    arm(os.environ.get(ENV_KILL_AT))
+    arm(os.environ.get(ENV_KILL_AT), os.environ.get(ENV_STOP_AT))

@@ -149,9 +149,10 @@ def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
     from relay_notebook.history.ledger_scan import LedgerScan
     from relay_notebook.history.model_calls import listed_usage
     from relay_notebook.record.ledger import kind_tag
+    from relay_notebook.record.ledger_events import Event
     from relay_notebook.workspace.prices import load_prices
 
-    def model_calls(ledger_path: Path, run_id: str) -> list[dict[str, Any]]:
+    def model_calls(ledger_path: Path, run_id: str) -> list[Event]:
         try:
             with ledger_path.open("rb") as ledger:  # one find before any parsing
                 if kind_tag("model_call") not in ledger.read():
@@ -163,7 +164,7 @@ def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
     home = folder.path.parent.parent.parent
     events = model_calls(folder.events, folder.run_id)
     fork = record.fork or {}
-    copied = None
+    copied: tuple[str, list[int], list[Event]] | None = None
     if fork.get("copied") and isinstance(fork.get("parent"), str):
         try:  # the parent may have been deleted since: its copies are then not counted
             parent = find_run(Workspace(home), fork["parent"])

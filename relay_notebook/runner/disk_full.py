@@ -6,6 +6,11 @@ would stay ``running`` with no process. So each attempt's supervisor sets a smal
 aside before the child starts (``reserve_space``); if settling meets a full disk, the reserve
 is deleted and run.json is rewritten in its room: the attempt ``interrupted``, coded
 ``disk-full``, recoverable as soon as there is space. The reserve goes when the attempt ends.
+A new run keeps one more reserve in its ``.relay_ipc`` from its record to its first attempt's
+start: a disk that fills in between (the template copy, the attempt's folders, its spec) ends
+the start with the run recorded ``interrupted`` there (``record_start_disk_full``), never
+``pending`` or ``running`` with no process. A child that meets a full disk before its outcome is
+written exits with ``DISK_FULL_EXIT_CODE``, which settling reads as the same.
 """
 
 from __future__ import annotations
@@ -14,16 +19,17 @@ import contextlib
 import os
 from pathlib import Path
 
-from relay_notebook.errors import codes
+from relay_notebook.errors import DiskFullError, codes
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms, read_events
 from relay_notebook.record.run_record import RunRecord
-from relay_notebook.runner.outcome import AttemptExit, RunOutcome, write_trace
+from relay_notebook.runner.outcome import AttemptExit, RunOutcome, full_message, write_trace
 
 __all__ = [
     "RESERVE_BYTES",
     "full_message",
     "record_disk_full",
+    "record_start_disk_full",
     "release_space",
     "reserve_space",
     "unrecorded_message",
@@ -34,9 +40,17 @@ RESERVE_BYTES = 256 * 1024
 _RESERVE = "reserve"
 
 
-def reserve_space(attempt_dir: Path) -> None:
-    """Set ``RESERVE_BYTES`` aside in ``attempt_dir`` (none if the disk has no room now)."""
+def reserve_space(attempt_dir: Path, take_from: Path | None = None) -> None:
+    """Set ``RESERVE_BYTES`` aside in ``attempt_dir`` (none if the disk has no room now):
+    the reserve in ``take_from`` if there is one (a new run's, moved: no room is given back
+    to the disk in between), else a new one."""
     path = attempt_dir / _RESERVE
+    if take_from is not None:
+        try:
+            os.rename(take_from / _RESERVE, path)
+            return
+        except OSError:
+            pass
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError:
@@ -56,13 +70,36 @@ def release_space(attempt_dir: Path) -> None:
         (attempt_dir / _RESERVE).unlink()
 
 
-def full_message(folder: RunFolder, attempt: int) -> str:
-    """Why the attempt stopped and what to type next."""
-    return (
+def record_start_disk_full(
+    folder: RunFolder, record: RunRecord, attempt: int, attempt_dir: Path | None
+) -> DiskFullError | None:
+    """A full disk stopped attempt ``attempt`` before its child ran: a new run (``pending``)
+    or the begun attempt is recorded ``interrupted`` (``disk-full``) in the reserves' room;
+    the error to raise, or ``None`` when the record was not the start's to change (a recovery
+    refused before it began: the run is as it was). Call with the run lock held."""
+    release_space(folder.ipc)
+    if attempt_dir is not None:
+        release_space(attempt_dir)
+    entry = record.attempt_entry(attempt)
+    begun = entry is not None and not entry.ended
+    if not begun and record.status != "pending":
+        return None
+    message = (
         f"The disk holding {folder.path} is full: attempt {attempt} of run {folder.run_id} "
-        f"stopped, and the run is interrupted with its checkpoints kept. Free space there "
+        f"could not start, and the run is interrupted. Free space there "
         f"(df -h {folder.path}), then recover it with: relay recover {folder.run_id}"
     )
+    try:
+        if entry is not None and begun:
+            entry.end(
+                ended_at=now_ms(), returncode=None, status="interrupted", executed=[], reused=[]
+            )
+        record.status, record.error = "interrupted", codes.DISK_FULL.record(message)
+        record.raw["waiting"] = None
+        record.save(folder)
+    except OSError:
+        return DiskFullError(unrecorded_message(folder, attempt))
+    return DiskFullError(message)
 
 
 def unrecorded_message(folder: RunFolder, attempt: int) -> str:

@@ -7,7 +7,9 @@ write names its points (``fault_point("fork:copied")``), and a process started w
 ``RELAY_TEST_KILL_AT=fork:copied`` SIGKILLs itself there, as DBOS's ``_debug_trigger`` does for
 its commits. The variable is read at the CLI's boundary (``commands.settings.arm_fault_point``,
 which calls ``arm``); only tests and ``benchmarks/bench_crash_fuzz.py`` set it. Unarmed, a point
-costs one comparison.
+costs one comparison. ``RELAY_TEST_STOP_AT=run:recorded`` SIGSTOPs the process there instead, so
+a test can change the world (fill the disk) between two writes, then SIGCONT it; the child arms
+its own points (``attempt:database``) from the same variable.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import os
 import signal
 from typing import Final
 
-__all__ = ["ENV_KILL_AT", "FORK_POINTS", "arm", "fault_point"]
+__all__ = ["ENV_KILL_AT", "ENV_STOP_AT", "FORK_POINTS", "START_POINTS", "arm", "fault_point"]
 
 #: the test-only variable naming the point at which this process kills itself
 ENV_KILL_AT: Final = "RELAY_TEST_KILL_AT"
+#: the test-only variable naming the point at which this process stops itself (SIGSTOP)
+ENV_STOP_AT: Final = "RELAY_TEST_STOP_AT"
 #: the points of making a fork, in order (``runner.fork``)
 FORK_POINTS: Final = (
     "fork:planned",  # the fork is planned and checked; nothing is written yet
@@ -31,18 +35,29 @@ FORK_POINTS: Final = (
     "fork:placed",  # the database in place; run.json still says creating
     "fork:published",  # run.json says pending; the first attempt not started
 )
+#: the points of starting a new run, in order (``runner.runs``, ``runner.supervisor``, the child)
+START_POINTS: Final = (
+    "run:recorded",  # run.json written (pending); no attempt yet
+    "attempt:checked",  # the free space checked; the attempt's folder and spec not written
+    "attempt:recorded",  # run.json says attempt 1 is running; its child not started
+    "attempt:database",  # the child runs; the run's database not yet made
+)
 
 
 _armed: str | None = None
+_stop: str | None = None
 
 
-def arm(name: str | None) -> None:
-    """Kill this process at the point ``name`` when it is reached (``None``: at none)."""
-    global _armed
-    _armed = name or None
+def arm(name: str | None, stop: str | None = None) -> None:
+    """Kill this process at the point ``name`` when it is reached (``None``: at none); stop it
+    at the point ``stop`` (until a SIGCONT)."""
+    global _armed, _stop
+    _armed, _stop = name or None, stop or None
 
 
 def fault_point(name: str) -> None:
-    """SIGKILL this process if it was armed at ``name``; else return."""
+    """SIGKILL (or SIGSTOP) this process if it was armed at ``name``; else return."""
     if _armed is not None and _armed == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if _stop is not None and _stop == name:
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -21,9 +21,12 @@ from relay_notebook.record.ledger import EventWriter
 from relay_notebook.runner.crash import CRASH_EXIT_CODE, CrashSpec
 from relay_notebook.workspace.file_io import write_json_atomic
 
-__all__ = ["CRASH_EXIT_CODE_LOST", "crash_point", "leave", "lost"]
+__all__ = ["CRASH_EXIT_CODE_LOST", "DISK_FULL_EXIT_CODE", "crash_point", "leave", "lost"]
 
 CRASH_EXIT_CODE_LOST = 75  # the supervisor went away (lifeline closed, child lock lost)
+#: the disk filled before the outcome was written (the run's database, the ledger, the outcome
+#: file): settling records the run ``interrupted`` with ``disk-full`` (``runner.outcome``)
+DISK_FULL_EXIT_CODE = 74
 
 
 def leave(

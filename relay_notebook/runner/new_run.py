@@ -17,6 +17,7 @@ from relay_notebook.record.folders import RunFolder, allocate_run
 from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import Backend, prepare_database
+from relay_notebook.runner.disk_full import reserve_space
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.workspace import Draft, Workspace
@@ -72,6 +73,8 @@ def record_new_run(
     with hold_relay(workspace, draft.name, exclusive=False):
         folder = allocate_run(workspace, draft.name)
         try:
+            if not queued:  # room to record it interrupted if the disk fills before it starts
+                reserve_space(folder.ipc)
             record = _first_record(
                 folder, draft, code, run_input, backend, deadline_s, queued, shape
             )

@@ -26,6 +26,7 @@ from relay_notebook.runner.backend import (
     workspace_backend,
 )
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.fault_points import fault_point
 from relay_notebook.runner.fork import CREATING, ForkRequest
 from relay_notebook.runner.fork_make import complete_fork, make_fork
 from relay_notebook.runner.new_run import DEFAULT_DEADLINE_S, record_new_run
@@ -101,6 +102,7 @@ def start_run(
         workspace, draft, run_input=run_input, release=release, deadline_s=deadline_s,
         backend=backend,
     )  # fmt: skip
+    fault_point("run:recorded")
     request = AttemptRequest.of_run(
         workspace, folder, record, backend, crash=crash, on_event=on_event
     )

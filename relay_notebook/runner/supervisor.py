@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from relay_notebook.errors import DiskFullError
+from relay_notebook.errors.storage import is_disk_full
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.ledger import EventWriter, now_ms
 from relay_notebook.record.ledger_events import Event, EventFields, EventKind
@@ -42,7 +44,8 @@ from relay_notebook.runner.confine import (
     confine_command,
     landlock_confinement,
 )
-from relay_notebook.runner.disk_full import release_space, reserve_space
+from relay_notebook.runner.disk_full import record_start_disk_full, release_space, reserve_space
+from relay_notebook.runner.fault_points import fault_point
 from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallback, RunHandle
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
@@ -193,16 +196,20 @@ def launch_attempt(
     lock = take_run_lock(folder, backend)
     life_r = life_w = report_r = report_w = None
     attempt_dir: Path | None = None
+    record: RunRecord | None = None
+    attempt = 0
     try:
         with lend_session(backend, lock.session):  # its reads share the lock's session
             record = preflight() if preflight is not None else RunRecord.load(folder)
         attempt = record.attempts_used + 1
         # refused before an attempt is used, rather than stopped half way
         require_free_space(folder.path, f"attempt {attempt} of run {folder.run_id}")
+        fault_point("attempt:checked")
         attempt_id = uuid.uuid4().hex[:12]
         attempt_dir = folder.ipc / f"attempt-{attempt_id}"
         attempt_dir.mkdir(parents=True)
-        reserve_space(attempt_dir)  # room to record its end if the disk fills meanwhile
+        # room to record its end if the disk fills meanwhile (a new run's reserve, moved)
+        reserve_space(attempt_dir, take_from=folder.ipc)
         rules = attempt_write_rules(folder, attempt_dir, request.hidden)
         parent = warm_parent() if request.warm_start else None
         if parent is not None and confine and not parent.can_confine():
@@ -275,6 +282,7 @@ def launch_attempt(
             **confinement.record(),
         )
         record.save(folder)
+        fault_point("attempt:recorded")
         child_fds = tuple(fd for fd in (pipe_w, life_r, report_w) if fd is not None)
         secrets = dict(request.secrets)
         logs = AttemptLogs(attempt_dir, secrets)  # scrubbed of vault values: see log_scrubber
@@ -303,16 +311,27 @@ def launch_attempt(
             logs.started()
             for fd in child_fds:
                 os.close(fd)
-    except BaseException:
+    except BaseException as exc:
+        stopped = None  # a full disk: the run is recorded interrupted, under the lock
+        if record is not None and (isinstance(exc, DiskFullError) or is_disk_full(exc)):
+            with contextlib.suppress(Exception):
+                stopped = record_start_disk_full(folder, record, attempt, attempt_dir)
         if attempt_dir is not None:
             release_space(attempt_dir)
+        release_space(folder.ipc)
         lock.release()
         for end in (life_w, report_r):
             if end is not None:
                 os.close(end)
+        if stopped is not None:
+            raise stopped from exc
         raise
     entry.update(pid=process.pid)
-    record.save(folder)
+    try:
+        record.save(folder)
+    except OSError as exc:  # a full disk: the child runs, and its end is recorded as it ends
+        if not is_disk_full(exc):
+            raise
     handle = RunHandle(folder, attempt, process=process, on_event=request.on_event)
     if request.warm_start and parent is None:  # spawned: warm the next attempt, after this one
         handle.add_done_callback(_warm_next)
