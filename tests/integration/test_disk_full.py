@@ -107,11 +107,11 @@ def test_run_on_a_nearly_full_disk_is_one_coded_line(disk: Path, free_kib: int) 
     assert json.loads(again.stdout)["result"] == {"total": 10}
 
 
-def test_a_disk_filled_during_a_step_leaves_the_run_interrupted(disk: Path) -> None:
-    """A filler written while the step sleeps: the run ends ``interrupted`` with one
-    ``[disk-full]`` line naming its folder; freed, ``relay recover`` finishes it."""
-    home = disk / "relays"
-    assert relay(home, "check", str(relay_path("nap"))).returncode == 0
+def nap_filled_in_its_step(
+    home: Path, disk: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """`relay run nap` (a 2 s step) with ``disk`` filled while its step sleeps: the command's
+    end, the run's ledger and the filler (delete it to free the disk)."""
     cmd = [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "run", "nap"]
     run = subprocess.Popen(
         [*cmd, "--input", '{"seconds": 2}'],
@@ -124,9 +124,17 @@ def test_a_disk_filled_during_a_step_leaves_the_run_interrupted(disk: Path) -> N
     wait_until(lambda: ledger.is_file() and "step_start" in ledger.read_text(), 60)
     filler = fill(disk)
     out, err = run.communicate(timeout=120)
-    proc = subprocess.CompletedProcess(cmd, run.returncode, out, err)
+    return subprocess.CompletedProcess(cmd, run.returncode, out, err), ledger, filler
+
+
+def test_a_disk_filled_during_a_step_leaves_the_run_interrupted(disk: Path) -> None:
+    """A filler written while the step sleeps: the run ends ``interrupted`` with one
+    ``[disk-full]`` line naming its folder; freed, ``relay recover`` finishes it."""
+    home = disk / "relays"
+    assert relay(home, "check", str(relay_path("nap"))).returncode == 0
+    proc, ledger, filler = nap_filled_in_its_step(home, disk)
     assert_disk_full(proc, ledger.parent)
-    assert "relay recover nap-1" in err
+    assert "relay recover nap-1" in proc.stderr
     record = json.loads((ledger.parent / "run.json").read_text())
     assert record["status"] == "interrupted" and record["error"]["code"] == "disk-full"
     assert statuses(home) == {"nap-1": "interrupted"}

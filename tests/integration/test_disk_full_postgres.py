@@ -12,9 +12,6 @@ its ``53100`` as ``disk-full`` too, see ``errors.storage``.)
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,12 +21,12 @@ from relay_notebook.runner.fault_points import START_POINTS
 from tests.integration.test_disk_full import (
     assert_disk_full,
     folders_without_record,
+    nap_filled_in_its_step,
     relay,
     statuses,
 )
 from tests.integration.test_disk_full_start import run_filled_at
 from tests.mounts import fill, tmpfs
-from tests.polling import wait_until
 from tests.relays import relay_path
 
 
@@ -85,19 +82,8 @@ def test_a_disk_filled_during_a_postgres_runs_step_leaves_it_interrupted(disk: P
     PostgreSQL): one ``[disk-full]`` line naming the run's folder, the run ``interrupted``;
     freed, ``relay recover`` finishes it without running the step again."""
     home = disk / "relays"
-    cmd = [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "run", "nap"]
-    run = subprocess.Popen(
-        [*cmd, "--input", '{"seconds": 2}'],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "RELAY_DEBUG": ""},
-    )
-    ledger = home / "nap" / "runs" / "iteration-1-hook" / "dbos_events.jsonl"
-    wait_until(lambda: ledger.is_file() and "step_start" in ledger.read_text(), 60)
-    filler = fill(disk)
-    out, err = run.communicate(timeout=120)
-    assert_disk_full(subprocess.CompletedProcess(cmd, run.returncode, out, err), ledger.parent)
+    proc, ledger, filler = nap_filled_in_its_step(home, disk)
+    assert_disk_full(proc, ledger.parent)
     assert statuses(home) == {"nap-1": "interrupted"} and folders_without_record(home) == []
     filler.unlink()
     recovered = relay(home, "recover", "nap-1", "--json")
