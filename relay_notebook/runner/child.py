@@ -319,9 +319,6 @@ def _finish_result(spec: AttemptSpec, result: Any) -> dict[str, Any]:
 def main(spec_path: str) -> None:
     """Run the attempt ``spec_path`` describes; leave with ``DISK_FULL_EXIT_CODE`` if the disk
     fills before its outcome is written (the supervisor records the run interrupted)."""
-    from relay_notebook.runner.fault_points import ENV_STOP_AT, arm
-
-    arm(None, os.environ.get(ENV_STOP_AT))
     try:
         _attempt(spec_path)
     except Exception as exc:
@@ -339,6 +336,10 @@ def _attempt(spec_path: str) -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     _sqlite_temp_files_in_tmpdir()
     spec = AttemptSpec.read(spec_path)
+    if spec.stop_at is not None:  # tests only: the point its supervisor's command stops at
+        from relay_notebook.runner.fault_points import arm
+
+        arm(None, spec.stop_at)
     if spec.report_fd is not None:
         _report_confinement(dict(spec.confinement or {}), spec.report_fd)
     events = EventWriter(

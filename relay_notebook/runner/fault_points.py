@@ -8,8 +8,9 @@ write names its points (``fault_point("fork:copied")``), and a process started w
 its commits. The variable is read at the CLI's boundary (``commands.settings.arm_fault_point``,
 which calls ``arm``); only tests and ``benchmarks/bench_crash_fuzz.py`` set it. Unarmed, a point
 costs one comparison. ``RELAY_TEST_STOP_AT=run:recorded`` SIGSTOPs the process there instead, so
-a test can change the world (fill the disk) between two writes, then SIGCONT it; the child arms
-its own points (``attempt:database``) from the same variable.
+a test can change the world (fill the disk) between two writes, then SIGCONT it; the attempts'
+children stop at their own points (``attempt:database``) as their supervisor's process was told
+(``AttemptSpec.stop_at``: a child reads no setting from its environment).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import os
 import signal
 from typing import Final
 
-__all__ = ["ENV_KILL_AT", "ENV_STOP_AT", "FORK_POINTS", "START_POINTS", "arm", "fault_point"]
+__all__ = [
+    "ENV_KILL_AT",
+    "ENV_STOP_AT",
+    "FORK_POINTS",
+    "START_POINTS",
+    "arm",
+    "fault_point",
+    "stop_point",
+]
 
 #: the test-only variable naming the point at which this process kills itself
 ENV_KILL_AT: Final = "RELAY_TEST_KILL_AT"
@@ -53,6 +62,11 @@ def arm(name: str | None, stop: str | None = None) -> None:
     at the point ``stop`` (until a SIGCONT)."""
     global _armed, _stop
     _armed, _stop = name or None, stop or None
+
+
+def stop_point() -> str | None:
+    """The point this process stops at, if armed: its attempts' children stop there too."""
+    return _stop
 
 
 def fault_point(name: str) -> None:

@@ -68,6 +68,9 @@ class AttemptSpec:
     net_ready_fd: int | None = None
     #: what the child checks about its own confinement before the relay is imported
     confinement: Mapping[str, Any] | None = None
+    #: tests only: the fault point at which the child stops itself (``runner.fault_points``),
+    #: as its supervisor's process was told (the child reads no setting of its own)
+    stop_at: str | None = None
 
     def with_confinement(
         self, check: Mapping[str, Any] | None, net_ready_fd: int | None = None
@@ -99,6 +102,7 @@ class AttemptSpec:
             "report_fd": self.report_fd,
             "net_ready_fd": self.net_ready_fd,
             "confinement": dict(self.confinement) if self.confinement is not None else None,
+            "stop_at": self.stop_at,
             "workspace": str(ctx.workspace),
             "variables": dict(ctx.variables),
             "default_model": ctx.default_model,
@@ -136,6 +140,7 @@ class AttemptSpec:
             report_fd=fd("report_fd"),
             net_ready_fd=fd("net_ready_fd"),
             confinement=data.get("confinement"),
+            stop_at=data.get("stop_at"),
             context=AttemptContext(
                 workspace=Path(data["workspace"]),
                 variables={str(k): str(v) for k, v in (data.get("variables") or {}).items()},

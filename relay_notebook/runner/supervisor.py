@@ -45,7 +45,7 @@ from relay_notebook.runner.confine import (
     landlock_confinement,
 )
 from relay_notebook.runner.disk_full import record_start_disk_full, release_space, reserve_space
-from relay_notebook.runner.fault_points import fault_point
+from relay_notebook.runner.fault_points import fault_point, stop_point
 from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallback, RunHandle
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
@@ -270,6 +270,7 @@ def launch_attempt(
             net_ready_fd=_net_ready_fd(plan),
             confinement=confinement.check,
             context=request.context,
+            stop_at=stop_point(),
         )
         spec.write(attempt_dir / "spec.json")
         entry = record.begin_attempt(
