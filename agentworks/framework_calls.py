@@ -23,10 +23,17 @@ from typing import Any
 from agentworks import _runtime
 from agentworks.frameworks import FrameworkStep, step_role
 
-__all__ = ["framework_step"]
+__all__ = ["framework_owned", "framework_step"]
 
 #: the modules whose ``DBOS.step`` functions are framework calls
 _MODULES = ("pydantic_ai.", "dbos_openai_agents.")
+
+
+def framework_owned(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` is a step of a framework's own (a call, or plumbing such as Pydantic
+    AI's MCP ``get_tools``): its arguments are the framework's run context, not the relay's
+    values, and DBOS does not save them."""
+    return (getattr(func, "__module__", None) or "").startswith(_MODULES)
 
 
 def framework_step(name: str, func: Callable[..., Any]) -> Callable[..., Any]:

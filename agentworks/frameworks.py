@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FrameworkStep", "step_role"]
+__all__ = ["FrameworkStep", "framework_plumbing", "step_role"]
 
 #: Pydantic AI's step names: ``AGENT__model.request[.MODEL_ID]`` and its stream variant,
 #: ``AGENT__mcp_server__ID.call_tool`` (its ``get_tools`` and ``get_instructions`` are plumbing)
 _PYDANTIC_MODEL = ("__model.request", "__model.request_stream")
 _PYDANTIC_MCP = "__mcp_server__"
+_PYDANTIC_PLUMBING = (".get_tools", ".get_instructions")
 #: the OpenAI Agents SDK's one model step (``dbos_openai_agents.runner``)
 _OPENAI_MODEL = "_model_call_step"
 
@@ -46,3 +47,9 @@ def step_role(name: str, module: str | None = None) -> FrameworkStep | None:
         server = rest[len(_PYDANTIC_MCP) - 2 : -len(".call_tool")]
         return FrameworkStep("mcp", "pydantic_ai", f"{agent}/{server}")
     return None
+
+
+def framework_plumbing(name: str) -> bool:
+    """Whether a step named ``name`` is a framework's plumbing, not a call of its agent:
+    Pydantic AI's ``AGENT__mcp_server__ID.get_tools`` and ``.get_instructions``."""
+    return _PYDANTIC_MCP in name and name.endswith(_PYDANTIC_PLUMBING)

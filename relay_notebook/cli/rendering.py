@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay_notebook import commands
 from relay_notebook.cli.parser import CommandLineError
@@ -23,6 +23,9 @@ from relay_notebook.commands.api_requests import log_document
 from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
 from relay_notebook.views import wording as surfaces
 from relay_notebook.workspace import Workspace
+
+if TYPE_CHECKING:
+    from relay_notebook.commands.runs import StepCall
 
 __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
 
@@ -365,20 +368,33 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
             f"  attempt {a.attempt}: {a.status}{lost}{where}, executed "
             f"{len(a.executed)}, reused {len(a.reused)}"
         )
+    children = {c.parent_function_id: c for c in log.children if c.parent_workflow_id == run.run_id}
     for st in log.steps:
-        marks = []
-        if st.executed_in:
-            marks.append("executed in " + ",".join(map(str, st.executed_in)))
-        if st.reused_in:
-            marks.append("reused in " + ",".join(map(str, st.reused_in)))
-        if st.retries:
-            marks.append(f"{len(st.retries)} failed tries")
-        print(f"  {st.function_id:>4} {st.name:<24} {st.status:<13} {'; '.join(marks)}")
+        print(_step_line(st, ""))
+        child = children.get(st.function_id) if st.kind == "workflow" else None
+        if child is not None:  # its calls under the call that started it (a DBOSAgent's too)
+            calls = f"{len(child.steps)} call" + ("" if len(child.steps) == 1 else "s")
+            head = f"child workflow {child.workflow_id} ({child.name})"
+            print(f"       {head}: DBOS {child.status}, {calls}")
+            print("\n".join(_step_line(c, "  ") for c in child.steps))
     if log.usage is not None:
         from relay_notebook.views.usage_text import usage_lines
 
         print("\n".join(usage_lines(log.usage)))
     return EXIT_OK
+
+
+def _step_line(st: StepCall, indent: str) -> str:
+    """One call of ``relay logs``: its kind when it is not a plain step (``model``, ``tool``,
+    ``mcp``, ``workflow``), the attempts that executed and reused it, its failed tries."""
+    marks = [st.kind] if st.kind not in ("step", "dbos") else []
+    if st.executed_in:
+        marks.append("executed in " + ",".join(map(str, st.executed_in)))
+    if st.reused_in:
+        marks.append("reused in " + ",".join(map(str, st.reused_in)))
+    if st.retries:
+        marks.append(f"{len(st.retries)} failed tries")
+    return f"{indent}  {st.function_id:>4} {st.name:<24} {st.status:<13} {'; '.join(marks)}"
 
 
 def _cmd_grant(ws: Workspace, args: argparse.Namespace) -> int:

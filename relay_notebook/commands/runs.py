@@ -21,6 +21,7 @@ from relay_notebook.errors import (
     RelayError,
 )
 from relay_notebook.history import RunLog, RunSummary, list_runs, overlay_run, read_run_log
+from relay_notebook.history.log_records import StepCall
 from relay_notebook.history.preview import RecoveryPreview, preview_recovery
 from relay_notebook.history.run_events import read_run_events
 from relay_notebook.history.run_graph import overlay_events
@@ -59,6 +60,7 @@ __all__ = [
     "RunLog",
     "RunOutcome",
     "RunSummary",
+    "StepCall",
     "enqueue",
     "logs",
     "pending_calls",

@@ -25,10 +25,18 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agentworks.frameworks import framework_plumbing
 from relay_notebook.history.log_records import StepCall
 from relay_notebook.source.graph import Edge, FlowGraph, Node, call_key
 
-__all__ = ["PathWalk", "call_key", "node_site", "place_children", "walk_calls"]
+__all__ = [
+    "PathWalk",
+    "agent_workflows",
+    "call_key",
+    "node_site",
+    "place_children",
+    "walk_calls",
+]
 
 #: node types that make no DBOS step call of their own: a walk may pass through them
 PASSABLE: Final = frozenset(
@@ -150,12 +158,40 @@ class PathWalk:
         return (choice[1], choice[2]) if choice is not None else (-1, [])
 
 
+def agent_workflows(node: Node) -> set[str]:
+    """The child workflows a framework agent's node runs its agent in: Pydantic AI's
+    ``DBOSAgent`` names them ``AGENT.run`` and ``AGENT.run_sync`` (persisted names, like its
+    steps'); its model requests, step tools and MCP calls are that child's steps."""
+    if node.type != "agent" or node.details.get("framework") != "pydantic_ai":
+        return set()
+    name = node.details.get("name")
+    return {f"{name}.run", f"{name}.run_sync"} if isinstance(name, str) else set()
+
+
+def _agent_calls(node: Node, made: list[StepCall], by_id: dict[str, Any]) -> list[StepCall]:
+    """``made`` (the calls placed on a framework agent's node) with each start of the agent's
+    child workflow replaced by the child's calls the agent makes (model requests, step tools,
+    MCP calls), as ``DBOSDurability`` makes them in the relay's own workflow. A start whose
+    child recorded none of them yet stays: it is where the run is."""
+    names = {str(s) for s in node.details.get("steps") or ()}
+    out: list[StepCall] = []
+    for step in made:
+        child = by_id.get(step.child_workflow_id or "") if step.kind == "workflow" else None
+        inner = [s for s in child.steps if s.name in names] if child is not None else []
+        out += inner or [step]
+    return out
+
+
 def place_children(graph: FlowGraph, calls: dict[str, list[StepCall]], children: list[Any]) -> None:
     """Each child workflow's calls on the nodes drawn for its body (``in_workflow``) under the
     node its start was placed on, in call order (``children``: the run's child workflows, with
-    their steps)."""
+    their steps); a ``DBOSAgent``'s child's calls on its agent node (``agent_workflows``)."""
     by_id = {c.workflow_id: c for c in children}
+    agents = {n.id: n for n in graph.nodes if agent_workflows(n)}
     for node_id, made in list(calls.items()):
+        if node_id in agents:
+            calls[node_id] = _agent_calls(agents[node_id], made, by_id)
+            continue
         body = [n for n in graph.nodes if n.details.get("in_workflow") == node_id]
         for start in made if body else []:
             child = by_id.get(start.child_workflow_id or "")
@@ -189,7 +225,9 @@ def walk_calls(
             if where is not None:
                 by_site.setdefault((key, where), []).append(node.id)
         if node.type == "agent" and node.details.get("framework") and key is not None:
-            agent_steps[node.id] = {str(s) for s in node.details.get("steps") or ()}
+            # ... and a DBOSAgent's child workflow, whose calls ``place_children`` puts there
+            named = {str(s) for s in node.details.get("steps") or ()}
+            agent_steps[node.id] = named | agent_workflows(node)
     walk = PathWalk(graph)
     calls: dict[str, list[StepCall]] = {}
     # the run enters at the input node (an annotated graph's may have any id)
@@ -206,9 +244,9 @@ def walk_calls(
     previous: StepCall | None = None
     for step in steps:
         follows, previous = previous, step
-        if step.kind == "dbos":
+        if step.kind == "dbos" or framework_plumbing(step.name):
             if step.name not in by_key:
-                continue  # DBOS's own bookkeeping, drawn nowhere
+                continue  # DBOS's or an agent framework's own bookkeeping, drawn nowhere
             if (
                 step.name == "DBOS.sleep"
                 and follows is not None

@@ -117,9 +117,12 @@ def root_calls_of(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
         return [] if conn is None else root_calls(conn, run_id, pg=False)
 
 
-def _child_starter(db: Path | Backend, run_id: str, name: str, n: int) -> str | None:
+def _child_starter(
+    db: Path | Backend, run_id: str, name: str, n: int
+) -> tuple[str, list[str]] | None:
     """The call that started the child workflow in which ``name`` ran its ``n``-th time,
-    counted across the run's children in order (``None``: no child ran it)."""
+    counted across the run's children in order, and that child's calls (``None``: no child
+    ran it)."""
     if isinstance(db, Backend):
         with connect(db) as conn:
             children = child_calls(conn, run_id, pg=True)
@@ -130,8 +133,32 @@ def _child_starter(db: Path | Backend, run_id: str, name: str, n: int) -> str | 
     for starter, calls in children:
         seen += calls.count(name)
         if seen >= n:
-            return starter
+            return starter, calls
     return None
+
+
+def _in_child(run_id: str, what: str, name: str, child: tuple[str, list[str]]) -> ForkError:
+    """Why a call of a child workflow cannot be forked from or edited, and what to do: a fork
+    copies and edits calls of the run's own workflow (DBOS forks one workflow from its own
+    calls). Pydantic AI's ``DBOSAgent`` runs its agent in such a child (``AGENT.run``), so its
+    model requests and tool calls are the child's: its ``DBOSDurability`` capability runs them
+    in the relay's workflow instead."""
+    starter, calls = child
+    agent, _, method = starter.partition("#")[0].rpartition(".")
+    if method in ("run", "run_sync") and any(c.startswith(f"{agent}__model.") for c in calls):
+        return ForkError(
+            f"Cannot {what}: {name} is a call of Pydantic AI's DBOSAgent {agent!r}, which runs "
+            f"its agent in a child workflow ({starter}), and a fork copies and edits calls of "
+            f"the run's own workflow only. To fork from the agent's calls and edit its "
+            f"answers, run it in the relay's workflow: Agent(..., capabilities=[DBOSDurability()]) "
+            f"and agent.run(...) in place of DBOSAgent(agent); to run the whole agent again: "
+            f"relay fork {run_id} --from {starter}"
+        )
+    return ForkError(
+        f"Cannot {what}: {name} ran inside a child workflow (started by {starter}), and DBOS "
+        f"forks a workflow from its own calls only. Fork from the call that started the "
+        f"child to run it again: relay fork {run_id} --from {starter}"
+    )
 
 
 def _nth(calls: list[tuple[int, str]], name: str, n: int) -> int | None:
@@ -172,13 +199,8 @@ def plan_fork(
     if start is None:
         if calls and name == calls[-1][1] and n == 1 + sum(1 for _, c in calls if c == name):
             start = calls[-1][0] + 1  # the next call of the last step: fork after everything
-        elif (starter := _child_starter(db, parent.run_id, name, n)) is not None:
-            raise ForkError(
-                f"Cannot fork run {parent.run_id} from {call}: {name} ran inside a child "
-                f"workflow (started by {starter}), and DBOS forks a workflow from its own calls "
-                f"only. Fork from the call that started the child to run it again: relay fork "
-                f"{parent.run_id} --from {starter}"
-            )
+        elif (child := _child_starter(db, parent.run_id, name, n)) is not None:
+            raise _in_child(parent.run_id, f"fork run {parent.run_id} from {call}", name, child)
         else:
             raise ForkError(
                 f"Cannot fork run {parent.run_id} from {call}: the run recorded no such call "
@@ -191,6 +213,10 @@ def plan_fork(
     for target, value in sets.items():
         step, k = parse_call(target, "--set")
         fid = _nth(copied, step, k)
+        if fid is None and _nth(calls, step, k) is None:
+            child = _child_starter(db, parent.run_id, step, k)
+            if child is not None:
+                raise _in_child(parent.run_id, f"set the output of {target}", step, child)
         if fid is None:
             raise ForkError(
                 f"Cannot set the output of {target}: only calls before {call} are copied into "

@@ -35,7 +35,7 @@ from dbos import error as dbos_error
 from agentworks._runtime import Runtime, StepCall
 from agentworks._sites import call_site, track_origins, tracked, untracked
 from agentworks.errors import SecretLeakError
-from agentworks.framework_calls import framework_step
+from agentworks.framework_calls import framework_owned, framework_step
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.backend import database_error, error_text
@@ -158,7 +158,9 @@ class Instrumentation:
             name = options.get("name") or func.__qualname__
             # a framework's model request or MCP call records its receipt (decided here, once)
             observed = framework_step(name, func)
-            body = self._wrap_body(observed, name, framework=observed is not func)
+            # its other steps (Pydantic AI's MCP get_tools, get_instructions) take its run context
+            owned = observed is not func or framework_owned(func)
+            body = self._wrap_body(observed, name, framework=owned)
             return self._wrap_calls(dbos_decorate(body), name, func)
 
         return decorate

@@ -1,0 +1,186 @@
+"""Pydantic AI's ``DBOSAgent`` runs its agent in a DBOS child workflow (``clerk.run``): its
+model requests and tool calls are the child's steps, yet they are painted on the agent's node
+as ``DBOSDurability``'s are (kinds, counts, tokens), listed by ``relay logs``, crash points
+recovered from the child's checkpoints; forking from one is refused saying why and what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from relay_notebook import commands
+from relay_notebook.runner.fork import ForkError, ForkRequest
+from relay_notebook.runner.runs import start_fork
+from relay_notebook.views.live import RunMonitor
+from relay_notebook.views.mime import GRAPH_MIME
+from relay_notebook.workspace import Workspace
+from tests.integration.framework_runs import crashed_and_recovered, go
+from tests.integration.test_pydantic_ai_relays import CAPABILITY, WRAPPED, save
+
+pytest.importorskip("pydantic_ai.durable_exec.dbos")
+
+
+def agent_node(graph: dict[str, Any]) -> dict[str, Any]:
+    """The one agent node of a run graph document."""
+    [node] = [n for n in graph["nodes"] if n["type"] == "agent"]
+    return node
+
+
+def calls_of(node: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Each call on a node: name, attempts that executed and reused it, its tokens' line."""
+    return [
+        (c["name"], c["executed_in"], c["reused_in"], c.get("tokens"))
+        for c in node["details"]["calls"]
+    ]
+
+
+def relay_cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(ws.home), *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_dbos_agents_calls_are_on_its_node_as_the_capabilitys_are(workspace: Workspace) -> None:
+    """The run graph, the notebook's run view and ``relay logs`` of a DBOSAgent run show its
+    two model requests and its tool call on the agent's node, as the same agent written with
+    DBOSDurability shows them: same calls, count, kinds and tokens; nothing left unplaced."""
+    save(workspace, WRAPPED)
+    out = go(workspace)
+    assert out.status == "succeeded", out.error
+    graph = commands.run_detail(workspace, out.run_id)["graph"]
+    node = agent_node(graph)
+    assert (node["label"], node["details"]["status"], node["details"]["count"]) == (
+        "clerk ×3", "succeeded", 3,
+    )  # fmt: skip
+    assert calls_of(node) == [
+        ("clerk__model.request", [1], [], "offline-clerk · 52 in + 5 out tokens"),
+        ("lookup", [1], [], None),
+        ("clerk__model.request", [1], [], "offline-clerk · 57 in + 11 out tokens"),
+    ]
+    # the calls are the child workflow's, not the relay's own
+    child = node["details"]["calls"][0]
+    assert child["function_id"] == 1
+    assert not graph.get("notes")
+    assert all(e["taken"] for e in graph["edges"])
+    # the notebook's run view paints the same node
+    monitor = RunMonitor(
+        commands.run_flow(workspace, out.run_id).graph,
+        lambda run_id: commands.logs(workspace, run_id),
+        run_id=out.run_id,
+    )
+    monitor.refresh()
+    viewed = agent_node(monitor.bundle()[GRAPH_MIME])
+    assert calls_of(viewed) == calls_of(node) and viewed["details"]["count"] == 3
+    # relay logs: the child's calls with their kinds under the call that started it
+    shown = relay_cli(workspace, "logs", out.run_id).stdout.splitlines()
+    start = next(i for i, line in enumerate(shown) if " clerk.run " in line)
+    assert "workflow; executed in 1" in shown[start]
+    assert shown[start + 1].strip().startswith(f"child workflow {out.run_id}-1 (clerk.run)")
+    assert [line.split()[1:] for line in shown[start + 2 : start + 5]] == [
+        ["clerk__model.request", "checkpointed", "model;", "executed", "in", "1"],
+        ["lookup", "checkpointed", "tool;", "executed", "in", "1"],
+        ["clerk__model.request", "checkpointed", "model;", "executed", "in", "1"],
+    ]
+    # the capability form: the same calls on the same node
+    save(workspace, CAPABILITY, name="direct")
+    same = go(workspace, name="direct")
+    assert same.status == "succeeded", same.error
+    direct = agent_node(commands.run_detail(workspace, same.run_id)["graph"])
+    assert calls_of(direct) == calls_of(node)
+    assert direct["details"]["count"] == node["details"]["count"]
+
+
+def test_a_crash_during_a_childs_model_request_recovers_reusing_the_first(
+    workspace: Workspace,
+) -> None:
+    """Killed inside the child's second model request, the agent node says where the run
+    stopped; recovered, the first request and the tool call come back from the child's
+    checkpoints (not paid again) and the second runs again."""
+    save(workspace, WRAPPED)
+    first = go(workspace, crash="during:clerk__model.request#2")
+    assert first.status == "interrupted", first.error
+    node = agent_node(commands.run_detail(workspace, first.run_id)["graph"])
+    assert (node["details"]["status"], node["details"].get("stopped")) == (
+        "interrupted", "interrupted",
+    )  # fmt: skip
+    assert [c["name"] for c in node["details"]["calls"]] == [
+        "clerk__model.request", "lookup", "clerk__model.request",
+    ]  # fmt: skip
+    out = commands.recover(workspace, first.run_id).wait(180)
+    assert out.status == "succeeded", out.error
+    assert out.result["output"] == "found: product A-1 (authorized 19 chars)"
+    node = agent_node(commands.run_detail(workspace, first.run_id)["graph"])
+    assert calls_of(node) == [
+        ("clerk__model.request", [1], [2],
+         "offline-clerk · 52 in + 5 out tokens; not paid again in attempt 2"),
+        ("lookup", [1], [2], None),
+        ("clerk__model.request", [1, 2], [], "offline-clerk · 57 in + 11 out tokens; paid 2×"),
+    ]  # fmt: skip
+    assert node["details"]["summary"] == "2 of 3 reused"
+    log = commands.logs(workspace, first.run_id)
+    assert log.usage is not None and log.usage.saved.calls == 1
+
+
+def test_a_crash_after_a_childs_model_request_recovers_reusing_it(workspace: Workspace) -> None:
+    """Killed right after the child's first model request was checkpointed, the recovery
+    reuses it and runs the tool and the second request: the agent's answer is the same."""
+    save(workspace, WRAPPED)
+    first, out = crashed_and_recovered(workspace, "after:clerk__model.request#1")
+    assert out.result["output"] == "found: product A-1 (authorized 19 chars)"
+    node = agent_node(commands.run_detail(workspace, first.run_id)["graph"])
+    assert [c[:3] for c in calls_of(node)] == [
+        ("clerk__model.request", [1], [2]),
+        ("lookup", [2], []),
+        ("clerk__model.request", [2], []),
+    ]
+    log = commands.logs(workspace, first.run_id)
+    assert log.usage is not None
+    assert (log.usage.paid.calls, log.usage.saved.calls) == (2, 1)
+
+
+def test_forking_from_or_editing_a_dbos_agents_call_is_refused_saying_why(
+    workspace: Workspace,
+) -> None:
+    """A fork copies and edits the run's own workflow's calls; a DBOSAgent's are its child's:
+    ``--from`` one or ``--set`` one is refused in one coded line naming DBOSDurability and the
+    call that runs the whole agent again, which forks."""
+    save(workspace, WRAPPED)
+    parent = go(workspace)
+    assert parent.status == "succeeded", parent.error
+    run_id = parent.run_id
+    why = (
+        "is a call of Pydantic AI's DBOSAgent 'clerk', which runs its agent in a child "
+        "workflow (clerk.run#1), and a fork copies and edits calls of the run's own workflow "
+        "only. To fork from the agent's calls and edit its answers, run it in the relay's "
+        "workflow: Agent(..., capabilities=[DBOSDurability()]) and agent.run(...) in place of "
+        f"DBOSAgent(agent); to run the whole agent again: relay fork {run_id} --from "
+        "clerk.run#1 [fork-refused]"
+    )
+    with pytest.raises(ForkError) as refused:
+        start_fork(workspace, run_id, ForkRequest("clerk__model.request#2"))
+    assert str(refused.value) == (
+        f"Cannot fork run {run_id} from clerk__model.request#2: clerk__model.request {why}"
+    )
+    edit = ForkRequest("DBOS.getResult#1", sets={"clerk__model.request#1": "what if"})
+    with pytest.raises(ForkError) as refused:
+        start_fork(workspace, run_id, edit)
+    assert str(refused.value) == (
+        f"Cannot set the output of clerk__model.request#1: clerk__model.request {why}"
+    )
+    # the same from the terminal: exit 1, one line on stderr, no fork made
+    shown = relay_cli(
+        workspace, "fork", run_id, "--from", "lookup#1", "--set",
+        'clerk__model.request#1="what if"',
+    )  # fmt: skip
+    assert shown.returncode == 1
+    [line] = shown.stderr.strip().splitlines()
+    assert line.endswith("[fork-refused]") and "DBOSDurability" in line, line
+    assert [r.run_id for r in commands.runs(workspace)] == [run_id]
+    # what the refusal says to type forks, running the agent again
+    again = start_fork(workspace, run_id, ForkRequest("clerk.run#1")).wait(180)
+    assert again.status == "succeeded", again.error
+    assert again.result["output"] == parent.result["output"]
