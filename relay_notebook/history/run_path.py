@@ -191,8 +191,12 @@ def place_children(graph: FlowGraph, calls: dict[str, list[StepCall]], children:
     for node_id, made in list(calls.items()):
         if node_id in agents:
             calls[node_id] = _agent_calls(agents[node_id], made, by_id)
-            continue
+    # a child's own child workflows (grandchildren, and deeper) are placed in their turn
+    pending = [(node_id, made) for node_id, made in calls.items() if node_id not in agents]
+    while pending:
+        node_id, made = pending.pop(0)
         body = [n for n in graph.nodes if n.details.get("in_workflow") == node_id]
+        placed: dict[str, list[StepCall]] = {}
         for start in made if body else []:
             child = by_id.get(start.child_workflow_id or "")
             seen: dict[str, int] = {}
@@ -200,7 +204,10 @@ def place_children(graph: FlowGraph, calls: dict[str, list[StepCall]], children:
                 targets = [n.id for n in body if call_key(n) == step.name]
                 if targets:
                     k = seen[step.name] = seen.get(step.name, -1) + 1
-                    calls.setdefault(targets[k % len(targets)], []).append(step)
+                    target = targets[k % len(targets)]
+                    calls.setdefault(target, []).append(step)
+                    placed.setdefault(target, []).append(step)
+        pending += [(target, steps) for target, steps in placed.items() if target not in agents]
 
 
 def walk_calls(

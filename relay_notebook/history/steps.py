@@ -359,6 +359,23 @@ def _mark_reuse(
             later = sorted(a for a in active[cols["workflow_id"][i]] if a > done)
             if later:
                 table.reused[i] = later
+    # an attempt that replayed a child's checkpoint says so in its ledger (``step_reused`` with
+    # the child's workflow id): a grandchild whose calls were all replayed ran none in that
+    # attempt, so the rule above cannot see it was going
+    replayed: dict[tuple[str, str, int], set[int]] = {}
+    for e in scan.select("step_reused"):
+        wf, attempt = e.get("workflow_id"), e.get("attempt")
+        if wf in children and isinstance(attempt, int):
+            key = (str(wf), str(e.get("step")), int(e.get("occurrence") or 0))
+            replayed.setdefault(key, set()).add(attempt)
+    if replayed:
+        seen: dict[tuple[str, str], int] = {}
+        for i in sorted(rows, key=lambda r: (cols["workflow_id"][r], cols["function_id"][r])):
+            wf, name = cols["workflow_id"][i], cols["name"][i]
+            k = seen[(wf, name)] = seen.get((wf, name), 0) + 1
+            attempts = replayed.get((wf, name, k))
+            if attempts:
+                table.reused[i] = sorted(set(table.reused.get(i, ())) | attempts)
 
 
 def _live_reuse(

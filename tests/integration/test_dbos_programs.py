@@ -404,6 +404,60 @@ def test_awaited_started_and_enqueued_children_match_bare_dbos_and_recover(
     assert bodies_run(workspace, final.run_id, "double") == 4  # the one killed mid-way, again
 
 
+NESTED = """\
+from dbos import DBOS
+
+
+@DBOS.step()
+async def leaf(x):
+    return x + 1
+
+
+@DBOS.workflow()
+async def grandchild(x):
+    return await leaf(x)
+
+
+@DBOS.step()
+async def mid_step(x):
+    return x * 2
+
+
+@DBOS.workflow()
+async def child(x):
+    return await grandchild(await mid_step(x))
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    return {"v": await child(INPUT["x"])}
+"""
+
+
+def test_a_grandchilds_calls_are_placed_and_reused_after_a_crash_in_it(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """A child workflow that starts its own child: crashed right after the grandchild's step,
+    recovered, the grandchild's checkpoint is reused in attempt 2 as the ledger's replay says,
+    and the run graph places that call on its node (ran in 1, reused), as the child's."""
+    admitted(NESTED)
+    expected = bare_dbos(tmp_path, NESTED, {"x": 1})
+    workspace.save_draft("nest", NESTED)
+    final = crash_then_recover(workspace, "nest", {"x": 1}, "after:leaf")
+    assert final.status == "succeeded" and final.result == expected == {"v": 3}
+    assert bodies_run(workspace, final.run_id, "leaf") == 1
+    log = commands.logs(workspace, final.run_id)
+    calls = {s.name: s for child in log.children for s in child.steps}
+    assert (calls["leaf"].executed_in, calls["leaf"].reused_in) == ((1,), (2,))
+    assert (calls["mid_step"].executed_in, calls["mid_step"].reused_in) == ((1,), (2,))
+    graph = {n["id"]: n for n in commands.run_detail(workspace, final.run_id)["graph"]["nodes"]}
+    for node in ("step-leaf", "step-mid_step", "workflow-grandchild"):
+        assert graph[node]["details"]["status"] == "reused", (node, graph[node]["details"])
+    # placed on its node: the attempt that ran it and the one that reused it
+    assert graph["step-leaf"]["attempts"] == [1]
+    assert graph["step-leaf"]["details"]["reused_in"] == [2]
+
+
 # -- run_step, asyncio_wait, gather, asyncio.wait ---------------------------------------------
 
 
