@@ -23,6 +23,7 @@ from test_runner import go
 from relay_notebook import commands
 from relay_notebook.commands import time_travel
 from relay_notebook.history import overlay_run, read_run_log
+from relay_notebook.magics.runs import RunView
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
 from relay_notebook.runner.fork import ForkError, ForkRequest
@@ -30,6 +31,7 @@ from relay_notebook.runner.messages import send_message
 from relay_notebook.source.admission import check_source
 from relay_notebook.source.flow import build_flow_graph
 from relay_notebook.source.layout import layout_graph
+from relay_notebook.views.mime import GRAPH_MIME
 from relay_notebook.views.svg import caption, render_svg
 from relay_notebook.workspace import Workspace
 
@@ -456,6 +458,12 @@ def test_a_grandchilds_calls_are_placed_and_reused_after_a_crash_in_it(
     # placed on its node: the attempt that ran it and the one that reused it
     assert graph["step-leaf"]["attempts"] == [1]
     assert graph["step-leaf"]["details"]["reused_in"] == [2]
+    # the notebook's view of the run paints it the same
+    view = RunView.of_run(workspace, final.run_id, shell=None)
+    view.monitor.refresh()
+    live = {n["id"]: n for n in view.monitor.bundle()[GRAPH_MIME]["nodes"]}
+    leaf = live["step-leaf"]
+    assert leaf["details"]["status"] == "reused" and leaf["attempts"] == [1]
 
 
 # -- run_step, asyncio_wait, gather, asyncio.wait ---------------------------------------------
