@@ -125,12 +125,13 @@ def test_a_fork_killed_while_it_is_made_is_completed_by_recover_or_never_was(
     check_killed_fork(tmp_path / "relays", point)
 
 
-@pytest.mark.parametrize("point", ["fork:recorded", "fork:forked", "fork:edited", "fork:resumed"])
+@pytest.mark.parametrize("point", ["fork:forked", "fork:edited", "fork:resumed"])
 def test_a_fork_on_postgresql_killed_while_it_is_made_stays_held_until_recover_completes_it(
     point: str, tmp_path: Path, database_url: str
 ) -> None:
     """On PostgreSQL the killed fork's rows stay on the hold queue; `relay recover` completes
-    them (the edit applied once) and runs only the fresh calls."""
+    them (the edit applied once) and runs only the fresh calls. The points where the fork has
+    rows in the database (before them it is the SQLite test's case: a record, no rows)."""
     check_killed_fork(tmp_path / "relays", point, database_url)
 
 
