@@ -386,8 +386,11 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _step_line(st: StepCall, indent: str) -> str:
     """One call of ``relay logs``: its kind when it is not a plain step (``model``, ``tool``,
-    ``mcp``, ``workflow``), the attempts that executed and reused it, its failed tries."""
+    ``mcp``, ``workflow``), the run a fork copied it from, the attempts that executed and
+    reused it, its failed tries."""
     marks = [st.kind] if st.kind not in ("step", "dbos") else []
+    if st.copied_from:  # as the run graph and the side panel say it
+        marks.append(f"copied from {st.copied_from}" + (", edited" if st.edited else ""))
     if st.executed_in:
         marks.append("executed in " + ",".join(map(str, st.executed_in)))
     if st.reused_in:

@@ -38,6 +38,10 @@ def test_fork_a_failed_run_onto_the_fixed_draft_from_the_terminal(tmp_path: Path
         "└─ shipping-2  succeeded  from check · the draft code",
     ]
     assert relay(home, "lineage", "shipping-2").stdout.splitlines() == tree
+    # relay logs says which calls the fork copied, as the run graph does
+    logs = relay(home, "logs", "shipping-2").stdout.splitlines()
+    copied = [line.split()[1] for line in logs if "copied from shipping-1" in line]
+    assert copied == ["fetch", "price"], logs
     diff = relay(home, "diff", "shipping-1", "shipping-2", "--json")
     rows = {r["call"]: r["differs"] for r in json.loads(diff.stdout)}
     assert rows["fetch#1"] == [] and rows["ship#1"] == ["only in shipping-2"]
