@@ -210,8 +210,14 @@ def _empty_run(folder: RunFolder, backend: Backend) -> None:
         record = None
     if record is not None and record.database:
         kept_in = backend_for_run(record, backend)
+        child = (record.fork or {}).get("child")
+        forked = (
+            [str(child["workflow_id"])]
+            if isinstance(child, dict) and child.get("workflow_id")
+            else []
+        )
         try:
-            delete_run_workflows(kept_in, folder.run_id)
+            delete_run_workflows(kept_in, folder.run_id, forked)
         except Exception as exc:
             raise DatabaseUnavailableError(
                 f"Cannot delete run {folder.run_id}'s workflows from {kept_in.display}: "

@@ -21,6 +21,7 @@ __all__ = [
     "ChildWorkflow",
     "ForkEdits",
     "ForkOrigin",
+    "ForkedChild",
     "InjectedCrash",
     "Receipt",
     "ReleaseRef",
@@ -46,8 +47,23 @@ class ForkEdits(TypedDict):
     outputs: list[str]
 
 
+class ForkedChild(TypedDict):
+    """The child workflow a fork forked too, forked from a call inside it: the call that
+    started it (function id and ``STEP#N``), the parent's child and the fork's, the child's
+    first function id that ran fresh, its copied and edited function ids."""
+
+    starter: int
+    starter_call: str
+    parent_workflow_id: str
+    workflow_id: str
+    function_id: int
+    copied: list[int]
+    edited_ids: list[int]
+
+
 #: a fork's origin as run.json records it: the parent run, the call it was forked from
-#: (``from``), the copied function ids, the edits, and whose code it runs (``code``)
+#: (``from``), the copied function ids, the edits, whose code it runs (``code``), and the child
+#: it forked too when that call ran in one (``child``)
 ForkOrigin = TypedDict(
     "ForkOrigin",
     {
@@ -58,6 +74,7 @@ ForkOrigin = TypedDict(
         "edits": ForkEdits,
         "edited_ids": list[int],
         "code": str,
+        "child": ForkedChild,
     },
     total=False,
 )

@@ -10,7 +10,7 @@ that ran in an attempt which died before the checkpoint was saved was paid and t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -169,10 +169,12 @@ def run_usage(
     parent_events: Sequence[Event] = (),
     receipt_events: Sequence[Event] = (),
     receipts: Sequence[Receipt] = (),
+    copied_children: Mapping[str, str] | None = None,
 ) -> RunUsage:
     """The usage of run ``run_id`` from its ``model_call`` events and step calls (a fork's
-    copied calls priced from its parent's ``parent_events``), and its ``agentworks.agent``
-    calls' receipts."""
+    copied calls priced from its parent's ``parent_events``, those of a child it forked, named
+    in ``copied_children`` by the parent's child it was forked from), and its
+    ``agentworks.agent`` calls' receipts."""
     payments = [_payment(e, prices) for e in events if e.get("call_kind", "model") == "model"]
     last: dict[tuple[str | None, int | None], int] = {}
     for i, p in enumerate(payments):
@@ -186,13 +188,17 @@ def run_usage(
         made = last[(p.workflow_id, p.step_id)] == i and step is not None
         reused = step.reused_in if made and step is not None else ()
         calls.append(replace(p, checkpointed=made, reused_in=tuple(reused)))
-    parent = {
-        (p.step_id, p.step): p
-        for p in (_payment(e, prices) for e in parent_events)
-        if p.kind == "model"
-    }
+    parent_models = [p for p in (_payment(e, prices) for e in parent_events) if p.kind == "model"]
+    parent = {(p.step_id, p.step): p for p in parent_models}
+    in_children = {(p.workflow_id, p.step_id, p.step): p for p in parent_models}
+    children = copied_children or {}
     for s in by_key.values():
-        if s.copied_from and s.workflow_id == run_id:
+        if s.copied_from and s.workflow_id in children:
+            paid = in_children.get((children[s.workflow_id], s.function_id, s.name))
+            if paid is not None:
+                calls.append(replace(paid, workflow_id=s.workflow_id, attempt=None,
+                                     copied_from=s.copied_from))  # fmt: skip
+        elif s.copied_from and s.workflow_id == run_id:
             paid = parent.get((s.function_id, s.name))
             if paid is not None:
                 calls.append(
@@ -237,21 +243,25 @@ def listed_usage(
     reused: Iterable[tuple[int, Iterable[int]]],
     prices: PriceTable,
     copied: tuple[str, Iterable[int], Sequence[Event]] | None = None,
+    copied_child: tuple[str, Iterable[int]] | None = None,
 ) -> tuple[TokenTotal, TokenTotal]:
     """(paid, not paid) for ``relay runs``, from the ledger's ``model_call`` events and each
     attempt's reused root calls as run.json lists them, and for a fork the calls it ``copied``
     (its parent's id, the copied function ids from run.json, the parent's ``model_call``
-    events), as ``relay logs`` prices them. No database read: a child workflow's reuse shows in
-    ``relay logs`` only."""
+    events) and those of the child it forked (``copied_child``: the parent's child workflow,
+    the copied function ids), as ``relay logs`` prices them. No database read: a child
+    workflow's reuse shows in ``relay logs`` only."""
     payments = [_payment(e, prices) for e in events if e.get("call_kind", "model") == "model"]
     paid, saved = TokenTotal(), TokenTotal()
     if copied is not None:
         parent_id, ids, parent_events = copied
-        wanted = set(ids)
+        wanted = {(parent_id, fid) for fid in ids}
+        if copied_child is not None:
+            wanted |= {(copied_child[0], fid) for fid in copied_child[1]}
         kept = {  # the parent's last payment of each copied call: the one its checkpoint holds
-            p.step_id: p
+            (p.workflow_id, p.step_id): p
             for p in (_payment(e, prices) for e in parent_events)
-            if p.kind == "model" and p.workflow_id == parent_id and p.step_id in wanted
+            if p.kind == "model" and (p.workflow_id, p.step_id) in wanted
         }
         for p in kept.values():
             saved = saved.plus(p)

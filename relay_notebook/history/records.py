@@ -283,6 +283,14 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
             set(fork.get("copied") or ()),
             set(fork.get("edited_ids") or ()),
         )
+        child = fork.get("child")
+        if isinstance(child, dict) and child.get("workflow_id"):  # forked from inside a child
+            table.mark_copied(
+                str(child["workflow_id"]),
+                str(fork.get("parent")),
+                set(child.get("copied") or ()),
+                set(child.get("edited_ids") or ()),
+            )
     model_events = scan.select("model_call")
     agent_tokens = [e for e in scan.select("receipt") if e.get("input_tokens") is not None]
     if model_events:
@@ -358,4 +366,12 @@ def _usage(
         return None
     prices = load_prices(workspace.home)
     steps = log.all_steps()
-    return run_usage(log.run_id, events, steps, prices, parent, agent_tokens, log.receipts)
+    child = fork.get("child") if isinstance(fork, dict) else None
+    copied_children = (
+        {str(child["workflow_id"]): str(child["parent_workflow_id"])}
+        if isinstance(child, dict) and child.get("workflow_id")
+        else {}
+    )
+    return run_usage(
+        log.run_id, events, steps, prices, parent, agent_tokens, log.receipts, copied_children
+    )

@@ -165,7 +165,13 @@ def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
     events = model_calls(folder.events, folder.run_id)
     fork = record.fork or {}
     copied: tuple[str, list[int], list[Event]] | None = None
-    if fork.get("copied") and isinstance(fork.get("parent"), str):
+    child = fork.get("child")
+    copied_child = (
+        (str(child["parent_workflow_id"]), list(child.get("copied") or ()))
+        if isinstance(child, dict) and child.get("parent_workflow_id")
+        else None
+    )
+    if (fork.get("copied") or copied_child) and isinstance(fork.get("parent"), str):
         try:  # the parent may have been deleted since: its copies are then not counted
             parent = find_run(Workspace(home), fork["parent"])
         except RelayError:
@@ -177,7 +183,7 @@ def _usage(folder: RunFolder, record: RunRecord) -> dict[str, Any] | None:
         return None
     prices = load_prices(home)
     reused = [(a.attempt, a.reused) for a in record.attempts]
-    paid, saved = listed_usage(folder.run_id, events, reused, prices, copied)
+    paid, saved = listed_usage(folder.run_id, events, reused, prices, copied, copied_child)
     return {"currency": prices.currency, "paid": paid.to_dict(), "saved": saved.to_dict()}
 
 

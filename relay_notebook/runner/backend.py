@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -126,16 +127,17 @@ def prepare_database(backend: Backend, home: Path) -> None:
     _prepared.add(key)
 
 
-def delete_run_workflows(backend: Backend, run_id: str) -> None:
+def delete_run_workflows(backend: Backend, run_id: str, also: Sequence[str] = ()) -> None:
     """Delete run ``run_id``'s workflow and its children from the PostgreSQL system database,
-    with DBOS's own client (a deleted run leaves no rows for DBOS's tools to list); a run on
-    its own SQLite file has nothing here."""
+    with DBOS's own client (a deleted run leaves no rows for DBOS's tools to list), and the
+    workflows ``also`` names (a half-made fork's forked child, not yet given its parent); a
+    run on its own SQLite file has nothing here."""
     if not backend.is_postgres:
         return
     from dbos import DBOSClient
 
     client = DBOSClient(system_database_url=backend.dbos_url)
     try:
-        client.delete_workflow(run_id, delete_children=True)
+        client.delete_workflows([run_id, *also], delete_children=True)
     finally:
         client.destroy()

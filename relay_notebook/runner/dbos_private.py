@@ -23,6 +23,8 @@ from typing import Any, Final
 __all__ = [
     "PRELOAD_MODULES",
     "SCHEMA_FILES",
+    "child_calls",
+    "child_starts",
     "client_engine",
     "declared_queue",
     "delete_workflow_rows",
@@ -181,10 +183,19 @@ def root_calls(conn: Any, workflow_id: str, *, pg: bool) -> list[tuple[int, str]
     return [(int(fid), str(name)) for fid, name in rows]
 
 
-_CHILDREN_SQL: Final = (
-    "SELECT function_name, child_workflow_id FROM {t}operation_outputs "
-    "WHERE workflow_uuid = {p} AND child_workflow_id IS NOT NULL ORDER BY function_id"
+_STARTERS_SQL: Final = (
+    "SELECT function_id, function_name, child_workflow_id FROM {t}operation_outputs "
+    "WHERE workflow_uuid = {p} AND child_workflow_id IS NOT NULL "
+    "AND function_name <> 'DBOS.getResult' ORDER BY function_id"
 )
+
+
+def child_starts(conn: Any, workflow_id: str, *, pg: bool) -> list[tuple[int, str, str]]:
+    """The calls that started the workflow's children, in order: (function id, name, the
+    child's workflow id); DBOS's ``getResult`` rows, which name a child too, left out."""
+    t, p = ("dbos.", "%s") if pg else ("", "?")
+    rows = conn.execute(_STARTERS_SQL.format(t=t, p=p), (workflow_id,)).fetchall()
+    return [(int(fid), str(name), str(child)) for fid, name, child in rows]
 
 
 def child_calls(
@@ -193,10 +204,9 @@ def child_calls(
     """Each child workflow the workflow started, in order, as (the starting call's name with
     its occurrence, e.g. ``process#2``; the step names its subtree recorded, in order), its
     grandchildren's calls counted in their child's (down to ``depth`` levels)."""
-    t, p = ("dbos.", "%s") if pg else ("", "?")
     out: list[tuple[str, list[str]]] = []
     seen: dict[str, int] = {}
-    for name, child in conn.execute(_CHILDREN_SQL.format(t=t, p=p), (workflow_id,)):
+    for _, name, child in child_starts(conn, workflow_id, pg=pg):
         seen[str(name)] = seen.get(str(name), 0) + 1
         calls = [c for _, c in root_calls(conn, str(child), pg=pg)]
         if depth > 1:
@@ -222,10 +232,12 @@ def edit_fork_rows(
     run_input: Any = None,
     input_edited: bool = False,
     app_name: str | None = None,
+    parent_workflow_id: str | None = None,
 ) -> None:
     """Rewrite a held fork's rows: its input (``run_input`` if ``input_edited``), the outputs
     of the copied calls in ``outputs`` (by function id, each in its row's own serialization),
-    its DBOS ``attributes``, and on PostgreSQL its application (``app_name``)."""
+    its DBOS ``attributes``, on PostgreSQL its application (``app_name``), and for a forked
+    child workflow its parent (``parent_workflow_id``: DBOS's fork makes a root workflow)."""
     from agentworks.frameworks import step_role
     from relay_notebook.runner.framework_answers import edited_answer
 
@@ -259,4 +271,9 @@ def edit_fork_rows(
         conn.execute(
             "UPDATE dbos.workflow_status SET application_name = %s WHERE workflow_uuid = %s",
             (app_name, workflow_id),
+        )
+    if parent_workflow_id is not None:
+        conn.execute(
+            f"UPDATE {t}workflow_status SET parent_workflow_id = {p} WHERE workflow_uuid = {p}",
+            (parent_workflow_id, workflow_id),
         )

@@ -20,6 +20,7 @@ import signal
 from typing import Final
 
 __all__ = [
+    "CHILD_FORK_POINTS",
     "ENV_KILL_AT",
     "ENV_STOP_AT",
     "FORK_POINTS",
@@ -43,6 +44,10 @@ FORK_POINTS: Final = (
     "fork:resumed",  # the fork is off the hold queue, its database not yet in place
     "fork:placed",  # the database in place; run.json still says creating
     "fork:published",  # run.json says pending; the first attempt not started
+)
+#: the points of making a fork from a call inside a child workflow, besides ``FORK_POINTS``
+CHILD_FORK_POINTS: Final = (
+    "fork:child-forked",  # DBOS made the fork's child, held; not yet the fork's own workflow
 )
 #: the points of starting a new run, in order (``runner.runs``, ``runner.supervisor``, the child)
 START_POINTS: Final = (

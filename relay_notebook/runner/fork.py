@@ -13,6 +13,24 @@ its ``workflow_input`` and ``operation_outputs`` rows are rewritten with its own
 and only then resumed onto the internal queue, where the fork's first attempt picks it up
 exactly as a recovery would: copied calls replay from their checkpoints, the chosen call and
 everything after it run fresh. The parent is held under its run lock while it is copied.
+
+A call that ran in a child workflow (a Pydantic AI ``DBOSAgent`` runs its agent in one:
+``clerk.run``) is forked from by forking that child too, DBOS's way. DBOS records a child
+started by a direct call as the parent's step at the child's function id ``F`` (named after the
+child workflow, ``child_workflow_id`` set), and the implicit ``DBOS.getResult`` at ``F + 1``
+(the child's output). Replaying the parent, ``workflow_wrapper`` (``_core.py``) finds the row
+at ``F`` with a ``child_workflow_id`` and awaits *that* workflow's result instead of starting
+one; it never reads the ``getResult`` row back (its write is ``on_conflict_do_nothing``), so a
+copied one would keep the parent's child's output in the fork's history. So the child is
+forked from the chosen call (its own function id) under the id DBOS would give it
+(``FORK-F``), its copied outputs edited as the run's are, and the run's workflow is forked from
+``F + 1`` with ``replacement_children={parent's child: fork's child}``: row ``F`` is copied
+pointing at the fork's child, the ``getResult`` and everything after run fresh. DBOS's fork
+makes a root workflow, so the fork's child is given its parent (``parent_workflow_id``), which
+makes it the fork's child for DBOS (deleting the fork deletes it) and for the kit (not a
+workflow made outside it). Only one level: a call of a child's child is refused, naming the
+call that runs the child again.
+
 This module plans and checks a fork (nothing is written before it is known to be possible);
 ``runner.fork_make`` makes it atomically, and completes one whose maker was killed.
 """
@@ -21,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -31,7 +49,7 @@ from relay_notebook.errors import InvalidInputError, RelayError, RunLockedError,
 from relay_notebook.record.folders import RunFolder
 from relay_notebook.record.store import open_database
 from relay_notebook.runner.backend import Backend, connect
-from relay_notebook.runner.dbos_private import child_calls, root_calls
+from relay_notebook.runner.dbos_private import child_calls, child_starts, root_calls
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.run_input import check_run_input
 from relay_notebook.workspace import Workspace
@@ -43,12 +61,15 @@ if TYPE_CHECKING:
 __all__ = [
     "CREATING",
     "HOLD_QUEUE",
+    "ChildCall",
+    "ChildFork",
     "ForkError",
     "ForkIncompleteError",
     "ForkPlan",
     "ForkRequest",
     "check_compatible",
     "copy_database",
+    "find_child_call",
     "hold_parent",
     "plan_fork",
     "root_calls_of",
@@ -73,6 +94,35 @@ class ForkIncompleteError(RelayError):
 
 
 @dataclass
+class ChildFork:
+    """The child workflow a fork forks too, when the call it is forked from ran in a child
+    (a Pydantic AI ``DBOSAgent``'s model request): its calls before that one are copied."""
+
+    starter: int  # the parent's function id of the call that started the child
+    starter_call: str  # that call as STEP#N, e.g. clerk.run#1
+    workflow_id: str  # the parent's child workflow
+    function_id: int  # the child's first function id that runs fresh
+    copied: list[tuple[int, str]]  # (function id, step name) of the child's copied calls
+    outputs: dict[int, Any] = field(default_factory=dict)  # edited outputs by function id
+
+    def forked_id(self, fork_id: str) -> str:
+        """The fork's child workflow: the id DBOS gives a child started at ``starter``."""
+        return f"{fork_id}-{self.starter}"
+
+    def record(self, fork_id: str | None) -> dict[str, Any]:
+        """The child's part of the fork's origin as run.json keeps it."""
+        return {
+            "starter": self.starter,
+            "starter_call": self.starter_call,
+            "parent_workflow_id": self.workflow_id,
+            "workflow_id": None if fork_id is None else self.forked_id(fork_id),
+            "function_id": self.function_id,
+            "copied": [fid for fid, _ in self.copied],
+            "edited_ids": sorted(self.outputs),
+        }
+
+
+@dataclass
 class ForkPlan:
     """What a fork copies and changes: resolved from the parent before anything is written."""
 
@@ -83,10 +133,11 @@ class ForkPlan:
     outputs: dict[int, Any] = field(default_factory=dict)  # edited outputs by function id
     edited: list[str] = field(default_factory=list)  # STEP#N of the edited outputs
     input_edited: bool = False
+    child: ChildFork | None = None  # the child forked too (``call`` ran in it)
 
-    def record(self) -> dict[str, Any]:
-        """The fork's origin as run.json keeps it."""
-        return {
+    def record(self, fork_id: str | None = None) -> dict[str, Any]:
+        """The fork's origin as run.json keeps it (``fork_id`` names its forked child)."""
+        origin = {
             "parent": self.parent,
             "from": self.call,
             "function_id": self.function_id,
@@ -94,6 +145,9 @@ class ForkPlan:
             "edits": {"input": self.input_edited, "outputs": list(self.edited)},
             "edited_ids": sorted(self.outputs),
         }
+        if self.child is not None:
+            origin["child"] = self.child.record(fork_id)
+        return origin
 
 
 def parse_call(text: str, what: str) -> tuple[str, int]:
@@ -117,47 +171,129 @@ def root_calls_of(db: Path | Backend, run_id: str) -> list[tuple[int, str]]:
         return [] if conn is None else root_calls(conn, run_id, pg=False)
 
 
-def _child_starter(
-    db: Path | Backend, run_id: str, name: str, n: int
-) -> tuple[str, list[str]] | None:
-    """The call that started the child workflow in which ``name`` ran its ``n``-th time,
-    counted across the run's children in order, and that child's calls (``None``: no child
-    ran it)."""
+@contextlib.contextmanager
+def _reading(db: Path | Backend) -> Iterator[tuple[Any, bool]]:
+    """A read-only connection to the parent's database (``None``: no SQLite file) and whether
+    it is PostgreSQL."""
     if isinstance(db, Backend):
         with connect(db) as conn:
-            children = child_calls(conn, run_id, pg=True)
+            yield conn, True
     else:
         with open_database(db, live=False) as conn:
-            children = [] if conn is None else child_calls(conn, run_id, pg=False)
-    seen = 0
-    for starter, calls in children:
-        seen += calls.count(name)
-        if seen >= n:
-            return starter, calls
+            yield conn, False
+
+
+@dataclass(frozen=True)
+class ChildCall:
+    """Where a call that is not one of the run's own ran: in the child workflow
+    ``workflow_id``, started by the run's call ``starter`` (``starter_call``, as STEP#N), at
+    ``function_id`` of the child (``None``: deeper, in a workflow the child started)."""
+
+    starter: int
+    starter_call: str
+    workflow_id: str
+    own: list[tuple[int, str]]  # the child's own calls (function id, step name)
+    prior: dict[str, int]  # the calls of each name the earlier children's subtrees made
+    function_id: int | None
+
+    def label(self, fid: int) -> str:
+        """The child's call at ``fid`` as STEP#N (N counted across the run's children)."""
+        name = dict(self.own)[fid]
+        k = self.prior.get(name, 0) + sum(1 for f, c in self.own if c == name and f <= fid)
+        return f"{name}#{k}"
+
+
+def find_child_call(db: Path | Backend, run_id: str, name: str, n: int) -> ChildCall | None:
+    """The ``n``-th call of ``name`` among the calls of the run's children, counted across
+    them in order (each child's own calls, then its children's); ``None``: no child ran it."""
+    with _reading(db) as (conn, pg):
+        if conn is None:
+            return None
+        prior: dict[str, int] = {}
+        started: dict[str, int] = {}
+        seen = 0
+        for starter, starter_name, child in child_starts(conn, run_id, pg=pg):
+            started[starter_name] = started.get(starter_name, 0) + 1
+            own = root_calls(conn, child, pg=pg)
+            deeper = [c for _, calls in child_calls(conn, child, pg=pg, depth=2) for c in calls]
+            subtree = [c for _, c in own] + deeper
+            if seen + subtree.count(name) >= n:
+                return ChildCall(
+                    starter, f"{starter_name}#{started[starter_name]}", child, own, prior,
+                    _nth(own, name, n - seen),
+                )  # fmt: skip
+            seen += subtree.count(name)
+            for called in subtree:
+                prior[called] = prior.get(called, 0) + 1
     return None
 
 
-def _in_child(run_id: str, what: str, name: str, child: tuple[str, list[str]]) -> ForkError:
-    """Why a call of a child workflow cannot be forked from or edited, and what to do: a fork
-    copies and edits calls of the run's own workflow (DBOS forks one workflow from its own
-    calls). Pydantic AI's ``DBOSAgent`` runs its agent in such a child (``AGENT.run``), so its
-    model requests and tool calls are the child's: its ``DBOSDurability`` capability runs them
-    in the relay's workflow instead."""
-    starter, calls = child
-    agent, _, method = starter.partition("#")[0].rpartition(".")
-    if method in ("run", "run_sync") and any(c.startswith(f"{agent}__model.") for c in calls):
-        return ForkError(
-            f"Cannot {what}: {name} is a call of Pydantic AI's DBOSAgent {agent!r}, which runs "
-            f"its agent in a child workflow ({starter}), and a fork copies and edits calls of "
-            f"the run's own workflow only. To fork from the agent's calls and edit its "
-            f"answers, run it in the relay's workflow: Agent(..., capabilities=[DBOSDurability()]) "
-            f"and agent.run(...) in place of DBOSAgent(agent); to run the whole agent again: "
-            f"relay fork {run_id} --from {starter}"
-        )
+def _in_grandchild(run_id: str, what: str, name: str, found: ChildCall) -> ForkError:
+    """Why a call of a workflow a child started cannot be forked from or edited."""
     return ForkError(
-        f"Cannot {what}: {name} ran inside a child workflow (started by {starter}), and DBOS "
-        f"forks a workflow from its own calls only. Fork from the call that started the "
-        f"child to run it again: relay fork {run_id} --from {starter}"
+        f"Cannot {what}: {name} ran in a workflow started inside child workflow "
+        f"{found.workflow_id} (by {found.starter_call}), and a fork forks the run's workflow "
+        f"and at most one of its children, not theirs. Fork from the call that started the "
+        f"child to run it all again: relay fork {run_id} --from {found.starter_call}"
+    )
+
+
+def _not_copied_child(run_id: str, target: str, found: ChildCall, plan: ForkPlan) -> ForkError:
+    """Why an output of a child's call that the fork copies whole (or not at all) cannot be
+    set, and the fork from inside that child that can set it."""
+    assert found.function_id is not None
+    if plan.child is None and found.starter < plan.function_id:
+        why = f"a fork from {plan.call} replays that child as it ran, unedited"
+    elif plan.child is None:
+        why = f"a fork from {plan.call} runs that child again from its start"
+    else:
+        why = f"a fork from {plan.call} forks only the child that call ran in"
+    later = [fid for fid, _ in found.own if fid > found.function_id]
+    if later:
+        how = (
+            f"To edit it, fork from a later call of that child: relay fork {run_id} --from "
+            f"{found.label(later[0])} --set '{target}=VALUE'"
+        )
+    else:
+        how = f"It is that child's last call; to run it again: relay fork {run_id} --from {target}"
+    return ForkError(
+        f"Cannot set the output of {target}: it is a call of child workflow "
+        f"{found.workflow_id} (started by {found.starter_call}), and {why}. {how}"
+    )
+
+
+def _resolve_set(
+    run_id: str, plan: ForkPlan, calls: list[tuple[int, str]], db: Path | Backend, target: str
+) -> tuple[ChildFork | None, int]:
+    """Where ``--set target=...`` edits: (``None``, the run's function id) or (the forked
+    child, its function id); refused when that call is not copied into the fork."""
+    step, k = parse_call(target, "--set")
+    fid = _nth(plan.copied, step, k)
+    child = plan.child
+    if fid is not None and child is not None and fid == child.starter:
+        raise ForkError(
+            f"Cannot set the output of {target}: it started the child workflow the fork is "
+            f"forked from inside, so its output is that child's result; set the output of one "
+            f"of the child's calls before {plan.call} instead."
+        )
+    if fid is not None:
+        return None, fid
+    if _nth(calls, step, k) is None and (found := find_child_call(db, run_id, step, k)):
+        if found.function_id is None:
+            raise _in_grandchild(run_id, f"set the output of {target}", step, found)
+        if child is None or found.workflow_id != child.workflow_id:
+            raise _not_copied_child(run_id, target, found, plan)
+        if found.function_id < child.function_id:
+            return child, found.function_id
+        copied = [(f, found.label(f)) for f, _ in child.copied]
+        raise ForkError(
+            f"Cannot set the output of {target}: only calls before {plan.call} are copied into "
+            f"the fork (copied in child workflow {child.workflow_id}: "
+            f"{', '.join(label for _, label in copied) or 'none'}); the others run fresh."
+        )
+    raise ForkError(
+        f"Cannot set the output of {target}: only calls before {plan.call} are copied into "
+        f"the fork (copied: {_describe(plan.copied)}); the others run fresh."
     )
 
 
@@ -196,11 +332,21 @@ def plan_fork(
     calls = root_calls_of(db, parent.run_id)
     name, n = parse_call(call, "--from")
     start = _nth(calls, name, n)
+    child: ChildFork | None = None
     if start is None:
         if calls and name == calls[-1][1] and n == 1 + sum(1 for _, c in calls if c == name):
             start = calls[-1][0] + 1  # the next call of the last step: fork after everything
-        elif (child := _child_starter(db, parent.run_id, name, n)) is not None:
-            raise _in_child(parent.run_id, f"fork run {parent.run_id} from {call}", name, child)
+        elif (found := find_child_call(db, parent.run_id, name, n)) is not None:
+            if found.function_id is None:
+                what = f"fork run {parent.run_id} from {call}"
+                raise _in_grandchild(parent.run_id, what, name, found)
+            child = ChildFork(
+                found.starter, found.starter_call, found.workflow_id, found.function_id,
+                [(fid, c) for fid, c in found.own if fid < found.function_id],
+            )  # fmt: skip
+            # the run's calls up to the one that started the child are copied, that one
+            # pointing at the forked child; DBOS's getResult after it is not (module docstring)
+            start = found.starter + 1
         else:
             raise ForkError(
                 f"Cannot fork run {parent.run_id} from {call}: the run recorded no such call "
@@ -208,27 +354,18 @@ def plan_fork(
                 f"{calls[0][1] if calls else 'STEP'}#1."
             )
     copied = [(fid, c) for fid, c in calls if fid < start]
-    plan = ForkPlan(parent.run_id, call, start, copied, input_edited=input_edited)
+    plan = ForkPlan(parent.run_id, call, start, copied, input_edited=input_edited, child=child)
     secrets = Redactor(Vault(workspace.home).values())
     for target, value in sets.items():
         step, k = parse_call(target, "--set")
-        fid = _nth(copied, step, k)
-        if fid is None and _nth(calls, step, k) is None:
-            child = _child_starter(db, parent.run_id, step, k)
-            if child is not None:
-                raise _in_child(parent.run_id, f"set the output of {target}", step, child)
-        if fid is None:
-            raise ForkError(
-                f"Cannot set the output of {target}: only calls before {call} are copied into "
-                f"the fork (copied: {_describe(copied)}); the others run fresh."
-            )
+        where, fid = _resolve_set(parent.run_id, plan, calls, db, target)
         leaked = secrets.find(value)
         if leaked:
             raise InvalidInputError(
                 f"The output given for {target} carries the value of vault secret {leaked}, "
                 f"which DBOS would save; read the secret inside the step instead."
             )
-        plan.outputs[fid] = value
+        (plan.outputs if where is None else where.outputs)[fid] = value
         plan.edited.append(f"{step}#{k}")
     return plan
 
@@ -263,8 +400,14 @@ def check_compatible(plan: ForkPlan, source: str, relay: str) -> None:
     from relay_notebook.source.flow import build_flow_graph
     from relay_notebook.source.graph import call_key
 
-    known = {key for node in build_flow_graph(source).nodes if (key := call_key(node))}
-    for fid, name in plan.copied:
+    nodes = build_flow_graph(source).nodes
+    known = {key for node in nodes if (key := call_key(node))}
+    # an agent's model requests and tool calls, which run in its child workflow
+    known |= {
+        str(s) for node in nodes if node.type == "agent" for s in node.details.get("steps") or ()
+    }
+    child = plan.child.copied if plan.child is not None else []
+    for fid, name in [*plan.copied, *child]:
         if not name.startswith("DBOS.") and name not in known:
             raise ForkError(
                 f"Cannot fork run {plan.parent} onto this code of {relay}: the copied call "

@@ -10,9 +10,12 @@ renamed into place once complete: the database exists complete or not at all. On
 the fork's rows stay on the hold queue, which no process serves, until the edits are written,
 and the resume is the last write. Every step can be done again from the parent, so ``relay
 recover`` of a ``creating`` fork completes it under the parent's run lock (which its maker held
-throughout), or refuses in one coded line (``fork-incomplete``) when the parent is gone. The
-named points of ``runner.fault_points`` let the tests and the fuzz kill the maker between any
-two of these writes.
+throughout), or refuses in one coded line (``fork-incomplete``) when the parent is gone. A
+fork from inside a child workflow is two DBOS forks, the child's first (``fork:child-forked``:
+on PostgreSQL a completion keeps the held child it finds), then the run's pointing at it; both
+are edited in one transaction and resumed in one (``resume_workflows``), so a fork is never
+released without its child. The named points of ``runner.fault_points`` let the tests and the
+fuzz kill the maker between any two of these writes.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from relay_notebook.runner.fault_points import fault_point
 from relay_notebook.runner.fork import (
     CREATING,
     HOLD_QUEUE,
+    ChildFork,
     ForkError,
     ForkIncompleteError,
     ForkPlan,
@@ -64,12 +68,19 @@ _CREATION: Final = "fork_creation"
 
 
 def _edit_rows(conn: Any, plan: ForkPlan, fork: RunFolder, run_input: Any, pg: bool) -> None:
-    """The edits, the fork's origin as DBOS attributes, and (on PostgreSQL) its application."""
+    """The edits, the fork's origin as DBOS attributes, and (on PostgreSQL) its application;
+    the same for its forked child, which also gets the fork as its parent."""
+    app_name = app_name_for_run(fork.run_id) if pg else None
+    origin = {"relay_fork": plan.record(fork.run_id)}
     edit_fork_rows(
-        conn, fork.run_id, pg=pg, outputs=plan.outputs,
-        attributes={"relay_fork": plan.record()}, run_input=run_input,
-        input_edited=plan.input_edited, app_name=app_name_for_run(fork.run_id) if pg else None,
+        conn, fork.run_id, pg=pg, outputs=plan.outputs, attributes=origin, run_input=run_input,
+        input_edited=plan.input_edited, app_name=app_name,
     )  # fmt: skip
+    if plan.child is not None:
+        edit_fork_rows(
+            conn, plan.child.forked_id(fork.run_id), pg=pg, outputs=plan.child.outputs,
+            attributes=origin, app_name=app_name, parent_workflow_id=fork.run_id,
+        )  # fmt: skip
 
 
 def _client_call(url: str, call: Any) -> None:
@@ -82,23 +93,43 @@ def _client_call(url: str, call: Any) -> None:
         client.destroy()
 
 
-def _fork_workflow(url: str, plan: ForkPlan, fork: RunFolder, version: str) -> None:
-    """DBOS's own fork, onto the queue nobody serves."""
+def _fork_workflow(
+    url: str, plan: ForkPlan, fork: RunFolder, version: str, *, child_made: bool = False
+) -> None:
+    """DBOS's own fork, onto the queue nobody serves: the child first (unless ``child_made``
+    by a maker killed after it), then the run's workflow pointing at it."""
     from dbos import SetWorkflowID
 
+    child = plan.child
+
     def call(client: Any) -> None:
+        replacement = None
+        if child is not None:
+            forked = child.forked_id(fork.run_id)
+            if not child_made:
+                with SetWorkflowID(forked):
+                    client.fork_workflow(
+                        child.workflow_id, child.function_id, application_version=version,
+                        queue_name=HOLD_QUEUE,
+                    )  # fmt: skip
+                fault_point("fork:child-forked")
+            replacement = {child.workflow_id: forked}
         with SetWorkflowID(fork.run_id):
             client.fork_workflow(
                 plan.parent, plan.function_id, application_version=version,
-                queue_name=HOLD_QUEUE,
+                queue_name=HOLD_QUEUE, replacement_children=replacement,
             )  # fmt: skip
 
     _client_call(url, call)
 
 
-def _resume(url: str, fork: RunFolder) -> None:
-    """Off the hold queue, onto DBOS's internal one: from here the fork's workflow can run."""
-    _client_call(url, lambda client: client.resume_workflow(fork.run_id))
+def _resume(url: str, plan: ForkPlan, fork: RunFolder) -> None:
+    """Off the hold queue, onto DBOS's internal one, the fork's workflow and its forked child
+    in one transaction: from here they can run."""
+    ids = [fork.run_id]
+    if plan.child is not None:
+        ids.append(plan.child.forked_id(fork.run_id))
+    _client_call(url, lambda client: client.resume_workflows(ids))
 
 
 def _staging(fork: RunFolder) -> Path:
@@ -136,8 +167,9 @@ def _place(staging: Path, target: Path) -> None:
 
 
 def _pg_state(backend: Backend, fork_id: str) -> str | None:
-    """The fork's workflow on PostgreSQL: ``None`` (not made), ``held`` (on the hold queue: its
-    edits may be missing) or ``released`` (resumed after its edits: complete)."""
+    """The fork's workflow (or its forked child) on PostgreSQL: ``None`` (not made), ``held``
+    (on the hold queue: its edits may be missing) or ``released`` (resumed after its edits:
+    complete)."""
     with connect(backend) as conn:
         row = conn.execute(dbos_tables.PG_QUEUE_OF, (fork_id,)).fetchone()
     if row is None:
@@ -165,12 +197,15 @@ def prepare_fork(
         if state == "released":
             return
         if state is None:
-            _fork_workflow(url, plan, fork, version)
+            child_made = plan.child is not None and (
+                _pg_state(backend, plan.child.forked_id(fork.run_id)) is not None
+            )
+            _fork_workflow(url, plan, fork, version, child_made=child_made)
             fault_point("fork:forked")
         with connect(backend) as conn, conn.transaction():
             _edit_rows(conn, plan, fork, run_input, pg=True)
         fault_point("fork:edited")
-        _resume(url, fork)
+        _resume(url, plan, fork)
         fault_point("fork:resumed")
         return
     if parent is None:
@@ -182,17 +217,21 @@ def prepare_fork(
     url = f"sqlite:///{staging.resolve()}"
     _fork_workflow(url, plan, fork, app_version)
     fault_point("fork:forked")
+    ours = {fork.run_id} | ({plan.child.forked_id(fork.run_id)} if plan.child else set())
     with contextlib.closing(sqlite3.connect(staging)) as conn, conn:
         # the parent's row goes: the fork's child must never recover the parent (its
-        # children and their rows stay, copied calls may read their results); so do workflows
-        # the kit did not make (a `dbos workflow fork` of the parent): not the fork's to run
+        # children and their rows stay, copied calls may read their results), nor the child
+        # the fork replaced; so do workflows the kit did not make (a `dbos workflow fork` of
+        # the parent): not the fork's to run
         for outside in read_dbos_tools(conn, plan.parent).outside:
-            if outside.workflow_id != fork.run_id:
+            if outside.workflow_id not in ours:
                 delete_workflow_rows(conn, outside.workflow_id)
         delete_workflow_rows(conn, plan.parent)
+        if plan.child is not None:
+            delete_workflow_rows(conn, plan.child.workflow_id)
         _edit_rows(conn, plan, fork, run_input, pg=False)
     fault_point("fork:edited")
-    _resume(url, fork)
+    _resume(url, plan, fork)
     fault_point("fork:resumed")
     _place(staging, fork.database)
     fault_point("fork:placed")
@@ -243,19 +282,21 @@ def make_fork(
         if not same_code:
             source = (Path(code.folder) / "relay.py").read_text(encoding="utf-8")
             check_compatible(plan, source, relay)
-        origin = plan.record()
-        origin["code"] = (
-            "the parent's" if same_code else (f"release {release}" if release else "the draft")
-        )
+        whose = "the parent's" if same_code else (f"release {release}" if release else "the draft")
         fault_point("fork:planned")
 
         def creating(made: RunRecord) -> None:
-            made.status, made.fork = CREATING, origin
+            made.status, made.fork = CREATING, {**plan.record(made.run_id), "code": whose}
             made.raw[_CREATION] = {
                 "status": "queued" if queued else "pending",
                 "copied": [[fid, name] for fid, name in plan.copied],
                 "outputs": [[fid, value] for fid, value in plan.outputs.items()],
             }
+            if plan.child is not None:
+                made.raw[_CREATION]["child"] = {
+                    "copied": [[fid, name] for fid, name in plan.child.copied],
+                    "outputs": [[fid, value] for fid, value in plan.child.outputs.items()],
+                }
 
         fork, made = record_new_run(
             workspace, current,
@@ -266,7 +307,7 @@ def make_fork(
         try:
             prepare_fork(plan, fork, made, backend=backend, parent=parent)
         except BaseException:
-            _undo(fork, backend)
+            _undo(fork, backend, plan)
             raise
         made = _publish(fork, made)
     finally:
@@ -284,12 +325,16 @@ def _publish(fork: RunFolder, made: RunRecord) -> RunRecord:
     return made
 
 
-def _undo(fork: RunFolder, backend: Backend) -> None:
+def _undo(fork: RunFolder, backend: Backend, plan: ForkPlan) -> None:
     """A fork whose making failed (not a kill: an error) goes, rows and folder; if that fails
     too it stays ``creating``, for ``relay recover`` to complete or refuse."""
     try:
-        if backend.is_postgres and _pg_state(backend, fork.run_id) is not None:
-            _client_call(backend.dbos_url, lambda client: client.delete_workflow(fork.run_id))
+        if backend.is_postgres:
+            # the forked child too: it has no parent until the edits are written
+            child = plan.child.forked_id(fork.run_id) if plan.child else None
+            ids = [w for w in (fork.run_id, child) if w and _pg_state(backend, w)]
+            if ids:
+                _client_call(backend.dbos_url, lambda client: client.delete_workflows(ids))
         shutil.rmtree(fork.path)
     except Exception:  # the error that stopped the fork is the one to report
         return
@@ -302,6 +347,22 @@ def _incomplete(fork: RunRecord, why: str) -> ForkIncompleteError:
         f"Cannot recover run {fork.run_id}: it is a fork of {parent} whose making was cut "
         f"short, and it cannot be completed ({why}); it never ran. Delete it with: relay "
         f"delete {fork.run_id}, then fork again with: relay fork {parent} --from {call}"
+    )
+
+
+def _stored_child(origin: dict[str, Any], creation: dict[str, Any]) -> ChildFork | None:
+    """The forked child a ``creating`` fork's run.json keeps (``None``: it forks none)."""
+    child: Any = origin.get("child")
+    if child is None:
+        return None
+    made: Any = creation["child"]  # missing: the plan is unusable (KeyError)
+    return ChildFork(
+        starter=int(child["starter"]),
+        starter_call=str(child["starter_call"]),
+        workflow_id=str(child["parent_workflow_id"]),
+        function_id=int(child["function_id"]),
+        copied=[(int(fid), str(name)) for fid, name in made["copied"]],
+        outputs={int(fid): value for fid, value in made["outputs"]},
     )
 
 
@@ -320,9 +381,22 @@ def _stored_plan(record: RunRecord) -> ForkPlan | None:
             outputs={int(fid): value for fid, value in creation["outputs"]},
             edited=[str(e) for e in edits["outputs"]],
             input_edited=bool(edits["input"]),
+            child=_stored_child(dict(origin), creation),
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _still_copies(source: Path | Backend, plan: ForkPlan) -> bool:
+    """Whether the parent still has the calls the fork was to copy (its child's too)."""
+    calls = [(f, n) for f, n in root_calls_of(source, plan.parent) if f < plan.function_id]
+    if calls != plan.copied:
+        return False
+    child = plan.child
+    if child is None:
+        return True
+    copied = [(f, n) for f, n in root_calls_of(source, child.workflow_id) if f < child.function_id]
+    return copied == child.copied
 
 
 def complete_fork(
@@ -353,8 +427,7 @@ def complete_fork(
             return record
         if run_backend.is_postgres or not fork.database.exists():
             source: Path | Backend = run_backend if run_backend.is_postgres else parent.database
-            calls = [(f, n) for f, n in root_calls_of(source, plan.parent) if f < plan.function_id]
-            if calls != plan.copied:
+            if not _still_copies(source, plan):
                 raise _incomplete(record, f"its parent {plan.parent} no longer has the calls "
                                   f"it was to copy")  # fmt: skip
             try:
