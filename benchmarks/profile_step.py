@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from runner_sources import STEPS  # noqa: E402
+from runner_sources import BARE_DBOS_CONFIG, STEPS  # noqa: E402
 
 from relay_notebook.runner import start_run  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
@@ -111,14 +111,9 @@ async def main():
     conn = sqlite3.connect(DB)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
-    DBOS(config={
-        "name": "bench",
-        "system_database_url": "sqlite:///" + os.path.abspath(DB),
-        "application_version": "bench-v1",
-        "executor_id": "local",
-        "log_level": "WARNING",
-    })
-    DBOS.launch()
+"""
+    + BARE_DBOS_CONFIG
+    + """    DBOS.launch()
     with SetWorkflowID("bench-1"):
         await loop({"steps": STEPS_N})
     sys.stdout.flush()

@@ -46,6 +46,18 @@ RELAYS = {
     for name, body in BODIES.items()
 }
 
+#: how a bare DBOS script configures DBOS on its SQLite file ``DB``: a statement of its ``main``
+#: (this one and ``profile_step.py``'s, so the bare contestants run DBOS alike)
+BARE_DBOS_CONFIG = """\
+    DBOS(config={
+        "name": "bench",
+        "system_database_url": "sqlite:///" + os.path.abspath(DB),
+        "application_version": "bench-v1",
+        "executor_id": "local",
+        "log_level": "WARNING",
+    })
+"""
+
 BARE_SCRIPT = (
     '''"""Bare DBOS: the benchmark's relays, no kit. Usage: bare.py MODE DIR [INPUT]."""
 import time
@@ -92,14 +104,9 @@ async def main():
         conn = sqlite3.connect(DB)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.close()
-    DBOS(config={
-        "name": "bench",
-        "system_database_url": "sqlite:///" + os.path.abspath(DB),
-        "application_version": "bench-v1",
-        "executor_id": "local",
-        "log_level": "WARNING",
-    })
-    PHASES["configured"] = time.time()
+"""
+    + BARE_DBOS_CONFIG
+    + """    PHASES["configured"] = time.time()
     DBOS.launch()
     PHASES["launched"] = time.time()
     if MODE == "recover":

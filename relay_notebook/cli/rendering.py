@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from relay_notebook import commands
 from relay_notebook.cli.parser import CommandLineError
@@ -25,7 +26,7 @@ from relay_notebook.views import wording as surfaces
 from relay_notebook.workspace import Workspace
 
 if TYPE_CHECKING:
-    from relay_notebook.commands.runs import StepCall
+    from relay_notebook.commands.runs import RunSummary, StepCall
 
 __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
 
@@ -34,6 +35,27 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=False))
+
+
+class _Listed(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+_L = TypeVar("_L", bound=_Listed)
+
+
+def _print_listing(
+    found: Sequence[_L], as_json: bool, none_yet: str, line: Callable[[_L], str]
+) -> None:
+    """A listing command's output: the items as JSON, ``none_yet`` when there are none, else
+    one ``line`` each (``relay runs``, ``relay relays``, ``relay workers``)."""
+    if as_json:
+        _print_json([item.to_dict() for item in found])
+    elif not found:
+        print(none_yet)
+    else:
+        for item in found:
+            print(line(item))
 
 
 def _cmd_check(ws: Workspace, args: argparse.Namespace) -> int:
@@ -279,55 +301,46 @@ def _cmd_mcp(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _cmd_workers(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.workers(args.backend)
-    if args.json:
-        _print_json([w.to_dict() for w in found])
-    elif not found:
-        print("no workers yet (start one with: relay worker)")
-    else:
-        for w in found:
-            state = "alive" if w.alive else f"lease expired {-w.expires_in_s:.0f} s ago"
-            print(
-                f"{w.executor_id:<28} {state:<26} running {w.running}/{w.concurrency}  "
-                f"host {w.host} pid {w.pid}"
-            )
+    _print_listing(found, args.json, "no workers yet (start one with: relay worker)", _worker_line)
     return EXIT_OK
+
+
+def _worker_line(w: Any) -> str:
+    state = "alive" if w.alive else f"lease expired {-w.expires_in_s:.0f} s ago"
+    return (
+        f"{w.executor_id:<28} {state:<26} running {w.running}/{w.concurrency}  "
+        f"host {w.host} pid {w.pid}"
+    )
 
 
 def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.runs(ws, args.name)
     if args.tree and not args.json and found:
         print("\n".join(time_travel.tree_lines(ws, [r.run_id for r in found])))
-    elif args.json:
-        _print_json([r.to_dict() for r in found])
-    elif not found:
-        print("no runs yet (start one with: relay run NAME)")
     else:
-        from relay_notebook.views.usage_text import listed_usage_text
-
-        for r in found:
-            if r.problem is not None:
-                print(f"{r.run_id:<20} {r.status:<21} {r.problem}")
-                continue
-            print(
-                f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
-                f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms, r.attempts)}"
-                + (f"  {listed_usage_text(r.usage)}" if r.usage is not None else "")
-            )
+        _print_listing(found, args.json, "no runs yet (start one with: relay run NAME)", _run_line)
     if not args.json:
         for broken in commands.broken_drafts(ws, args.name):
             print(surfaces.broken_line(broken, "terminal"))
     return EXIT_OK
 
 
+def _run_line(r: RunSummary) -> str:
+    from relay_notebook.views.usage_text import listed_usage_text
+
+    if r.problem is not None:
+        return f"{r.run_id:<20} {r.status:<21} {r.problem}"
+    return (
+        f"{r.run_id:<20} {r.status:<21} attempts {r.attempts}  reused {r.reused:<3} "
+        f"{r.release:<6} {surfaces.duration_text(r.active_ms, r.duration_ms, r.attempts)}"
+        + (f"  {listed_usage_text(r.usage)}" if r.usage is not None else "")
+    )
+
+
 def _cmd_relays(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.relays(ws)
-    if args.json:
-        _print_json([r.to_dict() for r in found])
-    elif not found:
-        print("no relays yet (save one with: relay check path/to/NAME.py)")
-    else:
-        for r in found:
-            print(r.line())
+    none_yet = "no relays yet (save one with: relay check path/to/NAME.py)"
+    _print_listing(found, args.json, none_yet, lambda r: r.line())
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ import pytest
 from test_runner import ALWAYS_DIES, go
 
 from relay_notebook import commands
+from relay_notebook.commands.runs import RunOutcome
 from relay_notebook.commands.time_travel import fork, lineage, lineage_text
 from relay_notebook.errors import OutsideWorkflowError, codes
 from relay_notebook.record.folders import find_run
@@ -42,6 +43,19 @@ def rows(ws: Workspace, run_id: str) -> dict[str, str]:
         return dict(conn.execute("SELECT workflow_uuid, status FROM workflow_status"))
     finally:
         conn.close()
+
+
+def recover_cancelled(ws: Workspace, run_id: str, shown_url: str) -> RunOutcome:
+    """`relay recover` of a run cancelled with `dbos workflow cancel`, after lineage and logs
+    say cancelled: it runs nothing and names the resume command (the database as `shown_url`)."""
+    assert lineage(ws, run_id).status == "cancelled"
+    log = commands.logs(ws, run_id)
+    assert (log.run.status, log.run.dbos_status) == ("cancelled", "CANCELLED")
+    held = go(commands.recover(ws, run_id))
+    assert held.status == "cancelled" and held.attempt == 1  # no attempt used
+    assert held.error is not None and held.error["code"] == "cancelled-in-dbos"
+    assert f"dbos workflow resume {run_id} -s {shown_url}" in held.error["message"]
+    return held
 
 
 @pytest.fixture
@@ -91,13 +105,7 @@ def test_a_run_cancelled_with_dbos_is_shown_cancelled_and_recovers_once_resumed(
     ws, run_id, url = crashed
     dbos("cancel", run_id, "-s", url)
     assert [r.status for r in commands.runs(ws)] == ["cancelled"]
-    assert lineage(ws, run_id).status == "cancelled"
-    log = commands.logs(ws, run_id)
-    assert (log.run.status, log.run.dbos_status) == ("cancelled", "CANCELLED")
-    held = go(commands.recover(ws, run_id))
-    assert held.status == "cancelled" and held.attempt == 1  # no attempt used
-    assert held.error is not None and held.error["code"] == "cancelled-in-dbos"
-    assert f"dbos workflow resume {run_id} -s {url}" in held.error["message"]
+    recover_cancelled(ws, run_id, url)
     assert rows(ws, run_id) == {run_id: "CANCELLED"}
 
     dbos("resume", run_id, "-s", url)

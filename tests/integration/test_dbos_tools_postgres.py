@@ -11,11 +11,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from test_dbos_tools import dbos
+from test_dbos_tools import dbos, recover_cancelled
 from test_runner import go
 
 from relay_notebook import commands
-from relay_notebook.commands.time_travel import lineage
 from relay_notebook.errors import OutsideWorkflowError
 from relay_notebook.record.folders import find_run
 from relay_notebook.workspace import Workspace
@@ -69,14 +68,9 @@ def test_a_postgres_run_cancelled_with_dbos_is_listed_cancelled_and_recovers_onc
     assert [r.status for r in commands.runs(ws, "five")] == ["cancelled"]
     assert [r.run_id for r in commands.runs(ws)] == [run_id]
     assert cli_runs(ws, database_url) == [(run_id, "cancelled")]
-    assert lineage(ws, run_id).status == "cancelled"
-    log = commands.logs(ws, run_id)
-    assert (log.run.status, log.run.dbos_status) == ("cancelled", "CANCELLED")
-    held = go(commands.recover(ws, run_id))
-    assert held.status == "cancelled" and held.attempt == 1  # no attempt used
-    assert held.error is not None and held.error["code"] == "cancelled-in-dbos"
-    assert f"dbos workflow resume {run_id} -s DATABASE_URL" in held.error["message"]
-    assert database_url not in held.error["message"]  # the user's URL is never written out
+    held = recover_cancelled(ws, run_id, "DATABASE_URL")
+    # the user's URL is never written out
+    assert held.error is not None and database_url not in held.error["message"]
     assert rows(database_url, run_id) == {run_id: "CANCELLED"}
 
     dbos("resume", run_id, "-s", database_url)
