@@ -65,8 +65,10 @@ check: setup
 ## keeps its assertion rewrites of the ~400 test and kit modules instead of redoing them in each
 ## worker (30 s of CPU each), and the test modules are compiled once, not in every process;
 ## the checks run beside the tests (mypy from cold is a minute of one core that the tests, often
-## waiting on processes, mostly leave free); either failing fails `make test`, checks printed last
-test: setup system-deps
+## waiting on processes, mostly leave free); either failing fails `make test`, checks printed last;
+## the Debian packages install beside the virtual environment (both mostly wait on downloads)
+test:
+	@$(MAKE) --no-print-directory -j2 setup system-deps
 	@$(MAKE) --no-print-directory check > $(VENV)/check.log 2>&1 & checks=$$!; \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15; tests=$$?; \
 	wait $$checks; checked=$$?; \

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,9 +87,33 @@ def parent_run(home: Path, database_url: str | None = None) -> str:
     return "fuzz-1"
 
 
-def check_killed_fork(home: Path, point: str, database_url: str | None = None) -> None:
-    """Kill `relay fork` at ``point``; then no fork, or one `relay recover` finishes right."""
-    parent = parent_run(home, database_url)
+@pytest.fixture(scope="module")
+def _parent_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One SQLite workspace holding the finished parent run, made once for the module: (the
+    workspace, a copy of it as it was). A run folder names its workspace by absolute path, so
+    each test gets the copy back at the same path, not a copy elsewhere."""
+    base = tmp_path_factory.mktemp("fork-faults")
+    home, kept = base / "relays", base / "kept"
+    parent_run(home)
+    shutil.copytree(home, kept, symlinks=True)
+    return home, kept
+
+
+@pytest.fixture
+def parent_home(_parent_home: tuple[Path, Path]) -> Path:
+    """The module's workspace with its parent run ``fuzz-1`` as it was when it finished."""
+    home, kept = _parent_home
+    shutil.rmtree(home)
+    shutil.copytree(kept, home, symlinks=True)
+    return home
+
+
+def check_killed_fork(
+    home: Path, point: str, database_url: str | None = None, *, made: bool = False
+) -> None:
+    """Kill `relay fork` at ``point``; then no fork, or one `relay recover` finishes right.
+    ``made``: ``home`` already holds the parent run (``parent_home``)."""
+    parent = "fuzz-1" if made else parent_run(home, database_url)
     before = snapshot(run_folder(home, parent))
     killed = relay(home, "fork", parent, *FORK, "--json", kill_at=point, database_url=database_url)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -118,11 +143,11 @@ def check_killed_fork(home: Path, point: str, database_url: str | None = None) -
 
 @pytest.mark.parametrize("point", FORK_POINTS)
 def test_a_fork_killed_while_it_is_made_is_completed_by_recover_or_never_was(
-    point: str, tmp_path: Path
+    point: str, parent_home: Path
 ) -> None:
     """Killed at each point of its making, the fork is absent (before anything is written) or
     completed by `relay recover` with the edit and without running a copied step again."""
-    check_killed_fork(tmp_path / "relays", point)
+    check_killed_fork(parent_home, point, made=True)
 
 
 @pytest.mark.parametrize("point", ["fork:forked", "fork:edited", "fork:resumed"])
@@ -135,11 +160,10 @@ def test_a_fork_on_postgresql_killed_while_it_is_made_stays_held_until_recover_c
     check_killed_fork(tmp_path / "relays", point, database_url)
 
 
-def test_a_refused_fork_leaves_no_run_folder(tmp_path: Path) -> None:
+def test_a_refused_fork_leaves_no_run_folder(parent_home: Path) -> None:
     """A call the parent never made, or an output set on a call that is not copied: refused
     with [fork-refused], and no run folder (rejected or other) is left behind."""
-    home = tmp_path / "relays"
-    parent = parent_run(home)
+    home, parent = parent_home, "fuzz-1"
     for args in (("--from", "nope#1"), ("--from", "add#2", "--set", "add#3=1")):
         refused = relay(home, "fork", parent, *args)
         assert refused.returncode == 1 and refused.stderr.strip().endswith("[fork-refused]")
@@ -148,12 +172,11 @@ def test_a_refused_fork_leaves_no_run_folder(tmp_path: Path) -> None:
 
 
 def test_a_half_made_fork_whose_parent_is_gone_is_refused_in_one_coded_line(
-    tmp_path: Path,
+    parent_home: Path,
 ) -> None:
     """With its parent deleted the fork cannot be completed: `relay recover` refuses it in one
     line with [fork-incomplete] naming `relay delete`, runs nothing, and the delete works."""
-    home = tmp_path / "relays"
-    parent = parent_run(home)
+    home, parent = parent_home, "fuzz-1"
     killed = relay(home, "fork", parent, *FORK, kill_at="fork:copied")
     assert killed.returncode == -signal.SIGKILL
     assert relay(home, "delete", parent).returncode == 0
