@@ -381,6 +381,10 @@ def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
             f"  attempt {a.attempt}: {a.status}{lost}{where}, executed "
             f"{len(a.executed)}, reused {len(a.reused)}"
         )
+    if run.error and run.status not in ("succeeded", "creating"):
+        print(f"  why: {run.error.get('message', '')} [{run.error.get('code', '')}]")
+        said = run.error.get("stderr", "").strip().splitlines()[-5:]
+        print("".join(f"    stderr: {line}\n" for line in said), end="")
     children = {c.parent_function_id: c for c in log.children if c.parent_workflow_id == run.run_id}
     for st in log.steps:
         print(_step_line(st, ""))

@@ -88,6 +88,7 @@ class RunError(TypedDict, total=False):
     message: str
     traceback: str
     call: Mapping[str, object]
+    stderr: str  # the attempt's last words, where they say why (an exit, a server gone)
 
 
 class WaitingFor(TypedDict):

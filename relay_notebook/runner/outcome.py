@@ -9,7 +9,7 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agentworks.codes import SECRET_LEAK
 from relay_notebook.errors import codes
@@ -213,6 +213,7 @@ def settle_attempt(
     elif outcome_file.is_file() and returncode == 0:
         child = json.loads(_read_child_file(outcome_file))
         status, error = child["status"], child.get("error")
+        _explain_closed_server(error, stderr_tail)
         if status == "succeeded":
             result = _take_result(folder, attempt_dir)
         if status == WAITING:
@@ -382,6 +383,26 @@ def _settle_lost(
     record.raw["waiting"] = None
     write_trace(folder, record)
     record.save(folder)
+
+
+#: what an MCP client raises when its stdio server exits (the MCP SDK's and fastmcp's words)
+_SERVER_GONE: Final = "Connection closed"
+
+
+def _explain_closed_server(error: Any, stderr_tail: str) -> None:
+    """A relay that failed because an MCP server it started exited (a framework's toolset
+    raises a bare "Connection closed"): say why it may have, and keep the server's last words
+    (its stderr is the attempt's, scrubbed) for the surfaces to show."""
+    if not isinstance(error, dict) or not str(error.get("message", "")).endswith(_SERVER_GONE):
+        return
+    error["message"] = (
+        f"{error['message']}: an MCP server the relay started exited. It runs inside the run's "
+        "sandbox, which lets it read only the relay's code, its run folder and what "
+        "mcp_servers.yaml declares: declare the server there (servers: NAME: {command: ..., "
+        "args: [...]}). The attempt's stderr says what the server met."
+    )
+    if stderr_tail:
+        error["stderr"] = stderr_tail
 
 
 def _child_file(attempt_dir: Path, name: str) -> Path:

@@ -167,3 +167,30 @@ def test_a_crash_after_an_mcp_call_recovers_reusing_it(shop: Workspace) -> None:
     ).stdout  # fmt: skip
     line = next(x for x in shown.splitlines() if "orders.call_tool" in x)
     assert "mcp; executed in 1; reused in 2" in line
+
+
+def test_a_server_the_sandbox_hides_fails_the_run_saying_where_to_declare_it(
+    shop: Workspace,
+) -> None:
+    """A toolset's server that mcp_servers.yaml does not declare cannot read its own script in
+    the sandbox and exits; the run fails with the framework's "Connection closed" explained
+    (declare it in mcp_servers.yaml) and the server's own last words, not a bare error."""
+    (shop.home / "mcp_servers.yaml").write_text(
+        "servers:\n  probe: {command: python, args: [servers/mcp_env_probe.py]}\n",
+        encoding="utf-8",
+    )
+    out = go(shop)
+    assert out.status == "failed" and out.error is not None, out
+    message = out.error["message"]
+    assert message.startswith("MCPError: Connection closed: an MCP server the relay started"), (
+        message
+    )
+    assert "what mcp_servers.yaml declares: declare the server there" in message
+    assert "can't open file" in out.error["stderr"] and "mcp_orders.py" in out.error["stderr"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(shop.home), "logs",
+         out.run_id],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "declare the server there" in shown.stdout and "stderr: " in shown.stdout
+    assert "mcp_orders.py" in shown.stdout
