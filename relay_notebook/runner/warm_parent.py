@@ -71,11 +71,15 @@ _PRELOAD = (
     "relay_notebook.runner.sandbox_net",
     "relay_notebook.runner.namespaces",
     "relay_notebook.runner.dbos_template",
+    "relay_notebook.runner.queues",
+    "relay_notebook.record.store",
+    "relay_notebook.record.dbos_tables",
 )
-#: what only some attempts need (a release run's calls verify its files; it brings pydantic):
+#: what only some attempts need (a release run's calls verify its files, bringing pydantic; a
+#: PostgreSQL run's DBOS):
 #: preloaded by a parent that forks many attempts, left to the child by a one-attempt parent,
 #: whose imports are on the ``relay run``'s critical path
-_PRELOAD_MANY = ("relay_notebook.workspace.releases",)
+_PRELOAD_MANY = ("relay_notebook.workspace.releases", "dbos._sys_db_postgres")
 _FRAMEWORKS = frozenset(n for names in FRAMEWORK_MODULES.values() for n in names)
 _FAILED = FAILED  # the forked child could not set itself up (its stderr says why)
 _REQUEST_LIMIT = 1 << 20
@@ -95,6 +99,11 @@ def _preload(*, one_attempt: bool = False) -> None:
         template_path()  # hashed once here; every child inherits the answer
         if not one_attempt:  # what a template must hold, for the many children to check
             expected_schema()
+    if not one_attempt:  # SQLAlchemy's URL patterns, compiled once for a worker's children
+        with contextlib.suppress(ImportError):
+            from sqlalchemy.engine import make_url
+
+            make_url("postgresql+psycopg://relay@localhost/relay")
 
 
 def _preload_frameworks(names: Iterable[str]) -> None:

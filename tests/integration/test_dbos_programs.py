@@ -26,7 +26,7 @@ from relay_notebook.history import overlay_run, read_run_log
 from relay_notebook.magics.runs import RunView
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
-from relay_notebook.runner.fork import ForkError, ForkRequest
+from relay_notebook.runner.fork import ForkRequest
 from relay_notebook.runner.messages import send_message
 from relay_notebook.source.admission import check_source
 from relay_notebook.source.flow import build_flow_graph
@@ -343,16 +343,24 @@ def test_a_module_level_queue_fans_out_child_workflows_as_under_bare_dbos(
         ("process_task ×3", "succeeded"),  # the children's calls, placed on the child's body
         ("finish ×3", "succeeded"),
     ]
-    # a child's step is not a fork point (DBOS forks a workflow from its own calls): the
-    # refusal names the call that started that child, which is one, and it forks
-    with pytest.raises(ForkError) as refused:
-        go(time_travel.fork(workspace, out.run_id, ForkRequest("process_task#2")))
-    assert str(refused.value) == (
-        f"Cannot fork run {out.run_id} from process_task#2: process_task ran inside a child "
-        "workflow (started by process#2), and DBOS forks a workflow from its own calls only. "
-        f"Fork from the call that started the child to run it again: relay fork {out.run_id} "
-        "--from process#2 [fork-refused]"
-    )
+    # a fork from a queued child's call forks that child from it (DBOS's fork of the child,
+    # the run's workflow from after the enqueue, pointed at the forked child): the first child
+    # and the second's calls before it are copied, the rest run fresh, and the result is equal
+    forked = go(time_travel.fork(workspace, out.run_id, ForkRequest("process_task#2")))
+    assert forked.status == "succeeded" and forked.result == out.result, forked.error
+    shown = subprocess.run(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home), "logs",
+         forked.run_id],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    rows = [line.split(None, 3) for line in shown]
+    starts = [row[3] for row in rows if len(row) == 4 and row[1] == "process"]
+    assert starts == [
+        f"workflow; copied from {out.run_id}; reused in 1",  # the first child, as it ran
+        f"workflow; copied from {out.run_id}; reused in 1",  # pointed at the forked second
+        "workflow; executed in 1",  # the third child, fresh
+    ], shown
+    assert f"       child workflow {forked.run_id}-2 (process): DBOS SUCCESS, 2 calls" in shown
     again = go(time_travel.fork(workspace, out.run_id, ForkRequest("process#2")))
     assert again.status == "succeeded" and again.result == out.result, again.error
 

@@ -267,13 +267,13 @@ def _sessions_opened(postgres: Any, action: Any) -> Counter[tuple[str, str]]:
     return seen
 
 
-def test_an_attempt_opens_only_its_two_lock_sessions(five: Any, postgres: Any) -> None:
-    """The kit's sessions per attempt are its two run locks.
+def test_an_attempt_opens_only_its_child_lock_session(five: Any, postgres: Any) -> None:
+    """The kit's only new session per attempt is the child's run lock.
 
-    The supervisor's checks and its settling of the attempt read on its lock's session, the
-    child reads the run's status on its own lock's, and DBOS is given an engine, so nothing
-    connects to the server's ``postgres`` database to look for the run's (each new session
-    costs the server about 9 ms of CPU).
+    The supervisor's checks and its settling of the attempt read on its lock's session, which
+    the process kept from its earlier attempt; the child reads the run's status on its own
+    lock's, and DBOS is given an engine, so nothing connects to the server's ``postgres``
+    database to look for the run's (each new session costs the server about 9 ms of CPU).
     """
     ws, draft, inp = five
     url = postgres.database_url()
@@ -291,7 +291,7 @@ def test_an_attempt_opens_only_its_two_lock_sessions(five: Any, postgres: Any) -
 
     for action in (run, recover):
         seen = _sessions_opened(postgres, action)
-        assert seen[(name, "relay_notebook")] == 2, (action.__name__, seen)
+        assert seen[(name, "relay_notebook")] == 1, (action.__name__, seen)
         assert seen[(name, "dbos_transact")] >= 1, seen  # the attempt's DBOS did connect
         assert not [key for key in seen if key[0] != name and key[1]], (action.__name__, seen)
     assert [o.status for o in outcomes] == ["interrupted", "succeeded"]
@@ -328,3 +328,89 @@ def test_a_lent_lock_session_reads_read_only_and_keeps_its_lock(
     finally:
         lock.release()
     assert go(start_recovery(ws, first.run_id, backend=backend)).status == "succeeded"
+
+
+def _holds(database_url: str, key: str) -> bool:
+    """Whether some session holds advisory lock ``key`` (tried from a session of its own)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        taken = conn.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
+        ).fetchone()[0]
+        if taken:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+        return not taken
+
+
+def test_a_released_run_lock_is_free_at_once_and_its_session_serves_the_next(
+    five: Any, database_url: str
+) -> None:
+    """A released PostgreSQL run lock is free for anyone at once, and the next lock of this
+    process takes it on the same session instead of opening one (no server session per
+    attempt)."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    folder = create_run(ws, draft, run_input=inp, backend=backend)
+    key = f"relay-supervisor:{folder.run_id}"
+    lock = take_run_lock(folder, backend)
+    session = lock.session.info.backend_pid
+    assert _holds(database_url, key)
+    lock.release()
+    assert not _holds(database_url, key)
+    again = take_run_lock(folder, backend)
+    try:
+        assert again.session.info.backend_pid == session
+        assert _holds(database_url, key)
+        with pytest.raises(RunLockedError, match="single executor"):
+            take_run_lock(folder, backend)
+    finally:
+        again.release()
+    assert not _holds(database_url, key)
+
+
+def test_a_kept_lock_session_the_server_ended_is_not_used(five: Any, database_url: str) -> None:
+    """A kept lock session that the server ended meanwhile is dropped: the next lock is taken
+    on a new session and holds (a second supervisor is refused)."""
+    ws, draft, inp = five
+    backend = resolve_backend(database_url)
+    folder = create_run(ws, draft, run_input=inp, backend=backend)
+    lock = take_run_lock(folder, backend)
+    ended = lock.session.info.backend_pid
+    lock.release()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert conn.execute("SELECT pg_terminate_backend(%s)", (ended,)).fetchone()[0]
+    again = take_run_lock(folder, backend)
+    try:
+        assert again.session.info.backend_pid != ended
+        assert _holds(database_url, f"relay-supervisor:{folder.run_id}")
+        with pytest.raises(RunLockedError, match="single executor"):
+            take_run_lock(folder, backend)
+    finally:
+        again.release()
+
+
+@pytest.mark.parametrize("older_server", [False, True])
+def test_a_lock_session_is_exempt_from_idle_timeouts_and_keeps_alive(
+    workspace: Workspace, database_url: str, monkeypatch: pytest.MonkeyPatch, older_server: bool
+) -> None:
+    """A lock session is set up not to be ended for idling and to notice a dead peer, also on a
+    server that lacks one of those settings (an older PostgreSQL: the others still apply)."""
+    from relay_notebook.runner import locks
+
+    if older_server:
+        monkeypatch.setattr(locks, "_SESSION", (("no_such_setting", "0"), *locks._SESSION))
+    backend = resolve_backend(database_url)
+    prepare_database(backend, workspace.home)
+    name = database_url.rsplit("/", 1)[1]
+    with psycopg.connect(database_url, autocommit=True) as admin:  # as a managed service does
+        for setting in ("idle_session_timeout", "idle_in_transaction_session_timeout"):
+            admin.execute(f"ALTER DATABASE {name} SET {setting} = '1h'")
+    conn = locks._lock_connection(backend)
+    try:
+        shown = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in ("idle_session_timeout", "idle_in_transaction_session_timeout")
+        }
+        assert shown == {"idle_session_timeout": "0", "idle_in_transaction_session_timeout": "0"}
+        assert conn.execute("SHOW tcp_keepalives_count").fetchone()[0] == "3"
+    finally:
+        conn.close()
