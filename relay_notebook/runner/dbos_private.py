@@ -22,6 +22,7 @@ from typing import Any, Final
 
 __all__ = [
     "PRELOAD_MODULES",
+    "PRELOAD_POSTGRES",
     "SCHEMA_FILES",
     "child_calls",
     "child_starts",
@@ -40,6 +41,8 @@ __all__ = [
 
 #: DBOS's modules a warm parent imports before it forks attempts (``runner.warm_parent``)
 PRELOAD_MODULES: Final = ("dbos._dbos", "dbos._sys_db_sqlite", "dbos._client")
+#: what only a PostgreSQL attempt imports: preloaded by a parent that forks many attempts
+PRELOAD_POSTGRES: Final = ("dbos._sys_db_postgres",)
 #: DBOS's source files whose code decides what a fresh SQLite system database holds
 #: (``runner.dbos_template`` hashes them to name its template)
 SCHEMA_FILES: Final = ("_migration.py", "_sys_db_sqlite.py", "_sys_db.py")

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from relay_notebook.runner.dbos_private import PRELOAD_MODULES
+from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
 from relay_notebook.runner.sandbox import FAILED, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import Spare, make_spare
@@ -79,7 +79,7 @@ _PRELOAD = (
 #: PostgreSQL run's DBOS):
 #: preloaded by a parent that forks many attempts, left to the child by a one-attempt parent,
 #: whose imports are on the ``relay run``'s critical path
-_PRELOAD_MANY = ("relay_notebook.workspace.releases", "dbos._sys_db_postgres")
+_PRELOAD_MANY = ("relay_notebook.workspace.releases", *PRELOAD_POSTGRES)
 _FRAMEWORKS = frozenset(n for names in FRAMEWORK_MODULES.values() for n in names)
 _FAILED = FAILED  # the forked child could not set itself up (its stderr says why)
 _REQUEST_LIMIT = 1 << 20

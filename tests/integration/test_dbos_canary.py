@@ -315,9 +315,9 @@ def _check_null_topic_and_notifications() -> None:
 def _check_preload_modules() -> None:
     import importlib
 
-    from relay_notebook.runner.dbos_private import PRELOAD_MODULES
+    from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
 
-    for name in PRELOAD_MODULES:
+    for name in (*PRELOAD_MODULES, *PRELOAD_POSTGRES):
         importlib.import_module(name)
 
 
@@ -412,7 +412,9 @@ _PRIVATE_CHECKS: dict[str, Any] = {
     "dbos._sys_db._dbos_null_topic and dbos._dbos._get_dbos_instance()._sys_db": (
         _check_null_topic_and_notifications
     ),
-    "PRELOAD_MODULES (dbos._dbos, dbos._sys_db_sqlite, dbos._client)": _check_preload_modules,
+    "PRELOAD_MODULES, PRELOAD_POSTGRES (dbos._dbos, _sys_db_sqlite, _client, _sys_db_postgres)": (
+        _check_preload_modules
+    ),
     "SCHEMA_FILES (_migration.py, _sys_db_sqlite.py, _sys_db.py)": _check_schema_files,
     "dbos._migration.sqlite_migrations (the template's expected schema)": _check_migrations,
     "fork rows: operation_outputs, workflow_input, workflow_status by SQL": _check_fork_rows,
