@@ -385,15 +385,16 @@ def _settle_lost(
     record.save(folder)
 
 
-#: what an MCP client raises when its stdio server exits (the MCP SDK's and fastmcp's words)
-_SERVER_GONE: Final = "Connection closed"
+#: what an MCP client raises when its stdio server exits (the MCP SDK's error, under either of
+#: its class names), as the child records it: ``TYPE: MESSAGE``
+_SERVER_GONE: Final = ("MCPError: Connection closed", "McpError: Connection closed")
 
 
 def _explain_closed_server(error: Any, stderr_tail: str) -> None:
     """A relay that failed because an MCP server it started exited (a framework's toolset
     raises a bare "Connection closed"): say why it may have, and keep the server's last words
     (its stderr is the attempt's, scrubbed) for the surfaces to show."""
-    if not isinstance(error, dict) or not str(error.get("message", "")).endswith(_SERVER_GONE):
+    if not isinstance(error, dict) or error.get("message") not in _SERVER_GONE:
         return
     error["message"] = (
         f"{error['message']}: an MCP server the relay started exited. It runs inside the run's "
