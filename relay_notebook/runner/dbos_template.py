@@ -13,12 +13,17 @@ cannot write (Landlock and bubblewrap allow writes only inside their run), and i
 hash of the DBOS modules that define the schema and the SQLite version, so a DBOS upgrade gets a
 new one and a stale one is never used.
 
-The cache is the user's, so the template is checked before each use (``template_problem``): its
+The cache is the user's, so the template is checked before use (``template_problem``): its
 pages sound, its schema exactly what DBOS's migrations make (computed once per process on an
-in-memory database), its migration version DBOS's latest, and no row in any other table. A run
-checks its own copy, so a template changed after the check is never used either; a template
-that fails is not used (the run starts from an empty file, as before there was one) and the
-warm parent's helper makes it again, atomically (``make_template``).
+in-memory database), its migration version DBOS's latest, and no row in any other table. A
+warm parent checks it once (``trust_template``) and keeps the file's identity (device, inode,
+size, modification and change times); a child forked from it copies from the file it opened
+only if that file still has this identity, so a template changed or replaced since the check
+(any write moves its change time) is checked again, on the run's own copy. A spawned child, with
+no check behind it, always checks its copy. A template that fails is not used (the run starts
+from an empty file, as before there was one) and the warm parent's helper makes it again,
+atomically (``make_template``). The template is in WAL mode already, as a run's database must
+be, so a child does not rewrite its copy's header (about 5 ms on the path of every new run).
 """
 
 from __future__ import annotations
@@ -36,11 +41,27 @@ from urllib.parse import quote
 
 from relay_notebook.runner.dbos_private import SCHEMA_FILES, sqlite_migrations
 
-__all__ = ["copy_template", "make_template", "template_path", "template_problem"]
+__all__ = [
+    "copy_template",
+    "make_template",
+    "template_path",
+    "template_problem",
+    "trust_template",
+]
 
 #: the one table a template keeps a row in (DBOS's migration version)
 _VERSIONS = "dbos_migrations"
+#: part of the template's name: a template of another format (rollback journal) is not used
+_FORMAT = b"journal_mode=wal"
 Schema = frozenset[tuple[str, str, str]]
+Identity = tuple[int, int, int, int, int]
+
+#: the identity of the template file this process checked (``trust_template``), if any
+_trusted: Identity | None = None
+
+
+def _identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @functools.cache
@@ -93,7 +114,7 @@ def template_path() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     package = Path(next(iter(spec.submodule_search_locations)))
-    digest = hashlib.sha256(sqlite3.sqlite_version.encode())
+    digest = hashlib.sha256(sqlite3.sqlite_version.encode() + _FORMAT)
     for name in SCHEMA_FILES:
         try:
             digest.update((package / name).read_bytes())
@@ -103,20 +124,48 @@ def template_path() -> Path | None:
     return cache / f"dbos-sqlite-{digest.hexdigest()[:16]}.db"
 
 
+def trust_template() -> bool:
+    """Check the template once for the children this process will fork (a warm parent): they
+    copy it unchecked while the file keeps the identity it had when checked. Whether it passed."""
+    global _trusted
+    _trusted = None
+    template = template_path()
+    if template is None:
+        return False
+    try:
+        fd = os.open(template, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        before = _identity(os.fstat(fd))
+        # the file opened, by its descriptor: not whatever the name points at meanwhile
+        if template_problem(Path(f"/proc/self/fd/{fd}")) is None and before == _identity(
+            os.fstat(fd)
+        ):
+            _trusted = before
+    finally:
+        os.close(fd)
+    return _trusted is not None
+
+
 def copy_template(database: Path) -> bool:
     """Give a run's not-yet-created SQLite ``database`` the template's schema; whether it did.
 
-    The copy is checked (``template_problem``) before it takes the database's name: a template
-    that is wrong is not used. A kill mid-copy leaves at most a ``.template`` part beside it,
-    never a half database.
+    The copy is checked (``template_problem``) before it takes the database's name, unless it
+    was copied from the very file this process's warm parent checked (``trust_template``): a
+    template that is wrong is not used. A kill mid-copy leaves at most a ``.template`` part
+    beside it, never a half database.
     """
     template = template_path()
-    if template is None or database.exists() or not template.is_file():
+    if template is None or database.exists():
         return False
     part = database.with_name(database.name + ".template")
     try:
-        shutil.copyfile(template, part)
-        if template_problem(part) is not None:
+        with open(template, "rb") as source:
+            trusted = _trusted is not None and _identity(os.fstat(source.fileno())) == _trusted
+            with open(part, "wb") as target:
+                shutil.copyfileobj(source, target)
+        if not trusted and template_problem(part) is not None:
             part.unlink()
             return False
         os.replace(part, database)
@@ -162,8 +211,10 @@ def make_template() -> Path | None:
     try:
         with copy:
             copy.execute("DELETE FROM application_versions")
+        # a run's database is in WAL mode (runner.child): its copy needs no header rewrite
+        copy.execute("PRAGMA journal_mode=WAL")
     finally:
-        copy.close()
+        copy.close()  # the last connection: the WAL is checkpointed and removed
     problem = template_problem(part)
     if problem is not None:
         part.unlink()

@@ -94,11 +94,12 @@ def _preload(*, one_attempt: bool = False) -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     with contextlib.suppress(ImportError, OSError):
-        from relay_notebook.runner.dbos_template import expected_schema, template_path
+        from relay_notebook.runner.dbos_template import expected_schema, trust_template
 
-        template_path()  # hashed once here; every child inherits the answer
-        if not one_attempt:  # what a template must hold, for the many children to check
-            expected_schema()
+        # the template's path hashed and the template checked once here, for every child
+        # (a one-attempt parent too: its child would otherwise check it on the run's path)
+        if not trust_template() and not one_attempt:
+            expected_schema()  # none yet: what one must hold, for the many children to check
     if not one_attempt:  # SQLAlchemy's URL patterns, compiled once for a worker's children
         with contextlib.suppress(ImportError):
             from sqlalchemy.engine import make_url

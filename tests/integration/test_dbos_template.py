@@ -6,6 +6,7 @@ made (by the CLI's warm parent, in the background) and used exactly as a user's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -144,17 +145,23 @@ def test_a_relay_cannot_write_the_template(workspace: Workspace, cache: dict[str
     assert template.read_bytes() == before
 
 
+def _change(template: Path, statement: str) -> None:
+    """Change the template in place, as any program would (the template is in WAL mode: the
+    change reaches the file itself when the last connection closes)."""
+    with contextlib.closing(sqlite3.connect(template)) as conn, conn:
+        conn.execute(statement)
+
+
 def _drop_operation_outputs(template: Path) -> None:
-    with sqlite3.connect(template) as conn:
-        conn.execute("DROP TABLE operation_outputs")
+    _change(template, "DROP TABLE operation_outputs")
 
 
 def _plant_next_run(template: Path) -> None:
-    with sqlite3.connect(template) as conn:
-        conn.execute(
-            "INSERT INTO workflow_status (workflow_uuid, status, name, output) "
-            "VALUES ('one-2', 'SUCCESS', 'run', '{\"value\": 999}')"
-        )
+    _change(
+        template,
+        "INSERT INTO workflow_status (workflow_uuid, status, name, output) "
+        "VALUES ('one-2', 'SUCCESS', 'run', '{\"value\": 999}')",
+    )
 
 
 def _truncate(template: Path) -> None:
@@ -196,3 +203,68 @@ def test_a_wrong_template_is_not_used_and_is_made_again(
     again = relay(cache, workspace.home, "run", "one", "--input", '{"x": 5}')
     assert again["status"] == "succeeded" and again["result"] == {"value": 10}
     assert started_from_template(workspace, again["run_id"])
+
+
+# A supervisor with a long-lived warm parent: the template made first, so the parent checks it
+# once; then a run, the template changed (as argv[2] says), and another run.
+TRUSTED = textwrap.dedent(
+    """
+    import json, sqlite3, sys, time, contextlib
+    from pathlib import Path
+    from relay_notebook.runner import start_run
+    from relay_notebook.runner.dbos_template import make_template
+    from relay_notebook.runner.warm import ForkedProcess, restart_warm_parent, warm_parent
+    from relay_notebook.workspace import Workspace
+
+    home, change = sys.argv[1:3]
+    template = make_template()
+    assert restart_warm_parent().wait_ready(120)
+    while warm_parent() is None:
+        time.sleep(0.01)
+    workspace = Workspace(home, warm_start=True)
+    draft = workspace.load_draft("one")
+    runs = []
+    for x in (1, 2):
+        handle = start_run(workspace, draft, run_input={"x": x})
+        out = handle.wait(120)
+        runs.append({"status": out.status, "result": out.result,
+                     "forked": isinstance(handle.process, ForkedProcess)})
+        while warm_parent() is None:
+            time.sleep(0.01)
+        if x == 2:
+            break
+        # the next run is one-2: a row that would be read as its finished workflow
+        planted = ("INSERT INTO workflow_status (workflow_uuid, status, name, output) "
+                   "VALUES ('one-2', 'SUCCESS', 'run', ?)", (json.dumps({"value": 999}),))
+        if change == "in-place":
+            with contextlib.closing(sqlite3.connect(template)) as conn, conn:
+                conn.execute(*planted)
+        elif change == "replaced":
+            other = template.with_name("other.db")
+            other.write_bytes(template.read_bytes())
+            with contextlib.closing(sqlite3.connect(other)) as conn, conn:
+                conn.execute(*planted)
+            other.replace(template)
+    print(json.dumps(runs))
+    """
+)
+
+
+@pytest.mark.parametrize("change", ["none", "in-place", "replaced"])
+def test_a_warm_parent_checks_the_template_once_and_a_changed_one_is_checked_again(
+    workspace: Workspace, cache: dict[str, str], change: str
+) -> None:
+    """A warm parent checks the template once; its children copy that very file unchecked. A
+    template changed in place or replaced after that check is checked again on the run's copy
+    and not used: the row planted for the next run is never read as its checkpoint."""
+    workspace.save_draft("one", ONE_STEP)
+    argv = [sys.executable, "-c", TRUSTED, str(workspace.home), change]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=cache)
+    assert proc.returncode == 0, proc.stderr
+    first, second = json.loads(proc.stdout)
+    assert first == {"status": "succeeded", "result": {"value": 2}, "forked": True}
+    assert second == {"status": "succeeded", "result": {"value": 4}, "forked": True}
+    assert started_from_template(workspace, "one-1")
+    assert started_from_template(workspace, "one-2") is (change == "none")
+    with sqlite3.connect(f"file:{find_run(workspace, 'one-2').database}?mode=ro", uri=True) as c:
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
