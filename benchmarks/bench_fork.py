@@ -2,12 +2,13 @@
 
 Run ``python benchmarks/bench_fork.py [--quick] [--repeats N] [--steps N] [--at N]``. A
 relay of ``steps`` trivial steps in a loop runs once; then, round after round, the kit forks
-that run from ``loop_step#at`` (copying ``at - 1`` checkpoints, running the rest fresh) and,
-alternating with it, starts a fresh run of a one-step relay; both are timed from the call to
-the finished outcome, on the caller's side. A fork copies checkpoints (DBOS's fork_workflow in
-a copy of the run's SQLite database) and does not run their bodies again, so it should cost
-about one fresh run; the target is at most 1.5x. Benchmarks report, they do not assert: the
-exit status is 0 whatever the numbers.
+that run from ``tick#at`` (copying ``at - 1`` checkpoints, running the rest fresh) and,
+alternating with it, starts a fresh run of a one-step relay (both relays are
+``bench_runner.py``'s, from ``runner_sources``); both are timed from the call to the finished
+outcome, on the caller's side. A fork copies checkpoints (DBOS's fork_workflow in a copy of the
+run's SQLite database) and does not run their bodies again, so it should cost about one fresh
+run; the target is at most 1.5x. Benchmarks report, they do not assert: the exit status is 0
+whatever the numbers.
 """
 
 from __future__ import annotations
@@ -22,43 +23,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+from runner_sources import RELAYS  # noqa: E402
+
 from relay_notebook import commands  # noqa: E402
 from relay_notebook.runner.fork import ForkRequest  # noqa: E402
 from relay_notebook.runner.runs import start_fork  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
 
 TARGET = 1.5  # a fork from step 900 of 1,000 <= 1.5x a fresh one-step run
-
-LONG = """\
-from dbos import DBOS
-
-
-@DBOS.step()
-async def loop_step(i):
-    return i + 1
-
-
-@DBOS.workflow()
-async def run(INPUT):
-    total = 0
-    for i in range(INPUT["steps"]):
-        total += await loop_step(i)
-    return total
-"""
-
-ONE = """\
-from dbos import DBOS
-
-
-@DBOS.step()
-async def only(x):
-    return x
-
-
-@DBOS.workflow()
-async def run(INPUT):
-    return await only(1)
-"""
 
 
 def main() -> None:
@@ -72,8 +44,8 @@ def main() -> None:
     if args.quick:
         steps, at, repeats = 100, 90, 3
     ws = Workspace(Path(tempfile.mkdtemp(prefix="relay-bench-fork-")) / "relays")
-    ws.save_draft("long", LONG)
-    ws.save_draft("one", ONE)
+    ws.save_draft("long", RELAYS["loop"])
+    ws.save_draft("one", RELAYS["one"])
     started = time.perf_counter()
     parent = commands.run(ws, "long", run_input={"steps": steps}).wait(600)
     parent_s = time.perf_counter() - started
@@ -87,11 +59,11 @@ def main() -> None:
         for which in order:
             t0 = time.perf_counter()
             if which == "fork":
-                handle = start_fork(ws, parent.run_id, ForkRequest(f"loop_step#{at}"))
+                handle = start_fork(ws, parent.run_id, ForkRequest(f"tick#{at}"))
                 times["prepare"].append(time.perf_counter() - t0)
                 out = handle.wait(600)
             elif which == "fresh":
-                out = commands.run(ws, "one").wait(600)
+                out = commands.run(ws, "one", run_input={"x": 1}).wait(600)
             else:
                 out = commands.run(ws, "long", run_input={"steps": rest}).wait(600)
             times[which].append(time.perf_counter() - t0)
@@ -104,11 +76,11 @@ def main() -> None:
     ratio = med["prepare"] / fresh_s
     verdict = "yes" if ratio <= TARGET else "NO"
     print(
-        f"{f'fork from loop_step#{at}: copy and enqueue':<44} {med['prepare']:>9.3f} "
+        f"{f'fork from tick#{at}: copy and enqueue':<44} {med['prepare']:>9.3f} "
         f"{ratio:>7.2f}  <= {TARGET}x: {verdict}"
     )
     print(
-        f"{f'fork from loop_step#{at}: whole run ({rest} fresh)':<44} {med['fork']:>9.3f} "
+        f"{f'fork from tick#{at}: whole run ({rest} fresh)':<44} {med['fork']:>9.3f} "
         f"{med['fork'] / fresh_s:>7.2f}"
     )
     print(

@@ -9,9 +9,14 @@ are ``{"name", "description", "parameters"}`` with a JSON Schema for the argumen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
-__all__ = ["AssistantTurn", "Provider", "ToolCall"]
+__all__ = ["AssistantTurn", "ChatMessage", "Provider", "ToolCall", "ToolSpec"]
+
+#: one chat message in the chat-completions shape (see above)
+ChatMessage: TypeAlias = dict[str, Any]
+#: one tool as the model is offered it: ``{"name", "description", "parameters"}``
+ToolSpec: TypeAlias = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -46,10 +51,5 @@ class Provider(Protocol):
     """Anything that produces the next assistant turn."""
 
     async def complete(
-        self,
-        *,
-        agent: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        model: str,
+        self, *, agent: str, messages: list[ChatMessage], tools: list[ToolSpec], model: str
     ) -> AssistantTurn: ...

@@ -21,7 +21,7 @@ from openai.types.chat import (
 )
 
 from agentworks.errors import ProviderError
-from agentworks.providers.base import AssistantTurn, ToolCall
+from agentworks.providers.base import AssistantTurn, ChatMessage, ToolCall, ToolSpec
 
 __all__ = ["OpenAICompatProvider"]
 
@@ -62,12 +62,7 @@ class OpenAICompatProvider:
         return f"OpenAICompatProvider(base_url={self.base_url!r}, model={self.model!r})"
 
     async def complete(
-        self,
-        *,
-        agent: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        model: str,
+        self, *, agent: str, messages: list[ChatMessage], tools: list[ToolSpec], model: str
     ) -> AssistantTurn:
         """One chat completion for ``agent``; ``model`` (the profile as written) is not sent."""
         wire_messages = [self._to_wire(i, message) for i, message in enumerate(messages)]

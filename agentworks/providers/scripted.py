@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentworks.errors import ProviderError
-from agentworks.providers.base import AssistantTurn, ToolCall
+from agentworks.providers.base import AssistantTurn, ChatMessage, ToolCall, ToolSpec
 
 __all__ = ["ScriptedProvider"]
 
@@ -55,12 +55,7 @@ class ScriptedProvider:
         return sorted(self._scripts)
 
     async def complete(
-        self,
-        *,
-        agent: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        model: str,
+        self, *, agent: str, messages: list[ChatMessage], tools: list[ToolSpec], model: str
     ) -> AssistantTurn:
         """The scripted turn for ``agent`` at the index given by the assistant messages so far."""
         script = self._scripts.get(agent)

@@ -32,16 +32,22 @@ from relay_notebook.workspace.vault import VAULT_DIR, Vault
 if TYPE_CHECKING:
     from relay_notebook.runner.handle import EventCallback
 
-__all__ = ["AttemptChoices", "AttemptRequest"]
+__all__ = ["AttemptCaller", "AttemptChoices", "AttemptRequest"]
 
 
-class AttemptChoices(TypedDict, total=False):
-    """What the caller of a command chooses about its attempt (each has a default)."""
+class AttemptCaller(TypedDict, total=False):
+    """Who asks for an attempt: where its events go, the executor it runs as, and whether it
+    dies with its supervisor (each has ``AttemptRequest``'s default)."""
 
-    crash: CrashSpec | None
     on_event: EventCallback | None
     executor_id: str
     lifeline: bool
+
+
+class AttemptChoices(AttemptCaller, total=False):
+    """What the caller of a command chooses about its attempt (each has a default)."""
+
+    crash: CrashSpec | None
     accept_lost: bool
     resume: bool
 

@@ -19,7 +19,7 @@ from relay_notebook.record.ledger import now_ms
 from relay_notebook.record.messages import wait_ready
 from relay_notebook.record.rules import decide
 from relay_notebook.record.run_record import MAX_ATTEMPTS, RunRecord
-from relay_notebook.runner.attempt_request import AttemptChoices, AttemptRequest
+from relay_notebook.runner.attempt_request import AttemptCaller, AttemptChoices, AttemptRequest
 from relay_notebook.runner.backend import (
     Backend,
     backend_for_run,
@@ -141,11 +141,9 @@ def start_recovery(
     workspace: Workspace,
     run_id: str,
     *,
-    on_event: EventCallback | None = None,
     backend: Backend | None = None,
-    executor_id: str = "relay-local",
-    lifeline: bool = False,
     accept_lost_checkpoints: bool = False,
+    **caller: Unpack[AttemptCaller],
 ) -> RunHandle:
     """Start the next attempt of ``run_id``; a finished run comes back as it was, unrun.
 
@@ -155,20 +153,15 @@ def start_recovery(
     the run's records name but its database lacks refuse the attempt (``checkpoints-lost``)
     unless ``accept_lost_checkpoints``: then their steps run again.
     """
-    return _next_attempt(
-        workspace, run_id, backend, on_event=on_event, executor_id=executor_id,
-        lifeline=lifeline, accept_lost=accept_lost_checkpoints,
-    )  # fmt: skip
+    return _next_attempt(workspace, run_id, backend, accept_lost=accept_lost_checkpoints, **caller)
 
 
 def resume_waiting(
     workspace: Workspace,
     run_id: str,
     *,
-    on_event: EventCallback | None = None,
     backend: Backend | None = None,
-    executor_id: str = "relay-local",
-    lifeline: bool = False,
+    **caller: Unpack[AttemptCaller],
 ) -> RunHandle | None:
     """The next attempt of a waiting run whose wait is answered (a message, a due timer).
 
@@ -186,9 +179,8 @@ def resume_waiting(
     if inspect_run(folder, record, run_backend).cancelled:
         return None  # cancelled with DBOS's tool: `relay recover` says so, a wake stays quiet
     request = AttemptRequest.of_run(
-        workspace, folder, record, run_backend, on_event=on_event, executor_id=executor_id,
-        lifeline=lifeline, resume=True, crash=_carried_crash(record),
-    )  # fmt: skip
+        workspace, folder, record, run_backend, resume=True, crash=_carried_crash(record), **caller
+    )
     try:
         handle = _launch(workspace, request, checked=True)
     except (RunLockedError, NotWaiting):
@@ -254,19 +246,14 @@ def advance_run(
     *,
     crash: CrashSpec | None = None,
     backend: Backend | None = None,
-    executor_id: str = "relay-local",
-    lifeline: bool = False,
-    on_event: EventCallback | None = None,
+    **caller: Unpack[AttemptCaller],
 ) -> RunHandle:
     """The next attempt of a run created by ``create_run``: its first, or a recovery.
 
     Workers call this for queued runs. A first attempt waits in a queue, so it is checked
     like a recovery (bindings, budget, deadline, access); ``crash`` applies to it only.
     """
-    return _next_attempt(
-        workspace, run_id, backend, crash=crash, on_event=on_event, executor_id=executor_id,
-        lifeline=lifeline,
-    )  # fmt: skip
+    return _next_attempt(workspace, run_id, backend, crash=crash, **caller)
 
 
 def start_fork(

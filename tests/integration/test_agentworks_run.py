@@ -49,31 +49,13 @@ def test_platform_calls_outside_a_run_fail_clearly() -> None:
 def test_mcp_call_from_a_step_and_from_the_workflow(with_orders_server: Workspace) -> None:
     """mcp() works in a step and as a step of its own; recovery reuses the saved result."""
     ws = with_orders_server
-    setup_relay(
-        ws,
-        """
-        from dbos import DBOS
-        from agentworks import mcp
-
-        @DBOS.step()
-        async def order(sku):
-            return await mcp(server="orders", tool="create_order",
-                             arguments={"sku": sku, "quantity": 1, "idempotency_key": "k-" + sku})
-
-        @DBOS.workflow()
-        async def run(INPUT):
-            first = await order("A")
-            listing = await mcp(server="orders", tool="list_orders")
-            return {"first": first["order_id"], "count": len(listing["orders"]),
-                    "attempts": listing["attempts"]}
-        """,
-    )
-    first = go(ws, crash="after:order")
+    setup_relay(ws, relay_source("ordering"))
+    first = go(ws, run_input={"sku": "A"}, crash="after:order")
     assert first.status == "interrupted"
     out = commands.recover(ws, first.run_id).wait(120)
     assert out.status == "succeeded", out.error
     # the checkpointed create_order was not repeated: one order, one attempt
-    assert out.result == {"first": "ord-1", "count": 1, "attempts": 1}
+    assert out.result == {"order": "ord-1", "count": 1, "attempts": 1}
     names = [s.name for s in read_run_log(ws, first.run_id).steps]
     assert names == ["order", "mcp:orders.list_orders"]
 

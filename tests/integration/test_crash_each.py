@@ -10,6 +10,7 @@ import pytest
 from relay_notebook.cli import main as cli_main
 from relay_notebook.testing.harness import RelayHarness
 from relay_notebook.workspace import Workspace
+from tests.relays import relay_source
 
 FIVE = Path(__file__).parents[1] / "relays" / "five.py"
 # the workflow body reads the clock: its result depends on when it (re)ran
@@ -133,31 +134,18 @@ def test_the_cli_prints_json_and_exits_1_on_a_finding(
     assert doc["repeated"] == ["charge#1"]
 
 
-ORDERING = """from dbos import DBOS
-from agentworks import mcp
-
-
-@DBOS.step()
-async def order(sku):
-    return await mcp(server="orders", tool="create_order",
-                     arguments={"sku": sku, "quantity": 1, "idempotency_key": "k-" + sku})
-
-
-@DBOS.workflow()
-async def run(INPUT):
-    made = await order(INPUT["sku"])
-    return {"order": made["order_id"]}
-"""
-
-
 def test_the_harness_declares_an_mcp_server_over_stdio(harness: RelayHarness) -> None:
     """``mcp_server`` copies a stdio MCP server into the workspace and declares it; a relay
     calling it runs, crashes after the call's checkpoint, and recovers without calling again."""
     servers = Path(__file__).parents[1] / "servers"
     harness.mcp_server("orders", servers / "mcp_orders.py", ORDERS_DB="orders.json")
-    harness.save("ordering", ORDERING)
+    harness.save("ordering", relay_source("ordering"))
     first = harness.run("ordering", {"sku": "A"}, crash="after:order")
     assert first.status == "interrupted"
     done = harness.recover(first.run_id)
-    assert done.status == "succeeded" and done.result == {"order": "ord-1"}
+    assert done.status == "succeeded" and done.result == {
+        "order": "ord-1",
+        "count": 1,
+        "attempts": 1,
+    }
     assert done.reused == [1] and harness.executions(first.run_id)["order#1"] == 1

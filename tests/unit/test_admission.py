@@ -13,7 +13,7 @@ from relay_notebook.source import admission, lint
 from relay_notebook.source.admission import admit_source, check_source, entrypoint_kind
 from tests.relays import relay_source
 
-INVOICE = relay_source("spec_invoice")
+INVOICE = relay_source("invoice")
 
 LEGACY_SYNC = """\
 def run(INPUT, ctx):

@@ -27,7 +27,7 @@ VALIDATOR = Draft202012Validator(SCHEMA)
 
 Edges = set[tuple[str, str, str | None]]
 
-INVOICE = relay_source("spec_invoice")
+INVOICE = relay_source("invoice")
 
 STEPS = "import asyncio\nimport json\nfrom dbos import DBOS\n\n" + steps("a", "b", "c")
 
@@ -85,7 +85,7 @@ def test_invoice_example_draws_steps_agents_decision_and_both_paths_to_output() 
         "input",
         "step-extract_invoice",
         "agent-extract",
-        "decision-L17",
+        "decision-L29",
         "step-review",
         "agent-review",
         "output",
@@ -94,17 +94,17 @@ def test_invoice_example_draws_steps_agents_decision_and_both_paths_to_output() 
     assert edges(graph) == {
         ("input", "step-extract_invoice", None),
         ("step-extract_invoice", "agent-extract", None),
-        ("step-extract_invoice", "decision-L17", None),
-        ("decision-L17", "step-review", condition),
+        ("step-extract_invoice", "decision-L29", None),
+        ("decision-L29", "step-review", condition),
         ("step-review", "agent-review", None),
         ("step-review", "output", None),
-        ("decision-L17", "output", "else"),
+        ("decision-L29", "output", "else"),
     }
-    assert graph.node("decision-L17").label == condition
-    assert graph.node("step-extract_invoice").line == 16
+    assert graph.node("decision-L29").label == condition
+    assert graph.node("step-extract_invoice").line == 28
     assert graph.node("input").details["max_recovery_attempts"] == 3
     extract = graph.node("agent-extract")
-    assert (extract.type, extract.label, extract.line) == ("agent", "extract", 6)
+    assert (extract.type, extract.label, extract.line) == ("agent", "extract", 8)
     assert extract.details == {
         "in_step": "step-extract_invoice",
         "name": "extract",
