@@ -35,6 +35,7 @@ from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.ledger_events import Event
 from relay_notebook.runner.child_logs import route_logs
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.dbos_engines import postgres_engine, sqlite_engine_for
 from relay_notebook.runner.dbos_private import (
     internal_queue_poll,
     recover_pending_workflows,
@@ -428,7 +429,11 @@ def _attempt(spec_path: str) -> None:
             "log_level": "WARNING",
         }
         if database_url is not None:
-            config["system_database_engine"] = _postgres_engine(database_url)
+            config["system_database_engine"] = postgres_engine(database_url)
+        else:  # forked from a warm parent: its engine, DBOS's statements compiled already
+            rehearsed = sqlite_engine_for(spec.database)
+            if rehearsed is not None:
+                config["system_database_engine"] = rehearsed
         DBOS(config=config)
         if database_url is not None:
             # a shared database: dequeue nothing but our own recovery and the relay's queues
@@ -449,33 +454,6 @@ def _carry_crash(outcome: dict[str, Any], crash: CrashSpec | None) -> dict[str, 
     if crash is not None and isinstance(outcome.get("waiting"), dict):
         outcome["waiting"]["crash"] = crash.to_dict()
     return outcome
-
-
-def _postgres_engine(database_url: str) -> Any:
-    """DBOS's system database engine, made as DBOS makes its own.
-
-    Given an engine, DBOS does not open a session to the server's ``postgres`` database to
-    check that the run's database exists (about 10 ms of server CPU per attempt); the
-    supervisor has created it (``runner.backend.prepare_database``) and holds a session to it.
-    """
-    import sqlalchemy as sa
-
-    url = sa.make_url(database_url).set(drivername="postgresql+psycopg")
-    options = f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_TIMEOUT_MS}"
-    connect_args = {**ENGINE_CONNECT_ARGS, "options": options}
-    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=connect_args)
-
-
-#: DBOS's settings for an engine it makes itself (the canary test compares them with DBOS's)
-ENGINE_KWARGS: dict[str, Any] = {
-    "pool_timeout": 30,
-    "max_overflow": 0,
-    "pool_size": 20,
-    "pool_pre_ping": True,
-}
-ENGINE_CONNECT_ARGS: dict[str, Any] = {"application_name": "dbos_transact", "connect_timeout": 10}
-#: what DBOS sets on its engine's sessions (its default, 60 s)
-IDLE_TRANSACTION_TIMEOUT_MS = 60_000
 
 
 def _await_network(fd: int) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "root_calls",
     "run_client_migrations",
     "set_internal_queue_poll",
+    "sqlite_engine",
     "wrap_serializers",
 ]
 
@@ -108,6 +109,15 @@ def sqlite_migrations() -> list[str]:
 def client_engine(client: Any) -> Any:
     """``client``'s pooled SQLAlchemy engine on DBOS's system database."""
     return client._sys_db.engine
+
+
+def sqlite_engine(url: str, engine_kwargs: Mapping[str, Any]) -> Any:
+    """A SQLite system database engine made by DBOS's own factory, as ``DBOS.launch`` makes
+    one for ``url`` (its IMMEDIATE transactions, busy timeout and foreign keys), with
+    ``engine_kwargs`` (SQLAlchemy's, e.g. a ``creator``) given as DBOS's config gives them."""
+    from dbos._sys_db_sqlite import SQLiteSystemDatabase
+
+    return SQLiteSystemDatabase._create_engine(None, url, dict(engine_kwargs))  # type: ignore[arg-type]
 
 
 # -- values as DBOS stores them ---------------------------------------------------------------

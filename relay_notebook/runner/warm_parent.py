@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from relay_notebook.runner.dbos_engines import rehearse
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
 from relay_notebook.runner.sandbox import FAILED, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
@@ -199,6 +200,8 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     gc.disable()  # collections while importing find next to nothing to free
     _preload(one_attempt=one_attempt)
     if not one_attempt:
+        with contextlib.suppress(Exception):  # without it, each child lets DBOS make its engine
+            rehearse()  # DBOS's SQLite statements compiled once (runner.dbos_engines)
         gc.collect()  # tens of ms: not worth it for one fork, whose child exits soon
     gc.freeze()  # what was imported stays out of the children's collections (fewer copied pages)
     gc.enable()

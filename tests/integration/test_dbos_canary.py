@@ -163,17 +163,53 @@ def test_the_childs_postgres_engine_is_made_as_dbos_makes_its_own() -> None:
     from dbos._dbos_config import configure_db_engine_parameters
     from dbos._sys_db import DEFAULT_IDLE_TRANSACTION_TIMEOUT_SEC
 
-    from relay_notebook.runner import child
+    from relay_notebook.runner import dbos_engines
 
     data: dict[str, Any] = {}
     configure_db_engine_parameters(data)  # type: ignore[arg-type]
     assert data["sys_db_engine_kwargs"] == {
-        **child.ENGINE_KWARGS,
-        "connect_args": child.ENGINE_CONNECT_ARGS,
+        **dbos_engines.ENGINE_KWARGS,
+        "connect_args": dbos_engines.ENGINE_CONNECT_ARGS,
     }
-    assert DEFAULT_IDLE_TRANSACTION_TIMEOUT_SEC * 1000 == child.IDLE_TRANSACTION_TIMEOUT_MS
-    engine = child._postgres_engine("postgresql://relay@127.0.0.1:5432/runs")
+    assert DEFAULT_IDLE_TRANSACTION_TIMEOUT_SEC * 1000 == dbos_engines.IDLE_TRANSACTION_TIMEOUT_MS
+    engine = dbos_engines.postgres_engine("postgresql://relay@127.0.0.1:5432/runs")
     assert engine.url.drivername == "postgresql+psycopg" and engine.pool.size() == 20
+
+
+def _check_sqlite_engine(tmp_path: Path) -> None:
+    """A warm parent's SQLite engine (runner/dbos_engines.py) comes from DBOS's private SQLite
+    factory (``SQLiteSystemDatabase._create_engine``, named in runner/dbos_private.py): its
+    sessions are set up as those of the engine DBOS makes for the run's URL, in the same pool."""
+    import sqlite3
+
+    from dbos._sys_db_sqlite import SQLiteSystemDatabase
+
+    from relay_notebook.runner import dbos_engines
+    from relay_notebook.runner.dbos_private import sqlite_engine
+
+    path = tmp_path / "run.sqlite"
+    url = f"sqlite:///{path}"
+    ours = sqlite_engine(
+        url,
+        {**dbos_engines.ENGINE_KWARGS,
+         "creator": lambda: sqlite3.connect(path, check_same_thread=False)},
+    )  # fmt: skip
+    theirs = SQLiteSystemDatabase._create_engine(None, url, dict(dbos_engines.ENGINE_KWARGS))  # type: ignore[arg-type]
+
+    def session(engine: Any) -> tuple[Any, ...]:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            return (
+                raw.isolation_level,
+                raw.execute("PRAGMA busy_timeout").fetchone()[0],
+                raw.execute("PRAGMA foreign_keys").fetchone()[0],
+                raw.execute("PRAGMA database_list").fetchone()[2],
+                type(engine.pool).__name__,
+                engine.pool.size(),
+            )
+
+    assert session(ours) == session(theirs)
+    assert session(ours)[:3] == ("IMMEDIATE", 30000, 1)
 
 
 @pytest.mark.parametrize("name", ["fork_workflow", "patch", "recv", "send", "set_event"])
@@ -418,6 +454,9 @@ _PRIVATE_CHECKS: dict[str, Any] = {
     "SCHEMA_FILES (_migration.py, _sys_db_sqlite.py, _sys_db.py)": _check_schema_files,
     "dbos._migration.sqlite_migrations (the template's expected schema)": _check_migrations,
     "fork rows: operation_outputs, workflow_input, workflow_status by SQL": _check_fork_rows,
+    "dbos._sys_db_sqlite.SQLiteSystemDatabase._create_engine (the rehearsed engine)": (
+        _check_sqlite_engine
+    ),
 }
 
 
