@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from agentworks.journal import CallState, Journal
 from agentworks.redact import Redactor
@@ -56,6 +56,7 @@ __all__ = [
     "EventCallback",
     "QueuedRun",
     "RecoveryPreview",
+    "RunBrief",
     "RunHandle",
     "RunLog",
     "RunOutcome",
@@ -330,16 +331,25 @@ def run_stamp(workspace: Workspace, run_id: str) -> tuple[int, ...]:
     return tuple(stamp)
 
 
-def run_brief(workspace: Workspace, run_id: str) -> dict[str, Any]:
+class RunBrief(TypedDict):
+    """A run in four fields (``run_brief``): what a start returns over REST and MCP."""
+
+    run_id: str
+    relay: str
+    status: str
+    #: attempts used
+    attempt: int
+    #: MCP's word on a run still going when its answer is due
+    note: NotRequired[str]
+
+
+def run_brief(workspace: Workspace, run_id: str) -> RunBrief:
     """A run in four fields: id, relay, status and attempts used (what a start returns)."""
     folder = find_run(workspace, run_id)
     record = RunRecord.load(folder)
-    return {
-        "run_id": run_id,
-        "relay": folder.relay,
-        "status": record.status,
-        "attempt": record.attempts_used,
-    }
+    return RunBrief(
+        run_id=run_id, relay=folder.relay, status=record.status, attempt=record.attempts_used
+    )
 
 
 def run_detail(workspace: Workspace, run_id: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from relay_notebook.commands import inputs
 from relay_notebook.commands.runs import QueuedRun, require_pool_backend
 from relay_notebook.errors import InvalidInputError
-from relay_notebook.history.lineage import CallDiff, diff_runs, lineage, lineage_text
+from relay_notebook.history.lineage import CallDiff, LineageNode, diff_runs, lineage, lineage_text
 from relay_notebook.runner import RunHandle
 from relay_notebook.runner.backend import Backend, workspace_backend
 from relay_notebook.runner.crash import parse_crash_spec
@@ -25,6 +25,7 @@ from relay_notebook.workspace import Workspace
 
 __all__ = [
     "ForkRequest",
+    "LineageNode",
     "diff",
     "diff_lines",
     "fork",

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
     "PRELOAD_MODULES",
     "PRELOAD_POSTGRES",
     "SCHEMA_FILES",
+    "ForkRowEdits",
     "child_calls",
     "child_starts",
     "client_engine",
@@ -235,22 +237,24 @@ def delete_workflow_rows(conn: Any, workflow_id: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE workflow_uuid = ?", (workflow_id,))
 
 
-def edit_fork_rows(
-    conn: Any,
-    workflow_id: str,
-    *,
-    pg: bool,
-    outputs: Mapping[int, Any],
-    attributes: Mapping[str, Any],
-    run_input: Any = None,
-    input_edited: bool = False,
-    app_name: str | None = None,
-    parent_workflow_id: str | None = None,
-) -> None:
-    """Rewrite a held fork's rows: its input (``run_input`` if ``input_edited``), the outputs
-    of the copied calls in ``outputs`` (by function id, each in its row's own serialization),
+@dataclass(frozen=True)
+class ForkRowEdits:
+    """What a held fork's rows are rewritten to (``edit_fork_rows``): its input (``run_input``
+    if ``input_edited``), the outputs of the copied calls in ``outputs`` (by function id),
     its DBOS ``attributes``, on PostgreSQL its application (``app_name``), and for a forked
     child workflow its parent (``parent_workflow_id``: DBOS's fork makes a root workflow)."""
+
+    outputs: Mapping[int, Any]
+    attributes: Mapping[str, Any]
+    run_input: Any = None
+    input_edited: bool = False
+    app_name: str | None = None
+    parent_workflow_id: str | None = None
+
+
+def edit_fork_rows(conn: Any, workflow_id: str, edits: ForkRowEdits, *, pg: bool) -> None:
+    """Rewrite a held fork's rows as ``edits`` says, each copied call's output in its row's
+    own serialization."""
     from agentworks.frameworks import step_role
     from relay_notebook.runner.framework_answers import edited_answer
 
@@ -259,12 +263,12 @@ def edit_fork_rows(
     def one(sql: str, *args: Any) -> Any:
         return conn.execute(sql.format(t=t, p=p), args).fetchone()
 
-    if input_edited:
+    if edits.input_edited:
         conn.execute(
             f"UPDATE {t}workflow_input SET inputs = {p} WHERE workflow_uuid = {p}",
-            (_serialize_input(run_input), workflow_id),
+            (_serialize_input(edits.run_input), workflow_id),
         )
-    for fid, value in outputs.items():
+    for fid, value in edits.outputs.items():
         (ser, name, saved) = one(
             "SELECT serialization, function_name, output FROM {t}operation_outputs "
             "WHERE workflow_uuid = {p} AND function_id = {p}", workflow_id, fid,
@@ -278,15 +282,15 @@ def edit_fork_rows(
         )
     conn.execute(
         f"UPDATE {t}workflow_status SET attributes = {p}{cast} WHERE workflow_uuid = {p}",
-        (json.dumps(dict(attributes)), workflow_id),
+        (json.dumps(dict(edits.attributes)), workflow_id),
     )
-    if pg and app_name is not None:
+    if pg and edits.app_name is not None:
         conn.execute(
             "UPDATE dbos.workflow_status SET application_name = %s WHERE workflow_uuid = %s",
-            (app_name, workflow_id),
+            (edits.app_name, workflow_id),
         )
-    if parent_workflow_id is not None:
+    if edits.parent_workflow_id is not None:
         conn.execute(
             f"UPDATE {t}workflow_status SET parent_workflow_id = {p} WHERE workflow_uuid = {p}",
-            (parent_workflow_id, workflow_id),
+            (edits.parent_workflow_id, workflow_id),
         )

@@ -40,7 +40,11 @@ from relay_notebook.runner.backend import (
     connect,
     workspace_backend,
 )
-from relay_notebook.runner.dbos_private import delete_workflow_rows, edit_fork_rows
+from relay_notebook.runner.dbos_private import (
+    ForkRowEdits,
+    delete_workflow_rows,
+    edit_fork_rows,
+)
 from relay_notebook.runner.fault_points import fault_point
 from relay_notebook.runner.fork import (
     CREATING,
@@ -72,15 +76,17 @@ def _edit_rows(conn: Any, plan: ForkPlan, fork: RunFolder, run_input: Any, pg: b
     the same for its forked child, which also gets the fork as its parent."""
     app_name = app_name_for_run(fork.run_id) if pg else None
     origin = {"relay_fork": plan.record(fork.run_id)}
-    edit_fork_rows(
-        conn, fork.run_id, pg=pg, outputs=plan.outputs, attributes=origin, run_input=run_input,
+    run_edits = ForkRowEdits(
+        outputs=plan.outputs, attributes=origin, run_input=run_input,
         input_edited=plan.input_edited, app_name=app_name,
     )  # fmt: skip
+    edit_fork_rows(conn, fork.run_id, run_edits, pg=pg)
     if plan.child is not None:
-        edit_fork_rows(
-            conn, plan.child.forked_id(fork.run_id), pg=pg, outputs=plan.child.outputs,
-            attributes=origin, app_name=app_name, parent_workflow_id=fork.run_id,
+        child_edits = ForkRowEdits(
+            outputs=plan.child.outputs, attributes=origin, app_name=app_name,
+            parent_workflow_id=fork.run_id,
         )  # fmt: skip
+        edit_fork_rows(conn, plan.child.forked_id(fork.run_id), child_edits, pg=pg)
 
 
 def _client_call(url: str, call: Any) -> None:

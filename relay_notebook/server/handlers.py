@@ -320,7 +320,7 @@ class LineageHandler(RelayAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        self.reply(await self.call(self.service.lineage, run_id))
+        self.reply((await self.call(self.service.lineage, run_id)).to_dict())
 
 
 class RunEventsHandler(RelayAPIHandler):

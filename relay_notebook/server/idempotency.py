@@ -19,12 +19,20 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from relay_notebook.commands.api_requests import RunRequest
 from relay_notebook.errors import IdempotencyKeyReusedError, InvalidRequestError
 from relay_notebook.workspace.file_io import write_json_atomic
 
-__all__ = ["API_DIR", "IdempotencyStore", "fingerprint", "validate_key"]
+__all__ = [
+    "API_DIR",
+    "IdempotencyFile",
+    "IdempotencyStore",
+    "KeyRecord",
+    "fingerprint",
+    "validate_key",
+]
 
 #: the API's own folder inside the workspace (a dot folder: never a relay)
 API_DIR = ".relay_api"
@@ -41,10 +49,30 @@ def validate_key(key: str) -> str:
     return key
 
 
-def fingerprint(body: dict[str, Any]) -> str:
-    """A digest of a request body that ignores key order and whitespace."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+def fingerprint(request: RunRequest) -> str:
+    """A digest of a run request's fields, whatever the body's key order and whitespace: no
+    input and a null one are one request (both start the run with the empty object INPUT
+    gets)."""
+    run_input = {} if request.run_input is None else request.run_input
+    fields = {"crash": request.crash, "input": run_input, "release": request.release}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class KeyRecord(TypedDict):
+    """One key of ``idempotency.json``: the run it started, the fingerprint of the request
+    that started it, and when (epoch seconds)."""
+
+    run_id: str
+    fingerprint: str
+    created_at: float
+
+
+class IdempotencyFile(TypedDict):
+    """``idempotency.json``: each relay's keys."""
+
+    version: int
+    relays: dict[str, dict[str, KeyRecord]]
 
 
 class IdempotencyStore:
@@ -55,7 +83,7 @@ class IdempotencyStore:
         self.file = self.folder / "idempotency.json"
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
+    def _locked(self) -> Iterator[IdempotencyFile]:
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder / "idempotency.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -64,11 +92,11 @@ class IdempotencyStore:
         finally:
             os.close(fd)
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> IdempotencyFile:
         try:
-            data: dict[str, Any] = json.loads(self.file.read_text(encoding="utf-8"))
+            data: IdempotencyFile = json.loads(self.file.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return {"version": 1, "relays": {}}
+            return IdempotencyFile(version=1, relays={})
         return data
 
     def run_once(
@@ -86,7 +114,7 @@ class IdempotencyStore:
         so) is forgotten.
         """
         with self._locked() as data:
-            keys: dict[str, Any] = data["relays"].setdefault(relay, {})
+            keys = data["relays"].setdefault(relay, {})
             found = keys.get(key)
             if found is not None and exists(str(found["run_id"])):
                 if found["fingerprint"] != digest:
@@ -97,6 +125,6 @@ class IdempotencyStore:
                     )
                 return str(found["run_id"]), False
             run_id = start()
-            keys[key] = {"run_id": run_id, "fingerprint": digest, "created_at": time.time()}
+            keys[key] = KeyRecord(run_id=run_id, fingerprint=digest, created_at=time.time())
             write_json_atomic(self.file, data)
             return run_id, True

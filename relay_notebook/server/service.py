@@ -10,7 +10,7 @@ ever calls ``wait``. Request bodies are validated here, so the rules hold for an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from relay_notebook import commands
 from relay_notebook.commands import api_requests, run_events, time_travel
@@ -18,14 +18,31 @@ from relay_notebook.commands.authoring import PublishResult
 from relay_notebook.commands.live_runs import LiveRuns
 from relay_notebook.commands.relays import Deleted, RelaySummary
 from relay_notebook.commands.run_events import RunEvents
-from relay_notebook.commands.runs import RunOutcome, RunSummary
+from relay_notebook.commands.runs import RunBrief, RunOutcome, RunSummary
 from relay_notebook.commands.settings import Settings
+from relay_notebook.commands.time_travel import LineageNode
 from relay_notebook.commands.waiting import Delivery
 from relay_notebook.server.idempotency import IdempotencyStore, fingerprint, validate_key
 from relay_notebook.workspace import Draft, Release, list_releases
 from relay_notebook.workspace.access import AccessPolicy
 
-__all__ = ["RelayService"]
+__all__ = ["AccessState", "Reconciled", "RelayService"]
+
+
+class AccessState(TypedDict):
+    """A relay's access after a grant or revoke: ``granted`` or ``revoked``."""
+
+    relay: str
+    access: str
+
+
+class Reconciled(TypedDict):
+    """An uncertain call once settled: its key, its journal state and the result given."""
+
+    run_id: str
+    key: str
+    state: str
+    result: Any
 
 
 class RelayService:
@@ -93,15 +110,15 @@ class RelayService:
         self._draft(name)
         return commands.publish(self.workspace, name)
 
-    def set_access(self, name: str, *, granted: bool) -> dict[str, Any]:
+    def set_access(self, name: str, *, granted: bool) -> AccessState:
         """``POST relay/api/relays/{name}/grant`` and ``.../revoke``."""
         self._draft(name)
         (commands.grant if granted else commands.revoke)(self.workspace, name)
-        return {"relay": name, "access": self._access(name)}
+        return AccessState(relay=name, access=self._access(name))
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def _brief(self, run_id: str) -> dict[str, Any]:
+    def _brief(self, run_id: str) -> RunBrief:
         return commands.run_brief(self.workspace, run_id)
 
     def _run_exists(self, run_id: str) -> bool:
@@ -109,7 +126,7 @@ class RelayService:
 
     def start_run(
         self, name: str, body: dict[str, Any], idempotency_key: str | None = None
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[RunBrief, bool]:
         """``POST relay/api/relays/{name}/runs``: ``(run, started)``; a known key starts none."""
         request = api_requests.run_request(body)
         self._draft(name)
@@ -125,10 +142,7 @@ class RelayService:
         if idempotency_key is None:
             return self._brief(start()), True
         key = validate_key(idempotency_key)
-        # no input and null input are both the empty object INPUT gets, so they are one request
-        fields = {f: body.get(f) for f in sorted(api_requests.RUN_FIELDS)}
-        fields["input"] = {} if fields["input"] is None else fields["input"]
-        digest = fingerprint(fields)
+        digest = fingerprint(request)
         run_id, started = self._idempotency.run_once(name, key, digest, start, self._run_exists)
         return self._brief(run_id), started
 
@@ -142,7 +156,7 @@ class RelayService:
         """``GET relay/api/runs/{run_id}``: status, result or error, attempts, steps, trace."""
         return commands.run_detail(self.workspace, run_id)
 
-    def recover(self, run_id: str) -> RunOutcome | dict[str, Any]:
+    def recover(self, run_id: str) -> RunOutcome | RunBrief:
         """``POST relay/api/runs/{run_id}/recover``: the run, once its next attempt started.
 
         When no attempt starts (the run finished, access is revoked, or an uncertain call
@@ -172,18 +186,17 @@ class RelayService:
             self._live.keep(delivery.handle)
         return delivery
 
-    def lineage(self, run_id: str) -> dict[str, Any]:
+    def lineage(self, run_id: str) -> LineageNode:
         """``GET relay/api/runs/{run_id}/lineage``: the fork tree the run belongs to, from the
         run it was first forked from (each node: run id, status, fork origin, its forks)."""
-        tree: dict[str, Any] = time_travel.lineage(self.workspace, run_id).to_dict()
-        return tree
+        return time_travel.lineage(self.workspace, run_id)
 
     def events(self, run_id: str) -> RunEvents:
         """``GET relay/api/runs/{run_id}/events``: what the run published, as it is now: each
         event's latest value, every set_event call, stream values, messages sent to it."""
         return run_events.read_run_events(self.workspace, run_id)
 
-    def fork(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def fork(self, run_id: str, body: dict[str, Any]) -> RunBrief:
         """``POST relay/api/runs/{run_id}/fork``: a new run from one of RUN's calls (earlier
         calls copied, the rest run fresh); its first attempt starts at once."""
 
@@ -192,13 +205,13 @@ class RelayService:
         self._live.keep(handle)
         return self._brief(handle.run_id)
 
-    def reconcile(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def reconcile(self, run_id: str, body: dict[str, Any]) -> Reconciled:
         """``POST relay/api/runs/{run_id}/reconcile``: resolve one uncertain call."""
         request = api_requests.reconcile_request(body)
         state = commands.reconcile(
             self.workspace, run_id, result=request.result, retry=request.retry, key=request.key
         )
-        return {"run_id": run_id, "key": state.key, "state": state.state, "result": state.result}
+        return Reconciled(run_id=run_id, key=state.key, state=state.state, result=state.result)
 
     # -- supervision --------------------------------------------------------------------------
 

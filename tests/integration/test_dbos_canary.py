@@ -402,10 +402,10 @@ def _check_fork_rows(tmp_path: Path) -> None:
         DBOS.destroy(destroy_registry=True)
     with sqlite3.connect(tmp_path / "fork.sqlite") as conn:
         assert dbos_private.root_calls(conn, "canary-1", pg=False)[0][1].endswith("price")
-        dbos_private.edit_fork_rows(
-            conn, "canary-1", pg=False, outputs={1: 8}, attributes={"relay_fork": {}},
-            run_input={"n": 2}, input_edited=True,
-        )  # fmt: skip
+        edits = dbos_private.ForkRowEdits(
+            outputs={1: 8}, attributes={"relay_fork": {}}, run_input={"n": 2}, input_edited=True
+        )
+        dbos_private.edit_fork_rows(conn, "canary-1", edits, pg=False)
     client = dbos.DBOSClient(system_database_url=url)
     try:
         steps = client.list_workflow_steps("canary-1")
