@@ -130,11 +130,21 @@ def _summary(folder: RunFolder, record: RunRecord, databases: RunDatabases) -> R
         release=f"v{release['version']}" if release else "draft",
         created_at=record.created_at,
         duration_ms=round(max(ended) - record.created_at, 1) if ended else None,
-        reused=sum(a.reused_count for a in attempts),
+        reused=_reused(record),
         ended_at=max(ended) if ended else None,
         active_ms=round(sum(spans), 1) if spans else None,
         usage=_usage(folder, record),
     )
+
+
+def _reused(record: RunRecord) -> int:
+    """Checkpoints its attempts replayed, a fork's copied calls not among them (copied from its
+    parent, not reused: ``relay logs`` and the run graph say so too)."""
+    fork = record.fork
+    copied = set(fork.get("copied") or ()) if isinstance(fork, dict) else set()
+    if not copied:
+        return sum(a.reused_count for a in record.attempts)
+    return sum(len(set(a.reused) - copied) for a in record.attempts)
 
 
 def _status(folder: RunFolder, record: RunRecord, databases: RunDatabases) -> str:

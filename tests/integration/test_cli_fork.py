@@ -38,6 +38,9 @@ def test_fork_a_failed_run_onto_the_fixed_draft_from_the_terminal(tmp_path: Path
         "└─ shipping-2  succeeded  from check · the draft code",
     ]
     assert relay(home, "lineage", "shipping-2").stdout.splitlines() == tree
+    # its two calls were copied from shipping-1, not reused: relay runs does not count them
+    listed = {r["run_id"]: r for r in json.loads(relay(home, "runs", "--json").stdout)}
+    assert listed["shipping-2"]["reused"] == 0 and listed["shipping-1"]["reused"] == 0
     # relay logs says which calls the fork copied, as the run graph does
     logs = relay(home, "logs", "shipping-2").stdout.splitlines()
     copied = [line.split()[1] for line in logs if "copied from shipping-1" in line]
