@@ -64,8 +64,8 @@ import threading
 import traceback
 
 from relay_notebook.cli.parser import RECORD_COMMANDS, CommandLineError, build_parser
-from relay_notebook.cli.rendering import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from relay_notebook.commands import waiting
+from relay_notebook.cli.rendering import EXIT_FAILED, EXIT_OK, EXIT_USAGE, handler
+from relay_notebook.commands.due import wake_in_background
 from relay_notebook.commands.settings import Settings, arm_fault_point
 from relay_notebook.errors import AdmissionError, RelayError, codes
 from relay_notebook.errors.storage import storage_error
@@ -127,8 +127,8 @@ def _main(argv: Sequence[str] | None) -> int:
         home = ws.home
         args.backend = settings.backend()
         if args.command not in _NO_WAKE:  # a due waiting run resumes at any relay command
-            waiting.wake_in_background(ws, args.backend)
-        return COMMANDS[args.command](ws, args)
+            wake_in_background(ws, args.backend)
+        return handler(args.command)(ws, args)
     except CommandLineError as exc:
         print(f"relay: error: {exc} [{codes.USAGE.code}]", file=sys.stderr)
         return EXIT_USAGE

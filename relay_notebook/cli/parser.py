@@ -9,9 +9,6 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from relay_notebook.commands import inputs
-from relay_notebook.commands.time_travel import ForkRequest, parse_sets
-
 __all__ = ["RECORD_COMMANDS", "CommandLineError", "build_parser", "fork_arguments"]
 
 
@@ -307,6 +304,10 @@ def _add_time_travel_parsers(sub: Any, *, notebook: bool = False) -> None:
 def fork_arguments(args: argparse.Namespace, variables: dict[str, Any] | None = None) -> Any:
     """The keyword arguments of ``fork`` (its request, its crash) from parsed ``relay fork``
     arguments."""
+    # lazy dispatch: the fork's modules load when the fork command is chosen, not with the parser
+    from relay_notebook.commands import inputs
+    from relay_notebook.commands.time_travel import ForkRequest, parse_sets
+
     given = args.input is not None or args.input_file is not None
     request = ForkRequest(
         args.from_call,

@@ -1,5 +1,9 @@
 """The ``relay`` command line's handlers: one function per command, given the workspace and the
-parsed arguments, returning the exit status (``cli`` dispatches through ``COMMANDS``).
+parsed arguments, returning the exit status (``cli`` dispatches through ``handler``).
+
+Dispatch is lazy, as in large command lines: a handler's commands load when it runs (the
+``commands`` package loads its names on first use), and the handlers of a run's later life
+(``run_handlers``) are imported only when one of them is chosen.
 """
 
 from __future__ import annotations
@@ -12,23 +16,23 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from relay_notebook import commands
 from relay_notebook.cli.parser import CommandLineError
-from relay_notebook.cli.run_handlers import (
-    crash_each_handlers,
-    events_handlers,
-    files_handlers,
-    time_travel_handlers,
-    waiting_handlers,
-)
-from relay_notebook.commands import inputs, time_travel
-from relay_notebook.commands.api_requests import log_document
-from relay_notebook.commands.runs import Event, RunHandle, RunOutcome
+from relay_notebook.commands import inputs
 from relay_notebook.views import wording as surfaces
 from relay_notebook.workspace import Workspace
 
 if TYPE_CHECKING:
-    from relay_notebook.commands.runs import RunSummary, StepCall
+    from relay_notebook.commands.runs import (
+        Event,
+        RunHandle,
+        RunOutcome,
+        RunSummary,
+        StepCall,
+    )
 
-__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "Handler", "handler"]
+
+#: a command's handler: the workspace and the parsed arguments in, the exit status out
+Handler = Callable[[Workspace, argparse.Namespace], int]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -316,6 +320,9 @@ def _worker_line(w: Any) -> str:
 def _cmd_runs(ws: Workspace, args: argparse.Namespace) -> int:
     found = commands.runs(ws, args.name)
     if args.tree and not args.json and found:
+        # lazy dispatch: the time-travel family loads only for --tree
+        from relay_notebook.commands import time_travel
+
         print("\n".join(time_travel.tree_lines(ws, [r.run_id for r in found])))
     else:
         _print_listing(found, args.json, "no runs yet (start one with: relay run NAME)", _run_line)
@@ -355,6 +362,9 @@ def _cmd_delete(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _cmd_logs(ws: Workspace, args: argparse.Namespace) -> int:
     if args.json:
+        # lazy dispatch: the REST log document's module loads only for --json
+        from relay_notebook.commands.api_requests import log_document
+
         _print_json(log_document(ws, args.run_id))
         return EXIT_OK
     log = commands.logs(ws, args.run_id)
@@ -464,7 +474,8 @@ def _cmd_vault(ws: Workspace, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {
+#: the handlers in this module, by command
+COMMANDS: dict[str, Handler] = {
     "check": _cmd_check,
     "graph": _cmd_graph,
     "publish": _cmd_publish,
@@ -476,7 +487,6 @@ COMMANDS = {
     "relays": _cmd_relays,
     "delete": _cmd_delete,
     "logs": _cmd_logs,
-    **files_handlers(),
     "grant": _cmd_grant,
     "revoke": _cmd_revoke,
     "reconcile": _cmd_reconcile,
@@ -485,8 +495,16 @@ COMMANDS = {
     "workers": _cmd_workers,
     "doctor": _cmd_doctor,
     "mcp": _cmd_mcp,
-    **time_travel_handlers(_report_outcome, _wait, _progress),
-    **waiting_handlers(_report_outcome, _wait, _progress),
-    **crash_each_handlers(),
-    **events_handlers(),
 }
+
+
+def handler(command: str) -> Handler:
+    """The handler of ``command``: this module's, or one of a run's later life (fork, lineage,
+    diff; send, wake, wait; test; events; files), whose module is imported only now."""
+    found = COMMANDS.get(command)
+    if found is not None:
+        return found
+    # lazy dispatch: run_handlers and the commands it calls load only when one is chosen
+    from relay_notebook.cli.run_handlers import later_life_handlers
+
+    return later_life_handlers(_report_outcome, _wait, _progress)[command]

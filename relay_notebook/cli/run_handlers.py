@@ -154,3 +154,17 @@ def _cmd_files(ws: Workspace, args: argparse.Namespace) -> int:
 
 def files_handlers() -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
     return {"files": _cmd_files}
+
+
+def later_life_handlers(
+    report: Any, wait: Any, progress: EventCallback
+) -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
+    """Every handler of this module, by command (``cli.rendering.handler`` dispatches to them
+    when one is chosen); ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
+    return {
+        **time_travel_handlers(report, wait, progress),
+        **waiting_handlers(report, wait, progress),
+        **crash_each_handlers(),
+        **events_handlers(),
+        **files_handlers(),
+    }

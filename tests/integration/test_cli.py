@@ -39,6 +39,15 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "relays"
 
 
+@pytest.fixture(scope="module")
+def invoice_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace where invoice.py was checked (so saved), made once for the module's tests
+    that only read it."""
+    home = tmp_path_factory.mktemp("cli-invoice") / "relays"
+    assert relay(home, "check", str(relay_path("invoice"))).returncode == 0
+    return home
+
+
 def test_check_a_good_file_admits_it_and_saves_the_draft(home: Path) -> None:
     """`relay check invoice.py` exits 0, says admitted, and saves the draft."""
     proc = relay(home, "check", str(relay_path("invoice")))
@@ -59,16 +68,15 @@ def test_check_json_reports_every_diagnostic(home: Path, tmp_path: Path) -> None
     assert any(c == "entrypoint-not-async" or c == "entrypoint-not-workflow" for c, _ in codes)
 
 
-def test_check_by_name_after_saving(home: Path) -> None:
+def test_check_by_name_after_saving(invoice_home: Path) -> None:
     """A relay saved once is checked again by its name."""
-    relay(home, "check", str(relay_path("invoice")))
-    proc = relay(home, "check", "invoice")
+    proc = relay(invoice_home, "check", "invoice")
     assert proc.returncode == 0 and "admitted" in proc.stdout
 
 
-def test_graph_text_json_and_svg(home: Path) -> None:
+def test_graph_text_json_and_svg(invoice_home: Path) -> None:
     """`graph` prints a readable listing, a relay-graph/v1 document, or an SVG."""
-    relay(home, "check", str(relay_path("invoice")))
+    home = invoice_home
     text = relay(home, "graph", "invoice")
     assert text.returncode == 0
     assert text.stdout.startswith("flow graph of invoice:")
@@ -139,10 +147,9 @@ def test_bad_input_is_one_line_with_a_code(
     assert_one_clean_error_line(proc, code)
 
 
-def test_verify_unpublished_relay_says_to_publish(home: Path) -> None:
+def test_verify_unpublished_relay_says_to_publish(invoice_home: Path) -> None:
     """verify on a relay with no releases says how to publish one."""
-    relay(home, "check", str(relay_path("invoice")))
-    proc = relay(home, "verify", "invoice")
+    proc = relay(invoice_home, "verify", "invoice")
     assert proc.returncode == 2
     assert "relay publish invoice" in proc.stderr
     assert_one_clean_error_line(proc, "release-not-found")
@@ -200,6 +207,17 @@ def test_analysis_never_executes_the_source(home: Path, tmp_path: Path) -> None:
 
 
 LOOP = relay_source("doubler")
+
+
+@pytest.fixture(scope="module")
+def loop_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace where loop.py (the doubler) was checked, and no run made: made once for
+    the module's commands that are refused before they run anything."""
+    base = tmp_path_factory.mktemp("cli-loop")
+    (base / "loop.py").write_text(LOOP)
+    home = base / "relays"
+    assert relay(home, "check", str(base / "loop.py")).returncode == 0
+    return home
 
 
 def test_run_crash_recover_runs_and_logs(home: Path, tmp_path: Path) -> None:
@@ -276,12 +294,9 @@ def test_a_failing_relay_exits_1_with_its_traceback(home: Path, tmp_path: Path) 
         (["runs", "nosuch"], "relay-not-found"),
     ],
 )
-def test_run_commands_reject_bad_input_clearly(
-    home: Path, tmp_path: Path, args: list[str], code: str
-) -> None:
+def test_run_commands_reject_bad_input_clearly(loop_home: Path, args: list[str], code: str) -> None:
     """Bad run/recover/logs arguments are one line with a code and exit status 2."""
-    (tmp_path / "loop.py").write_text(LOOP)
-    relay(home, "check", str(tmp_path / "loop.py"))
+    home = loop_home
     proc = relay(home, *args)
     assert proc.returncode == 2, proc.stderr
     assert_one_clean_error_line(proc, code)

@@ -32,16 +32,33 @@ def coded(proc: object, code: str) -> str:
     return str(last)
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """A workspace with relay five published, and runs five-1 (succeeded), five-2
-    (interrupted, a draft's) and five-3 (interrupted, of release v1)."""
-    home = tmp_path / "relays"
+@pytest.fixture(scope="module")
+def _made_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The workspace of ``home``, made once for the module: (the workspace, a copy of it as it
+    was). A run folder names its workspace by absolute path, so each test gets the copy back at
+    the same path, not a copy elsewhere."""
+    base = tmp_path_factory.mktemp("damaged")
+    home, kept = base / "relays", base / "kept"
     assert relay(home, "publish", str(relay_path("five"))).returncode == 0
     assert relay(home, "run", "five", "--input", '{"n": 2}').returncode == 0
     for extra in ((), ("--release", "v1")):
         proc = relay(home, "run", "five", "--input", '{"n": 2}', "--crash", "after:fetch", *extra)
         assert proc.returncode == 3, proc.stderr
+    shutil.copytree(home, kept, symlinks=True)
+    return home, kept
+
+
+@pytest.fixture
+def home(_made_home: tuple[Path, Path]) -> Path:
+    """A workspace with relay five published, and runs five-1 (succeeded), five-2
+    (interrupted, a draft's) and five-3 (interrupted, of release v1): the module's workspace as
+    it was when it was made."""
+    home, kept = _made_home
+    for frozen in home.glob("*/releases/*"):  # a release's folder is read-only, as published
+        if frozen.is_dir():
+            frozen.chmod(0o755)
+    shutil.rmtree(home)
+    shutil.copytree(kept, home, symlinks=True)
     return home
 
 

@@ -12,6 +12,7 @@ its ``53100`` as ``disk-full`` too, see ``errors.storage``.)
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,14 +31,25 @@ from tests.mounts import fill, tmpfs
 from tests.relays import relay_path
 
 
+@pytest.fixture(scope="module")
+def _checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace where ``relay check`` saved ``five`` and ``nap``, made once for the module
+    (their drafts: files that name no path, so a copy is the same workspace elsewhere)."""
+    home = tmp_path_factory.mktemp("checked") / "relays"
+    for name in ("five", "nap"):
+        assert relay(home, "check", str(relay_path(name))).returncode == 0
+    return home
+
+
 @pytest.fixture
-def disk(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def disk(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch, _checked: Path
+) -> Iterator[Path]:
     """A 16 MiB tmpfs, mounted for this test alone, with ``five`` and ``nap`` saved on it; the
     ``relay`` commands run on ``database_url`` (RELAY_DATABASE_URL)."""
     monkeypatch.setenv("RELAY_DATABASE_URL", database_url)
     with tmpfs(tmp_path / "disk", "16m") as where:
-        for name in ("five", "nap"):
-            assert relay(where / "relays", "check", str(relay_path(name))).returncode == 0
+        shutil.copytree(_checked, where / "relays")
         yield where
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from relay_notebook.runner.fault_points import ENV_KILL_AT, FORK_POINTS
+from relay_notebook.testing import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,11 +109,52 @@ def parent_home(_parent_home: tuple[Path, Path]) -> Path:
     return home
 
 
+@pytest.fixture(scope="module")
+def _pg_parent(
+    tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer
+) -> tuple[Path, Path, str]:
+    """The same on PostgreSQL, made once for the module: (the workspace, a copy of it as it
+    was, the database's name); the database is kept as it was in ``<name>_kept``, a template."""
+    base = tmp_path_factory.mktemp("fork-faults-pg")
+    home, kept = base / "relays", base / "kept"
+    name = postgres.database_url().rsplit("/", 1)[1]
+    parent_run(home, postgres.database_url(name))
+    shutil.copytree(home, kept, symlinks=True)
+    _admin(postgres, f'CREATE DATABASE "{name}_kept" TEMPLATE "{name}"')
+    return home, kept, name
+
+
+def _admin(postgres: PostgresServer, *statements: str) -> None:
+    """Run ``statements`` on the server's maintenance database (``postgres``)."""
+    import psycopg
+
+    with psycopg.connect(postgres.database_url("postgres"), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+@pytest.fixture
+def pg_parent_home(
+    _pg_parent: tuple[Path, Path, str], postgres: PostgresServer
+) -> tuple[Path, str]:
+    """(the workspace, its database's URL) with the parent run ``fuzz-1`` on PostgreSQL as it was
+    when it finished: its folder copied back, its database made again from the template."""
+    home, kept, name = _pg_parent
+    shutil.rmtree(home)
+    shutil.copytree(kept, home, symlinks=True)
+    _admin(
+        postgres,
+        f'DROP DATABASE "{name}" WITH (FORCE)',
+        f'CREATE DATABASE "{name}" TEMPLATE "{name}_kept"',
+    )
+    return home, postgres.database_url(name)
+
+
 def check_killed_fork(
     home: Path, point: str, database_url: str | None = None, *, made: bool = False
 ) -> None:
     """Kill `relay fork` at ``point``; then no fork, or one `relay recover` finishes right.
-    ``made``: ``home`` already holds the parent run (``parent_home``)."""
+    ``made``: ``home`` already holds the parent run (``parent_home``, ``pg_parent_home``)."""
     parent = "fuzz-1" if made else parent_run(home, database_url)
     before = snapshot(run_folder(home, parent))
     killed = relay(home, "fork", parent, *FORK, "--json", kill_at=point, database_url=database_url)
@@ -152,12 +194,13 @@ def test_a_fork_killed_while_it_is_made_is_completed_by_recover_or_never_was(
 
 @pytest.mark.parametrize("point", ["fork:forked", "fork:edited", "fork:resumed"])
 def test_a_fork_on_postgresql_killed_while_it_is_made_stays_held_until_recover_completes_it(
-    point: str, tmp_path: Path, database_url: str
+    point: str, pg_parent_home: tuple[Path, str]
 ) -> None:
     """On PostgreSQL the killed fork's rows stay on the hold queue; `relay recover` completes
     them (the edit applied once) and runs only the fresh calls. The points where the fork has
     rows in the database (before them it is the SQLite test's case: a record, no rows)."""
-    check_killed_fork(tmp_path / "relays", point, database_url)
+    home, database_url = pg_parent_home
+    check_killed_fork(home, point, database_url, made=True)
 
 
 def test_a_refused_fork_leaves_no_run_folder(parent_home: Path) -> None:
@@ -203,13 +246,12 @@ def _workflows(database_url: str, run_id: str) -> list[str]:
 
 
 def test_a_half_made_fork_on_postgresql_is_deleted_with_its_rows(
-    tmp_path: Path, database_url: str
+    pg_parent_home: tuple[Path, str],
 ) -> None:
     """Killed while it was made, the fork's workflow waits on the hold queue; `relay delete`
     removes those rows with its folder, and deleting the parent removes the parent's: nothing is
     left for DBOS's tools to list. The parent is untouched by the fork's deletion."""
-    home = tmp_path / "relays"
-    parent = parent_run(home, database_url)
+    (home, database_url), parent = pg_parent_home, "fuzz-1"
     killed = relay(home, "fork", parent, *FORK, kill_at="fork:forked", database_url=database_url)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert _workflows(database_url, "fuzz-2") != []  # DBOS's fork, held, not yet run
