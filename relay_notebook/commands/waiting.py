@@ -8,11 +8,9 @@ and renders the results; the parsers are ``cli.parser``'s, the CLI's handlers
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
+from relay_notebook.commands.due import wake_in_background
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner import RunHandle, RunOutcome
@@ -20,7 +18,7 @@ from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.messages import Delivery, send_message
 from relay_notebook.runner.runs import resume_waiting
 from relay_notebook.runner.supervisor import EventCallback
-from relay_notebook.runner.wake import Waker, due_runs, wake_due
+from relay_notebook.runner.wake import Waker, wake_due
 from relay_notebook.views.wording import Surface
 from relay_notebook.workspace import Workspace
 
@@ -107,24 +105,3 @@ def delivery_line(delivery: Delivery, surface: Surface = "terminal") -> str:
     )
 
 
-def wake_in_background(workspace: Workspace, backend: Backend | None = None) -> bool:
-    """If runs are due, start ``relay wake`` detached to resume them; returns whether it did.
-
-    Every ``relay`` command calls this, so a due run on the SQLite default resumes without a
-    scheduler; the detached process supervises the attempts, so the command does not wait.
-    """
-    try:
-        if not due_runs(workspace, backend):
-            return False
-    except Exception:
-        return False  # a damaged run folder is reported by the commands that read it
-    argv = [sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home), "wake"]
-    subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=os.environ.copy(),
-    )
-    return True
