@@ -103,5 +103,3 @@ def delivery_line(delivery: Delivery, surface: Surface = "terminal") -> str:
         f"{head}; the run is {delivery.status}: it reads it once recovered "
         f"({recover} {delivery.run_id})"
     )
-
-
