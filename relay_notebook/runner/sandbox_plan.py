@@ -126,6 +126,18 @@ def _with_links(paths: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]
     return reads, links
 
 
+@functools.cache
+def _system_reads() -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """What every attempt of this process reads besides its own files: the system's folders
+    (and the links to recreate on the way to them), the resolver's and the clock's files, the
+    interpreter and its packages; looked up once per process (about 200 file lookups)."""
+    system, links = _with_links(SYSTEM_READS)
+    etc_links = [p for p in ("/etc/resolv.conf", "/etc/localtime") if os.path.islink(p)]
+    reads = _outermost(system + [os.path.realpath(p) for p in etc_links])
+    reads += [p for p in python_reads() if not _inside(p, reads)]
+    return tuple(reads), links
+
+
 def make_plan(
     rules: WriteRules,
     *,
@@ -142,11 +154,8 @@ def make_plan(
     at."""
     writable, cwd = rules.writable, rules.cwd
     staging.mkdir(mode=0o700, exist_ok=True)
-    system, links = _with_links(SYSTEM_READS)
-    etc_links = [p for p in ("/etc/resolv.conf", "/etc/localtime") if os.path.islink(p)]
-    linked = [os.path.realpath(p) for p in etc_links]
-    mounts: list[tuple[str, str]] = [("read", p) for p in _outermost(system + linked)]
-    mounts += [("read", p) for p in python_reads() if not _inside(p, [m for _, m in mounts])]
+    system, links = _system_reads()
+    mounts: list[tuple[str, str]] = [("read", p) for p in system]
     code = str(code_dir.resolve())
     mounts.append(("read", code))
     for hidden in ("runs", "releases"):  # other runs of the relay, its frozen releases
@@ -159,7 +168,7 @@ def make_plan(
     mounts += [("write", str(Path(p).resolve())) for p in writable]
     return {
         "staging": str(staging),
-        "links": links,
+        "links": list(links),
         "mounts": mounts,
         "writable": [str(p) for p in writable],
         "cwd": str(cwd),

@@ -152,7 +152,9 @@ class AttemptSpec:
         )
 
     def write(self, path: Path) -> None:
-        write_json_atomic(path, self.to_json())
+        # not synced: read once, by a child started after it was written; after a machine
+        # crash the attempt is gone with it (run.json, synced, says it ended interrupted)
+        write_json_atomic(path, self.to_json(), sync=False)
 
     @classmethod
     def read(cls, path: Path | str) -> AttemptSpec:

@@ -80,10 +80,11 @@ def write_bytes_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
         raise
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a crash leaves either the old file or the new one, never half."""
+def write_json_atomic(path: Path, data: Any, *, sync: bool = True) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half
+    (``sync``: on disk before the name points at it, so a machine crash does not empty it)."""
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    write_bytes_atomic(path, text.encode())
+    write_bytes_atomic(path, text.encode(), sync=sync)
 
 
 def decode_source(data: bytes, where: str) -> str:
