@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -39,6 +40,11 @@ ONE_STEP = textwrap.dedent(
 )
 # the template's path as the CLI's children compute it (the installed DBOS, this cache)
 WHERE = "from relay_notebook.runner.dbos_template import template_path; print(template_path())"
+# the template made as the CLI's warm parent makes it, in a process of its own
+MAKE = (
+    "from relay_notebook.runner.dbos_template import make_template; "
+    "made = make_template(); assert made is not None; print(made)"
+)
 # a DBOS database made by DBOS itself on an empty file, as the kit did before the template
 FRESH = textwrap.dedent(
     """
@@ -58,6 +64,32 @@ FRESH = textwrap.dedent(
 def cache(tmp_path: Path) -> dict[str, str]:
     """An environment with a cache of its own (no template in it yet)."""
     return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "RELAY_WARM_START": "1"}
+
+
+@pytest.fixture(scope="module")
+def _made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A template made once for the module in a cache of its own: (that cache, the template)."""
+    cache = tmp_path_factory.mktemp("template-cache")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    made = subprocess.run(
+        [sys.executable, "-c", MAKE], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert made.returncode == 0, made.stderr
+    return cache, Path(made.stdout.strip())
+
+
+@pytest.fixture
+def made(_made: tuple[Path, Path], cache: dict[str, str]) -> Path:
+    """The module's template copied into this test's cache, where the CLI looks for it (the
+    template as a first run's warm parent leaves it: ``test_the_first_run_makes_...``)."""
+    module_cache, template = _made
+    here = Path(cache["XDG_CACHE_HOME"]) / template.relative_to(module_cache)
+    here.parent.mkdir(parents=True)
+    shutil.copyfile(template, here)
+    from relay_notebook.runner.dbos_template import template_problem
+
+    assert template_problem(here) is None
+    return here
 
 
 def relay(env: dict[str, str], home: Path, *args: str) -> Any:
@@ -130,13 +162,13 @@ def test_a_template_that_is_not_a_database_is_not_used(
     assert not started_from_template(workspace, done["run_id"])
 
 
-def test_a_relay_cannot_write_the_template(workspace: Workspace, cache: dict[str, str]) -> None:
+def test_a_relay_cannot_write_the_template(
+    workspace: Workspace, cache: dict[str, str], made: Path
+) -> None:
     """The template is read by every new run, so a confined relay may not change it."""
-    workspace.save_draft("one", ONE_STEP)
     workspace.save_draft("write_outside", relay_source("write_outside"))
-    relay(cache, workspace.home, "run", "one")
     template = template_of(cache)
-    wait_until(template.is_file, timeout=60, what=f"the DBOS template at {template}")
+    assert template == made
     before = template.read_bytes()
     done = relay(cache, workspace.home, "run", "write_outside", "--input",
                  json.dumps({"outside": str(template)}))  # fmt: skip
@@ -160,7 +192,7 @@ def _plant_next_run(template: Path) -> None:
     _change(
         template,
         "INSERT INTO workflow_status (workflow_uuid, status, name, output) "
-        "VALUES ('one-2', 'SUCCESS', 'run', '{\"value\": 999}')",
+        "VALUES ('one-1', 'SUCCESS', 'run', '{\"value\": 999}')",
     )
 
 
@@ -175,7 +207,7 @@ def _truncate(template: Path) -> None:
     ids=["without-operation_outputs", "a-row-for-the-next-run", "truncated"],
 )
 def test_a_wrong_template_is_not_used_and_is_made_again(
-    workspace: Workspace, cache: dict[str, str], damage: Any
+    workspace: Workspace, cache: dict[str, str], made: Path, damage: Any
 ) -> None:
     """A template without operation_outputs, one holding a row for the next run's id, or a
     truncated one: the next run (spawned, so nothing makes the template again first) succeeds
@@ -185,15 +217,14 @@ def test_a_wrong_template_is_not_used_and_is_made_again(
 
     workspace.save_draft("one", ONE_STEP)
     template = template_of(cache)
-    assert relay(cache, workspace.home, "run", "one")["status"] == "succeeded"
-    wait_until(template.is_file, timeout=120, what=f"the DBOS template at {template}")
+    assert template == made
     damage(template)
     assert template_problem(template) is not None
     spawned = {**cache, "RELAY_WARM_START": "0"}
     done = relay(spawned, workspace.home, "run", "one", "--input", '{"x": 21}')
-    assert done["run_id"] == "one-2"
+    assert done["run_id"] == "one-1"
     assert done["status"] == "succeeded" and done["result"] == {"value": 42}, done
-    assert not started_from_template(workspace, "one-2")
+    assert not started_from_template(workspace, "one-1")
     warm = relay(cache, workspace.home, "run", "one", "--input", '{"x": 4}')
     assert warm["status"] == "succeeded" and warm["result"] == {"value": 8}
     wait_until(
@@ -205,8 +236,9 @@ def test_a_wrong_template_is_not_used_and_is_made_again(
     assert started_from_template(workspace, again["run_id"])
 
 
-# A supervisor with a long-lived warm parent: the template made first, so the parent checks it
-# once; then a run, the template changed (as argv[2] says), and another run.
+# A supervisor with a long-lived warm parent: the template made first (already there: the
+# ``made`` fixture's), so the parent checks it once; then a run, the template changed (as
+# argv[2] says), and another run.
 TRUSTED = textwrap.dedent(
     """
     import json, sqlite3, sys, time, contextlib
@@ -252,7 +284,7 @@ TRUSTED = textwrap.dedent(
 
 @pytest.mark.parametrize("change", ["in-place", "replaced"])
 def test_a_warm_parent_checks_the_template_once_and_a_changed_one_is_checked_again(
-    workspace: Workspace, cache: dict[str, str], change: str
+    workspace: Workspace, cache: dict[str, str], made: Path, change: str
 ) -> None:
     """A warm parent checks the template once; its children copy that very file unchecked (the
     first run starts from it). A template changed in place or replaced after that check is

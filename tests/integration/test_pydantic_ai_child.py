@@ -6,8 +6,10 @@ recovered from the child's checkpoints; a fork edit it cannot make is refused sa
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,14 +47,40 @@ def relay_cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_a_dbos_agents_calls_are_on_its_node_as_the_capabilitys_are(workspace: Workspace) -> None:
+@pytest.fixture(scope="module")
+def _wrapped_run(
+    tmp_path_factory: pytest.TempPathFactory, warm_start: bool
+) -> tuple[Workspace, str, Path]:
+    """One succeeded run of the DBOSAgent relay, made once for the module: (its workspace, its
+    id, a copy of the workspace as it was). A run folder names its workspace by absolute path,
+    so each test gets the copy back at the same path, not a copy elsewhere."""
+    base = tmp_path_factory.mktemp("pydantic-child")
+    ws, kept = Workspace(base / "relays", warm_start=warm_start), base / "kept"
+    save(ws, WRAPPED)
+    out = go(ws)
+    assert out.status == "succeeded", out.error
+    shutil.copytree(ws.home, kept, symlinks=True)
+    return ws, out.run_id, kept
+
+
+@pytest.fixture
+def wrapped_run(_wrapped_run: tuple[Workspace, str, Path]) -> tuple[Workspace, str]:
+    """The module's workspace holding its DBOSAgent run as it was when it finished: (the
+    workspace, the run's id)."""
+    ws, run_id, kept = _wrapped_run
+    shutil.rmtree(ws.home)
+    shutil.copytree(kept, ws.home, symlinks=True)
+    return ws, run_id
+
+
+def test_a_dbos_agents_calls_are_on_its_node_as_the_capabilitys_are(
+    wrapped_run: tuple[Workspace, str],
+) -> None:
     """The run graph, the notebook's run view and ``relay logs`` of a DBOSAgent run show its
     two model requests and its tool call on the agent's node, as the same agent written with
     DBOSDurability shows them: same calls, count, kinds and tokens; nothing left unplaced."""
-    save(workspace, WRAPPED)
-    out = go(workspace)
-    assert out.status == "succeeded", out.error
-    graph = commands.run_detail(workspace, out.run_id)["graph"]
+    workspace, run_id = wrapped_run  # succeeded (``_wrapped_run``)
+    graph = commands.run_detail(workspace, run_id)["graph"]
     node = agent_node(graph)
     assert (node["label"], node["details"]["status"], node["details"]["count"]) == (
         "clerk ×3", "succeeded", 3,
@@ -69,18 +97,18 @@ def test_a_dbos_agents_calls_are_on_its_node_as_the_capabilitys_are(workspace: W
     assert all(e["taken"] for e in graph["edges"])
     # the notebook's run view paints the same node
     monitor = RunMonitor(
-        commands.run_flow(workspace, out.run_id).graph,
+        commands.run_flow(workspace, run_id).graph,
         lambda run_id: commands.logs(workspace, run_id),
-        run_id=out.run_id,
+        run_id=run_id,
     )
     monitor.refresh()
     viewed = agent_node(monitor.bundle()[GRAPH_MIME])
     assert calls_of(viewed) == calls_of(node) and viewed["details"]["count"] == 3
     # relay logs: the child's calls with their kinds under the call that started it
-    shown = relay_cli(workspace, "logs", out.run_id).stdout.splitlines()
+    shown = relay_cli(workspace, "logs", run_id).stdout.splitlines()
     start = next(i for i, line in enumerate(shown) if " clerk.run " in line)
     assert "workflow; executed in 1" in shown[start]
-    assert shown[start + 1].strip().startswith(f"child workflow {out.run_id}-1 (clerk.run)")
+    assert shown[start + 1].strip().startswith(f"child workflow {run_id}-1 (clerk.run)")
     assert [line.split()[1:] for line in shown[start + 2 : start + 5]] == [
         ["clerk__model.request", "checkpointed", "model;", "executed", "in", "1"],
         ["lookup", "checkpointed", "tool;", "executed", "in", "1"],
@@ -144,16 +172,13 @@ def test_a_crash_after_a_childs_model_request_recovers_reusing_it(workspace: Wor
 
 
 def test_editing_a_dbos_agents_call_the_fork_does_not_copy_is_refused_saying_what_to_type(
-    workspace: Workspace,
+    wrapped_run: tuple[Workspace, str],
 ) -> None:
     """A fork from the relay's own call after the agent replays the agent's child as it ran:
     ``--set`` of one of its model requests is refused in one coded line naming the fork from
     inside the agent that edits it, and that fork runs on the edited answer (``relay fork``
     from a DBOSAgent's calls: ``test_pydantic_ai_child_fork.py``)."""
-    save(workspace, WRAPPED)
-    parent = go(workspace)
-    assert parent.status == "succeeded", parent.error
-    run_id = parent.run_id
+    workspace, run_id = wrapped_run
     edit = ForkRequest("DBOS.getResult#1", sets={"clerk__model.request#1": "what if"})
     with pytest.raises(ForkError) as refused:
         start_fork(workspace, run_id, edit)

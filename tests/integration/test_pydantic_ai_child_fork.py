@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 
 from relay_notebook.record.folders import find_run
 from relay_notebook.runner.fault_points import ENV_KILL_AT
+from relay_notebook.testing import PostgresServer
 from relay_notebook.workspace import Manifest, Workspace
 from tests.integration.test_pydantic_ai_child import agent_node
 from tests.integration.test_pydantic_ai_relays import MODEL
@@ -132,6 +134,70 @@ def parent_run(ws: Workspace, database_url: str | None = None) -> tuple[str, dic
     return run_id, snapshot(folder(ws, run_id))
 
 
+#: a finished parent run, shared by a module's tests: (its workspace, its id, its folder's bytes)
+Parent = tuple[Workspace, str, dict[str, bytes]]
+
+
+@pytest.fixture(scope="module")
+def _sqlite_parent(tmp_path_factory: pytest.TempPathFactory) -> tuple[Parent, Path]:
+    """The SQLite parent run, made once for the module, and a copy of its workspace as it was.
+    A run folder names its workspace by absolute path, so each test gets the copy back at the
+    same path, not a copy elsewhere."""
+    base = tmp_path_factory.mktemp("child-fork")
+    ws, kept = Workspace(base / "relays"), base / "kept"
+    parent, before = parent_run(ws)
+    shutil.copytree(ws.home, kept, symlinks=True)
+    return (ws, parent, before), kept
+
+
+@pytest.fixture
+def sqlite_parent(_sqlite_parent: tuple[Parent, Path]) -> Parent:
+    """The module's workspace holding its SQLite parent run as it was when it finished."""
+    (ws, parent, before), kept = _sqlite_parent
+    shutil.rmtree(ws.home)
+    shutil.copytree(kept, ws.home, symlinks=True)
+    return ws, parent, before
+
+
+def _admin(postgres: PostgresServer, *statements: str) -> None:
+    """Run ``statements`` on the server's maintenance database (``postgres``)."""
+    import psycopg
+
+    with psycopg.connect(postgres.database_url("postgres"), autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+@pytest.fixture(scope="module")
+def _pg_parent(
+    tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer
+) -> tuple[Parent, Path, str]:
+    """The same on PostgreSQL, made once for the module: (the parent, a copy of its workspace,
+    its database's name); the database is kept as it was in ``<name>_kept``, a template."""
+    base = tmp_path_factory.mktemp("child-fork-pg")
+    ws, kept = Workspace(base / "relays"), base / "kept"
+    name = postgres.database_url().rsplit("/", 1)[1]
+    parent, before = parent_run(ws, postgres.database_url(name))
+    shutil.copytree(ws.home, kept, symlinks=True)
+    _admin(postgres, f'CREATE DATABASE "{name}_kept" TEMPLATE "{name}"')
+    return (ws, parent, before), kept, name
+
+
+@pytest.fixture
+def pg_parent(_pg_parent: tuple[Parent, Path, str], postgres: PostgresServer) -> tuple[Parent, str]:
+    """(the parent, its database's URL) with the PostgreSQL parent run as it was when it
+    finished: its workspace copied back, its database made again from the template."""
+    (ws, parent, before), kept, name = _pg_parent
+    shutil.rmtree(ws.home)
+    shutil.copytree(kept, ws.home, symlinks=True)
+    _admin(
+        postgres,
+        f'DROP DATABASE "{name}" WITH (FORCE)',
+        f'CREATE DATABASE "{name}" TEMPLATE "{name}_kept"',
+    )
+    return (ws, parent, before), postgres.database_url(name)
+
+
 def check_edited_fork(ws: Workspace, parent: str, database_url: str | None = None) -> str:
     """Forked from the agent's tool call with its first model answer edited, the tool and the
     second request run fresh on the edited answer; the copied request is not asked again."""
@@ -152,13 +218,12 @@ def check_edited_fork(ws: Workspace, parent: str, database_url: str | None = Non
     return fork
 
 
-def test_a_fork_from_inside_a_dbos_agent_edits_the_models_answer(tmp_path: Path) -> None:
+def test_a_fork_from_inside_a_dbos_agent_edits_the_models_answer(sqlite_parent: Parent) -> None:
     """``relay fork RUN --from stock#1 --set 'clerk__model.request#1=...'`` and ``--from
     clerk__model.request#2``: the result follows the edited answer, the copied requests are not
     asked again nor paid, logs and the run graph say copied and edited, the parent is untouched,
     lineage draws both forks, and what is still refused says what to type."""
-    ws = Workspace(tmp_path / "relays")
-    parent, before = parent_run(ws)
+    ws, parent, before = sqlite_parent
     fork = check_edited_fork(ws, parent)
     # relay runs: the copied request as not paid
     listed = {r["run_id"]: r for r in json.loads(relay(ws.home, "runs", "--json").stdout)}
@@ -194,13 +259,12 @@ def test_a_fork_from_inside_a_dbos_agent_edits_the_models_answer(tmp_path: Path)
     assert line.endswith("[fork-refused]") and "only calls before stock#1 are copied" in line
 
 
-def test_a_fork_from_inside_a_dbos_agent_on_postgresql(tmp_path: Path, database_url: str) -> None:
+def test_a_fork_from_inside_a_dbos_agent_on_postgresql(pg_parent: tuple[Parent, str]) -> None:
     """On PostgreSQL the fork's child is forked into the fork's own DBOS application: the
     edited answer is followed, the copied request not asked again, the parent's rows kept."""
     import psycopg
 
-    ws = Workspace(tmp_path / "relays")
-    parent, before = parent_run(ws, database_url)
+    (ws, parent, before), database_url = pg_parent
     fork = check_edited_fork(ws, parent, database_url)
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
@@ -227,11 +291,11 @@ def test_a_fork_from_inside_a_dbos_agent_on_postgresql(tmp_path: Path, database_
     assert [r[0] for r in left] == [parent, f"{parent}-1"]
 
 
-def check_killed_fork(ws: Workspace, database_url: str | None = None) -> str:
+def check_killed_fork(made: Parent, database_url: str | None = None) -> str:
     """Kill ``relay fork`` right after DBOS forked the agent's child (before the run's own
     workflow); ``relay recover`` completes the fork with the edit, the copied request not asked
-    again. The fork's id."""
-    parent, before = parent_run(ws, database_url)
+    again. ``made``: the parent run, finished. The fork's id."""
+    ws, parent, before = made
     answer = {"tool_calls": [{"tool": "stock", "args": {"sku": "B-77"}}]}
     killed = relay(
         ws.home, "fork", parent, "--from", "stock#1", "--set",
@@ -248,20 +312,23 @@ def check_killed_fork(ws: Workspace, database_url: str | None = None) -> str:
     return fork
 
 
-def test_a_fork_from_inside_a_dbos_agent_killed_while_made_is_completed(tmp_path: Path) -> None:
+def test_a_fork_from_inside_a_dbos_agent_killed_while_made_is_completed(
+    sqlite_parent: Parent,
+) -> None:
     """Killed between DBOS's fork of the child and of the run's workflow, the fork (a staging
     database that never was placed) is made again from the parent by ``relay recover``."""
-    check_killed_fork(Workspace(tmp_path / "relays"))
+    check_killed_fork(sqlite_parent)
 
 
 def test_a_fork_from_inside_a_dbos_agent_on_postgresql_killed_while_made(
-    tmp_path: Path, database_url: str
+    pg_parent: tuple[Parent, str],
 ) -> None:
     """On PostgreSQL the killed maker left the forked child held, without its parent:
     ``relay recover`` keeps it (no second child), forks the run's workflow onto it and runs."""
     import psycopg
 
-    fork = check_killed_fork(Workspace(tmp_path / "relays"), database_url)
+    made, database_url = pg_parent
+    fork = check_killed_fork(made, database_url)
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
             "SELECT workflow_uuid, parent_workflow_id FROM dbos.workflow_status "
