@@ -11,11 +11,18 @@ Design note: in WAL mode even a read-only SQLite connection writes: opening crea
 and ``-shm`` files when they are absent, and a reader records its read mark in ``-shm``. A
 run's history must read the same before and after, and leave nothing the next attempt would
 find. So a database without a WAL (or with an empty one) is opened ``immutable``: SQLite then
-takes no locks and touches no side file. While an attempt is live, the reader opens the files
-in place, because sharing the writer's ``-shm`` is what keeps a reader consistent with it.
-Otherwise (a finished or crashed attempt leaves its WAL behind, since the child ends with
-``os._exit``) the database and its WAL are hard-linked into a private temporary folder, where
-SQLite builds its own index; they are copied when the run folder is on another file system.
+takes no locks and touches no side file. While an attempt is live and its ``-wal`` and ``-shm``
+exist, the reader opens the files in place, because sharing the writer's ``-shm`` is what keeps
+a reader consistent with it. A reader never creates them in place: SQLite run as root creates a
+side file as root and gives it to the database's owner a moment later, and a sandboxed attempt
+that opens it in that moment gets a read-only database ("attempt to write a readonly
+database" at DBOS's launch, about one attempt in a few hundred with a live view open). An
+attempt makes its side files itself before DBOS starts and keeps them until it ends
+(``runner.child``); a process that writes a run's file in place as root gives it side files of
+the owner's first (``give_side_files``). Otherwise (a finished or crashed attempt leaves its
+WAL behind, since the child ends with ``os._exit``) the database and its WAL are hard-linked
+into a private temporary folder, where SQLite builds its own index; they are copied when the run
+folder is on another file system.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PostgresRunReader",
     "SchemaNotReadyError",
+    "give_side_files",
     "lend_session",
     "open_database",
     "open_postgres_run",
@@ -64,6 +72,43 @@ def _wal_size(database: Path) -> int:
         return 0
 
 
+def _side_files(database: Path) -> tuple[Path, Path]:
+    return (database.with_name(f"{database.name}-wal"), database.with_name(f"{database.name}-shm"))
+
+
+def _has_side_files(database: Path) -> bool:
+    return all(side.exists() for side in _side_files(database))
+
+
+def give_side_files(database: Path) -> None:
+    """Before a process run as root opens a run's SQLite ``database`` in place to write: its
+    missing ``-wal`` and ``-shm`` made empty and owned by the file's owner, each appearing whole
+    under its name (see the design note). Nothing to do for another user, or a file of root's."""
+    if os.geteuid() != 0:
+        return
+    try:
+        st = database.stat()
+    except FileNotFoundError:
+        return
+    if st.st_uid == 0:
+        return
+    for side in _side_files(database):
+        if side.exists():
+            continue
+        part = side.with_name(f"{side.name}.{os.getpid()}.part")
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, st.st_mode & 0o666)
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        finally:
+            os.close(fd)
+        try:
+            os.link(part, side)
+        except FileExistsError:
+            pass  # made meanwhile: by the attempt itself, or another writer
+        finally:
+            part.unlink()
+
+
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
@@ -80,7 +125,7 @@ def open_database(database: Path, *, live: bool) -> Iterator[sqlite3.Connection 
     if not database.exists():
         yield None
         return
-    if live:
+    if live and _has_side_files(database):
         conn = sqlite3.connect(_uri(database), uri=True, timeout=_BUSY_TIMEOUT_S)
         try:
             yield conn

@@ -55,8 +55,8 @@ _FAST_POLL_SEC = 0.01
 
 
 def _prepare_database(path: Path) -> bool:
-    """Start a new run's SQLite file from the migrated template (``runner.dbos_template``) and
-    put it in WAL mode before DBOS opens it (WAL persists in the file).
+    """Start a new run's SQLite file from the migrated template (``runner.dbos_template``),
+    put it in WAL mode before DBOS opens it (WAL persists in the file), and hold it open.
 
     The mode is checked, not the file's existence: a kill right after the file was created
     would otherwise leave a rollback-journal database for every later attempt. Returns
@@ -66,23 +66,33 @@ def _prepare_database(path: Path) -> bool:
 
     copied = copy_template(path)
     try:
-        _set_wal(path)
+        _hold_wal(path)
     except sqlite3.DatabaseError:
         if not copied:
             raise
         path.unlink()  # the template was not a database after all: start from an empty file
-        _set_wal(path)
+        _hold_wal(path)
         return False
     return copied
 
 
-def _set_wal(path: Path) -> None:
-    conn = sqlite3.connect(path)
+#: the attempt's own connection to its database, open until the process ends
+_held: list[sqlite3.Connection] = []
+
+
+def _hold_wal(path: Path) -> None:
+    """Open the database in WAL mode and keep the connection until the attempt ends: its
+    ``-wal`` and ``-shm`` are made by this process (so they are its own) and, since the last
+    connection to close would remove them, never removed while the attempt lives. A reader of
+    the kit's, run as root, never makes them then (see ``record.store``)."""
+    conn = sqlite3.connect(path, check_same_thread=False)
     try:
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    _held.append(conn)
 
 
 def _sqlite_temp_files_in_tmpdir() -> None:
@@ -414,6 +424,7 @@ def _attempt(spec_path: str) -> None:
 
             fault_point("attempt:database")
             from_template = _prepare_database(spec.database)
+            fault_point("attempt:prepared")
             name, url = "relay", f"sqlite:///{spec.database.resolve()}"
             version = spec.app_version
         else:

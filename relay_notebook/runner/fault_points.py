@@ -24,6 +24,7 @@ __all__ = [
     "ENV_KILL_AT",
     "ENV_STOP_AT",
     "FORK_POINTS",
+    "PREPARED_POINT",
     "START_POINTS",
     "arm",
     "fault_point",
@@ -56,6 +57,8 @@ START_POINTS: Final = (
     "attempt:recorded",  # run.json says attempt 1 is running; its child not started
     "attempt:database",  # the child runs; the run's database not yet made
 )
+#: the point where a new run's database is made and held, DBOS not yet launched (tests only)
+PREPARED_POINT: Final = "attempt:prepared"
 
 
 _armed: str | None = None

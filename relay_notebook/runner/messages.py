@@ -34,6 +34,7 @@ from relay_notebook.record.checkpoints import read_workflow_status
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.messages import delivered_message
 from relay_notebook.record.run_record import RunRecord
+from relay_notebook.record.store import give_side_files
 from relay_notebook.runner.backend import (
     Backend,
     app_name_for_run,
@@ -116,6 +117,7 @@ def _deliver(folder: RunFolder, backend: Backend, topic: str, message: Any, key:
             system_database_url=backend.url, application_name=app_name_for_run(folder.run_id)
         )
     else:
+        give_side_files(folder.database)  # an attempt may be starting on it (record.store)
         client = DBOSClient(system_database_url=f"sqlite:///{folder.database.resolve()}")
     try:
         client.send(folder.run_id, message, topic, idempotency_key=key)
