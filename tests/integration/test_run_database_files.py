@@ -26,11 +26,28 @@ from relay_notebook.runner.dbos_template import make_template
 from relay_notebook.runner.fault_points import ENV_STOP_AT, PREPARED_POINT
 from relay_notebook.runner.sandbox import sandbox_uid
 from tests.integration.test_cli import relay
-from tests.integration.test_disk_full_start import stopped_at
 from tests.polling import wait_until
 from tests.relays import relay_path
 
 SIDES = ("dbos.sqlite-wal", "dbos.sqlite-shm")
+
+
+def stopped(mark: str) -> int | None:
+    """The process stopped at the point (state ``T``) with ``mark`` in its environment."""
+    wanted = {f"{ENV_STOP_AT}={PREPARED_POINT}".encode(), mark.encode()}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                environ = set(fh.read().split(b"\0"))
+        except (OSError, IndexError):
+            continue
+        if state == b"T" and wanted <= environ:
+            return int(entry.name)
+    return None
 
 
 def owners(folder: Path) -> dict[str, int]:
@@ -44,13 +61,15 @@ def test_an_attempt_holds_its_side_files_from_before_dbos_launches(tmp_path: Pat
     home = tmp_path / "relays"
     assert relay(home, "check", str(relay_path("five"))).returncode == 0
     cmd = [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "run", "five"]
-    env = {**os.environ, "RELAY_DEBUG": "", ENV_STOP_AT: PREPARED_POINT}
+    # the mark tells this test's stopped attempt from any other's
+    env = {**os.environ, "RELAY_DEBUG": "", ENV_STOP_AT: PREPARED_POINT, "TEST_MARK": str(home)}
     run = subprocess.Popen(
         [*cmd, "--input", '{"n": 2}', "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
+    pid = None
     try:
-        pid = wait_until(lambda: stopped_at(PREPARED_POINT), 120, what="the attempt stopped")
+        pid = wait_until(lambda: stopped(f"TEST_MARK={home}"), 120, what="the attempt stopped")
         assert pid is not None
         dbos = home / "five" / "runs" / "iteration-1-hook" / ".relay_dbos"
         before = owners(dbos)
@@ -63,8 +82,11 @@ def test_an_attempt_holds_its_side_files_from_before_dbos_launches(tmp_path: Pat
             assert conn.execute("SELECT count(*) FROM dbos_migrations").fetchone() == (1,)
         assert owners(dbos) == before
         os.kill(pid, signal.SIGCONT)
+        pid = None
         out, err = run.communicate(timeout=120)
     finally:
+        if pid is not None:  # failed while it was stopped: it would stay stopped for ever
+            os.kill(pid, signal.SIGKILL)
         if run.poll() is None:
             run.kill()
             run.wait()
