@@ -69,8 +69,14 @@ def python_reads() -> list[str]:
     found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     found += [str(Path(sys.executable).resolve().parent.parent)]
     # sys.path[0] is the script's folder or the working folder (a home, a project): not the
-    # interpreter's, so not a relay's
+    # interpreter's, so not a relay's; nor is the script's folder once a program put another
+    # folder first (sys.path.insert(0, ...)), unless the script is an installed one
     private = {str(Path(sys.path[0] or ".").resolve()), str(Path.cwd())} if sys.path else set()
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if script:
+        folder = str(Path(script).resolve().parent)
+        if not _inside(folder, _outermost(found)):
+            private.add(folder)
     for entry in sys.path:
         if not entry or not os.path.exists(entry):
             continue

@@ -180,6 +180,34 @@ def test_another_workspaces_vault_and_other_runs_are_not_there(
         assert said.startswith("refused: ENOENT"), (probe, said)
 
 
+def test_the_starting_scripts_folder_is_not_read_when_another_is_first_on_sys_path(
+    tmp_path: Path,
+) -> None:
+    """A program whose script folder holds a workspace (its vault, other relays) and which put
+    another folder first on ``sys.path`` (``sys.path.insert(0, ...)``, common in scripts): the
+    sandbox's reads include neither the script's folder nor anything holding it (before, the
+    folder was bound read-only into every attempt with all it held, and a 0700 folder beneath
+    it made every attempt fail with exit 70)."""
+    project, lib, elsewhere = tmp_path / "project", tmp_path / "lib", tmp_path / "elsewhere"
+    for folder in (project, lib, elsewhere):
+        folder.mkdir()
+    (project / ".relay_vault").mkdir()
+    (project / "start.py").write_text(
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from relay_notebook.runner.sandbox_plan import python_reads\n"
+        "print(json.dumps(python_reads()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(project / "start.py"), str(lib)],
+        cwd=elsewhere, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    reads = json.loads(done.stdout)
+    assert reads, done.stderr
+    held = [r for r in reads if project == Path(r) or Path(r) in project.parents]
+    assert held == [], reads
+
+
 def test_the_sandbox_machinery_cannot_be_traced_or_stopped(
     confined: tuple[str, Workspace],
 ) -> None:
