@@ -31,8 +31,10 @@ import contextlib
 import contextvars
 import os
 import re
+import secrets
 import shutil
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -83,30 +85,31 @@ def _has_side_files(database: Path) -> bool:
 def give_side_files(database: Path) -> None:
     """Before a process run as root opens a run's SQLite ``database`` in place to write: its
     missing ``-wal`` and ``-shm`` made empty and owned by the file's owner, each appearing whole
-    under its name (see the design note). Nothing to do for another user, or a file of root's."""
+    under its name (see the design note). Nothing to do for another user, a file of root's or
+    anything but a regular file. A precaution only: what the relay left in its folder (a name
+    taken, a link) makes it give up, and SQLite then makes the file as before."""
     if os.geteuid() != 0:
         return
     try:
-        st = database.stat()
-    except FileNotFoundError:
+        st = os.lstat(database)
+    except OSError:
         return
-    if st.st_uid == 0:
+    if st.st_uid == 0 or not stat.S_ISREG(st.st_mode):
         return
     for side in _side_files(database):
-        if side.exists():
+        if os.path.lexists(side):
             continue
-        part = side.with_name(f"{side.name}.{os.getpid()}.part")
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, st.st_mode & 0o666)
-        try:
-            os.fchown(fd, st.st_uid, st.st_gid)
-        finally:
-            os.close(fd)
-        try:
-            os.link(part, side)
-        except FileExistsError:
-            pass  # made meanwhile: by the attempt itself, or another writer
-        finally:
-            part.unlink()
+        part = side.with_name(f"{side.name}.{secrets.token_hex(8)}.part")
+        with contextlib.suppress(OSError):
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.fchown(fd, st.st_uid, st.st_gid)
+                os.fchmod(fd, st.st_mode & 0o666)
+                with contextlib.suppress(FileExistsError):  # made meanwhile (by the attempt)
+                    os.link(part, side)
+            finally:
+                os.close(fd)
+                part.unlink()
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

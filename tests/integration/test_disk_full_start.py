@@ -43,9 +43,11 @@ def disk(tmp_path: Path) -> Iterator[Path]:
         yield where
 
 
-def stopped_at(point: str) -> int | None:
-    """The process that stopped itself at ``point`` (state ``T``, armed with it), if any."""
+def stopped_at(point: str, mark: str | None = None) -> int | None:
+    """The process that stopped itself at ``point`` (state ``T``, armed with it), if any;
+    ``mark``: one with this ``NAME=value`` in its environment too."""
     armed = f"{ENV_STOP_AT}={point}".encode()
+    marked = mark.encode() if mark is not None else armed
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -56,7 +58,7 @@ def stopped_at(point: str) -> int | None:
                 environ = fh.read().split(b"\0")
         except OSError:
             continue
-        if state == b"T" and armed in environ:
+        if state == b"T" and armed in environ and marked in environ:
             return int(entry.name)
     return None
 

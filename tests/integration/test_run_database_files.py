@@ -26,28 +26,11 @@ from relay_notebook.runner.dbos_template import make_template
 from relay_notebook.runner.fault_points import ENV_STOP_AT, PREPARED_POINT
 from relay_notebook.runner.sandbox import sandbox_uid
 from tests.integration.test_cli import relay
+from tests.integration.test_disk_full_start import stopped_at
 from tests.polling import wait_until
 from tests.relays import relay_path
 
 SIDES = ("dbos.sqlite-wal", "dbos.sqlite-shm")
-
-
-def stopped(mark: str) -> int | None:
-    """The process stopped at the point (state ``T``) with ``mark`` in its environment."""
-    wanted = {f"{ENV_STOP_AT}={PREPARED_POINT}".encode(), mark.encode()}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                environ = set(fh.read().split(b"\0"))
-        except (OSError, IndexError):
-            continue
-        if state == b"T" and wanted <= environ:
-            return int(entry.name)
-    return None
 
 
 def owners(folder: Path) -> dict[str, int]:
@@ -69,7 +52,9 @@ def test_an_attempt_holds_its_side_files_from_before_dbos_launches(tmp_path: Pat
     )  # fmt: skip
     pid = None
     try:
-        pid = wait_until(lambda: stopped(f"TEST_MARK={home}"), 120, what="the attempt stopped")
+        pid = wait_until(
+            lambda: stopped_at(PREPARED_POINT, f"TEST_MARK={home}"), 120, what="the attempt stopped"
+        )
         assert pid is not None
         dbos = home / "five" / "runs" / "iteration-1-hook" / ".relay_dbos"
         before = owners(dbos)
@@ -150,3 +135,34 @@ def _read_then_write(template: Path, folder: Path) -> None:
     assert {p.name: p.stat().st_uid for p in folder.iterdir()} == dict.fromkeys(
         ["dbos.sqlite", *SIDES], owner
     )
+
+
+def test_what_a_relay_left_in_its_database_folder_is_not_followed(tmp_path: Path) -> None:
+    """``give_side_files`` in a folder the relay could write: a database that is a link makes
+    nothing (whatever it points to); a side file that is a link, even a dangling one, is left
+    as it is and never written through; the other side file is still made."""
+    if os.geteuid() != 0:
+        return  # only root gives files away; another user's SQLite makes them its own
+    owner = sandbox_uid()
+    target = tmp_path / "elsewhere.sqlite"
+    target.write_bytes(b"")
+    os.chown(target, owner, owner)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    linked = folder / "dbos.sqlite"
+    linked.symlink_to(target)
+    give_side_files(linked)
+    assert sorted(p.name for p in folder.iterdir()) == ["dbos.sqlite"]
+
+    linked.unlink()
+    template = make_template()
+    assert template is not None
+    shutil.copyfile(template, linked)
+    os.chown(linked, owner, owner)
+    planted = folder / "dbos.sqlite-wal"
+    planted.symlink_to(tmp_path / "not-there")
+    give_side_files(linked)
+    assert planted.is_symlink() and not (tmp_path / "not-there").exists()
+    shm = folder / "dbos.sqlite-shm"
+    assert shm.stat().st_uid == owner and shm.stat().st_size == 0
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["dbos.sqlite", *SIDES])
