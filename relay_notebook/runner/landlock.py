@@ -8,17 +8,21 @@ stopped the way bubblewrap stops them, by an empty tmpfs over it in the child's 
 namespace (Landlock cannot deny a folder beneath an allowed one). With ABI 6 the child may
 signal no process outside its domain either, nor connect to an abstract unix socket made
 outside it. No binding from the package index is used: the maintained ones are
-pre-releases, and three ``syscall``\\ s through ``ctypes`` do the job.
+pre-releases, and three ``syscall``\\ s through ``ctypes`` do the job. A spawned attempt imports
+this module before its child's program (``runner.sandbox_exec``): it imports nothing more than
+``ctypes`` and ``os`` (see ``runner.namespaces``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import functools
 import os
-from collections.abc import Iterable
-from pathlib import Path
+
+from relay_notebook._lazy import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from os import PathLike
 
 __all__ = ["abi_version", "drop_privileges", "restrict_writes"]
 
@@ -55,9 +59,14 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-@functools.cache
+_LIBC: list[ctypes.CDLL] = []
+_ABI: list[int] = []
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)  # this process's libc, without running ldconfig
+    if not _LIBC:  # this process's libc, without running ldconfig
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 def _check(result: int, what: str) -> int:
@@ -67,16 +76,17 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-@functools.cache
 def abi_version() -> int:
-    """The kernel's Landlock ABI version; 0 when Landlock is absent or turned off."""
-    try:
-        version = _libc().syscall(
-            _CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION
-        )
-    except (OSError, AttributeError):
-        return 0
-    return max(int(version), 0)
+    """The kernel's Landlock ABI version; 0 when Landlock is absent or turned off (asked once)."""
+    if not _ABI:
+        try:
+            version = _libc().syscall(
+                _CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION
+            )
+        except (OSError, AttributeError):
+            version = 0
+        _ABI.append(max(int(version), 0))
+    return _ABI[0]
 
 
 def _write_access(abi: int) -> int:
@@ -89,7 +99,7 @@ def _write_access(abi: int) -> int:
     return access
 
 
-def restrict_writes(writable: Iterable[Path], abi: int) -> None:
+def restrict_writes(writable: Iterable[str | PathLike[str]], abi: int) -> None:
     """Confine this process (and all it starts) to writing beneath ``writable`` only.
 
     Call it single-threaded, after ``drop_privileges``: ``restrict_self`` needs no-new-privs.
@@ -104,7 +114,8 @@ def restrict_writes(writable: Iterable[Path], abi: int) -> None:
     )
     try:
         file_access = handled & (_WRITE_FILE | _TRUNCATE)
-        targets = [(Path(p), None) for p in writable] + [(Path(d), file_access) for d in _DEVICES]
+        targets: list[tuple[str, int | None]] = [(os.fspath(p), None) for p in writable]
+        targets += [(d, file_access) for d in _DEVICES]
         for path, wanted in targets:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -129,7 +140,8 @@ def drop_privileges() -> None:
     """No capabilities now or after any exec, and no way to gain them (no-new-privs)."""
     libc = _libc()
     try:
-        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+        with open("/proc/sys/kernel/cap_last_cap", encoding="utf-8") as fh:
+            last = int(fh.read())
     except (OSError, ValueError):
         last = 40
     for cap in range(last + 1):

@@ -28,11 +28,9 @@ and attaches pasta, or the leader joins a spare namespace the warm parent made a
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-from typing import TYPE_CHECKING, Any, NoReturn
 
+from relay_notebook._lazy import TYPE_CHECKING
 from relay_notebook.runner.namespaces import (
     ATTR_NODEV,
     ATTR_NOSUID,
@@ -64,7 +62,10 @@ from relay_notebook.runner.namespaces import (
     unshare_user,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (not ``typing``: a spawned attempt imports this module first, see
+    # ``runner.namespaces``)
+    from typing import Any, NoReturn
+
     from relay_notebook.runner.sandbox_net import Spare
 
 __all__ = [
@@ -235,8 +236,10 @@ def _init(plan: dict[str, Any], status_w: int, net_ready_r: int | None) -> None:
     returns) and reaps until the relay's process ends."""
     die_with_parent()  # the leader gone (killed with its group), the whole namespace goes
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    with contextlib.suppress(PermissionError):  # a spare's is up already (and not ours to set)
+    try:  # noqa: SIM105 (``contextlib`` is not imported: see the imports)
         loopback_up()
+    except PermissionError:  # a spare's is up already (and not ours to set)
+        pass
     call(libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     os.chdir(plan["cwd"])
     relay = os.fork()
@@ -266,6 +269,9 @@ def _leave_as(status: int) -> NoReturn:
     """Exit with the relay process's wait ``status``: the same code, or the same signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
+        import contextlib  # (here only: see the imports)
+        import signal
+
         # SIGKILL and SIGSTOP cannot be handled (EINVAL), nor the C library's own signals
         with contextlib.suppress(OSError, ValueError):
             signal.signal(sig, signal.SIG_DFL)
