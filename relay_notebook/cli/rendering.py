@@ -155,12 +155,16 @@ def _read_input(args: argparse.Namespace) -> Any:
     return inputs.run_input(text=args.input, file=args.input_file)
 
 
-def _progress(event: Event) -> None:
+def _progress(event: Event, copied_from: str | None = None) -> None:
+    """One line on stderr per step event; ``copied_from``: the run a fork copies from (its
+    first attempt replays only the calls it copied)."""
     kind = event.get("kind")
     n = event.get("occurrence")
     where = f"{event.get('step')}#{n}" if n is not None else str(event.get("step"))
     if kind == "step_end":
         line = f"  step {where} done in {event.get('duration_ms')} ms"
+    elif kind == "step_reused" and copied_from is not None and event.get("attempt") == 1:
+        line = f"  step {where} copied from {copied_from}"
     elif kind == "step_reused":
         line = f"  step {where} reused from its checkpoint"
     elif kind == "step_error":

@@ -206,7 +206,8 @@ def _saved_outputs(folder: RunFolder, backend: Backend) -> SavedOutputs:
     return {(wf, fid): (output, error, ser) for wf, fid, output, error, ser in rows}
 
 
-def _attempt(a: AttemptRecord) -> Attempt:
+def _attempt(a: AttemptRecord, copied: frozenset[int] = frozenset()) -> Attempt:
+    """``a`` as the log shows it; ``copied``: a fork's copied calls, which it did not reuse."""
     duration = None
     if a.ended_at and isinstance(a.started_at, int | float):
         duration = round(a.ended_at - a.started_at, 1)
@@ -219,7 +220,7 @@ def _attempt(a: AttemptRecord) -> Attempt:
         returncode=a.returncode,
         crash=cast(InjectedCrash | None, a.crash),  # as the supervisor recorded it
         executed=tuple(a.executed),
-        reused=tuple(a.reused),
+        reused=tuple(i for i in a.reused if i not in copied),
         executor_id=a.executor_id,
         lost=a.lost,
     )
@@ -264,7 +265,9 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
     scan = LedgerScan(folder.events, folder.run_id)
     secrets = Vault(workspace.home).values()
     redactor = Redactor(secrets, encoded=True) if secrets else None  # old runs too
-    attempts = tuple(_attempt(a) for a in record.attempts)
+    fork = record.fork
+    copied = frozenset(fork.get("copied") or ()) if isinstance(fork, dict) else frozenset()
+    attempts = tuple(_attempt(a, copied) for a in record.attempts)
     table = assemble_steps(
         folder.run_id,
         rows,
@@ -275,7 +278,6 @@ def _read_run_log(workspace: Workspace, run_id: str) -> RunLog:
         redactor,
         lambda: _saved_outputs(folder, backend),
     )
-    fork = record.fork
     if isinstance(fork, dict):
         table.mark_copied(
             folder.run_id,

@@ -126,7 +126,9 @@ class StepTable:
         return i
 
     def mark_copied(self, run_id: str, parent: str, copied: set[int], edited: set[int]) -> None:
-        """A fork's calls copied from ``parent``: no attempt of this run ran their bodies."""
+        """A fork's calls copied from ``parent``: no attempt of this run ran their bodies, and
+        none reused them (an attempt replays a copy as it replays a checkpoint, but the call was
+        copied, as ``relay runs`` counts it)."""
         cols = self.columns
         for i, (wf, fid) in enumerate(zip(cols["workflow_id"], cols["function_id"], strict=True)):
             if wf == run_id and fid in copied:
@@ -134,6 +136,7 @@ class StepTable:
                 cols["copied_from"][i] = parent
                 cols["edited"][i] = fid in edited
                 self.earlier.pop(i, None)
+                self.reused.pop(i, None)
         self._rows = None
 
     def reorder(self) -> None:

@@ -125,6 +125,8 @@ def _classify(
     DBOS records no "reused" flag: a checkpoint completed before the attempt started and
     replayed by it (a ``step_reused`` event, matched to rows by name and occurrence) was
     reused; DBOS's own operations before the last reused or executed id count as reused too.
+    A fork's calls copied from its parent are neither: its attempts replay them, but they were
+    copied (``relay runs``, ``relay logs`` and the run graph say so).
     """
     start = next(
         (e for e in events if e.get("attempt") == attempt and e.get("kind") == "attempt_start"),
@@ -153,7 +155,9 @@ def _classify(
         earlier = r.function_id < reach and (r.completed_at_ms or 0) < t0
         if earlier and r.function_id not in executed and r.function_id not in reused:
             reused.append(r.function_id)
-    return sorted(executed), sorted(reused)
+    fork = record.fork
+    copied = set(fork.get("copied") or ()) if isinstance(fork, dict) else set()
+    return sorted(executed), sorted(i for i in reused if i not in copied)
 
 
 def _started_ms(record: RunRecord, attempt: int, start: Event | None) -> float | None:

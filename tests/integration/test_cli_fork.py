@@ -52,3 +52,40 @@ def test_fork_a_failed_run_onto_the_fixed_draft_from_the_terminal(tmp_path: Path
     assert refused.returncode == 1
     assert refused.stderr.strip().endswith("[fork-refused]")
     assert "its calls: fetch#1, price#1, check#1" in refused.stderr
+
+
+def test_a_forks_copied_calls_are_said_copied_never_reused(tmp_path: Path) -> None:
+    """A fork crashed after its first fresh call and recovered: as it runs, each copied call
+    is shown copied from the parent; its outcome, relay logs (text and JSON) and relay runs
+    count as reused only the call its second attempt took from its first's checkpoint."""
+    home = tmp_path / "relays"
+    source = tmp_path / "shipping.py"
+    source.write_text(SHIPPING.read_text().replace("LIMIT = 10", "LIMIT = 100"))
+    assert relay(home, "run", str(source), "--input", '{"n": 6}').returncode == 0
+    crashed = relay(home, "fork", "shipping-1", "--from", "check", "--crash", "after:check")
+    assert crashed.returncode != 0
+    shown = [line.strip() for line in crashed.stderr.splitlines() if line.startswith("  step")]
+    assert shown[:2] == [
+        "step fetch#1 copied from shipping-1",
+        "step price#1 copied from shipping-1",
+    ]
+    assert not any("reused" in line for line in shown), shown
+    assert crashed.stdout.startswith("run shipping-2: interrupted (attempt 1)\n"), crashed.stdout
+    recovered = relay(home, "recover", "shipping-2", "--json")
+    outcome = json.loads(recovered.stdout)
+    assert outcome["status"] == "succeeded" and outcome["result"] == {"shipped": 12}
+    assert outcome["executed"] == [4] and outcome["reused"] == [3]  # ship ran; check reused
+    logs = relay(home, "logs", "shipping-2").stdout.splitlines()
+    attempts = [line.strip() for line in logs if line.startswith("  attempt")]
+    assert attempts == [
+        "attempt 1: interrupted, executed 1, reused 0",
+        "attempt 2: succeeded, executed 1, reused 1",
+    ], logs
+    calls = {line.split()[1]: line for line in logs if line.startswith("     ")}
+    assert calls["fetch"].endswith("copied from shipping-1"), calls
+    assert calls["price"].endswith("copied from shipping-1"), calls
+    assert calls["check"].endswith("executed in 1; reused in 2"), calls
+    document = json.loads(relay(home, "logs", "shipping-2", "--json").stdout)
+    assert [(a["attempt"], a["reused"]) for a in document["attempts"]] == [(1, []), (2, [3])]
+    listed = {r["run_id"]: r for r in json.loads(relay(home, "runs", "--json").stdout)}
+    assert listed["shipping-2"]["reused"] == 1

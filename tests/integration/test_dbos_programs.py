@@ -356,8 +356,8 @@ def test_a_module_level_queue_fans_out_child_workflows_as_under_bare_dbos(
     rows = [line.split(None, 3) for line in shown]
     starts = [row[3] for row in rows if len(row) == 4 and row[1] == "process"]
     assert starts == [
-        f"workflow; copied from {out.run_id}; reused in 1",  # the first child, as it ran
-        f"workflow; copied from {out.run_id}; reused in 1",  # pointed at the forked second
+        f"workflow; copied from {out.run_id}",  # the first child, as it ran
+        f"workflow; copied from {out.run_id}",  # pointed at the forked second
         "workflow; executed in 1",  # the third child, fresh
     ], shown
     assert f"       child workflow {forked.run_id}-2 (process): DBOS SUCCESS, 2 calls" in shown

@@ -211,7 +211,7 @@ def check_edited_fork(ws: Workspace, parent: str, database_url: str | None = Non
     assert asked(ws, fork) == [3]  # only the second request: the first was copied
     shown = relay(ws.home, "logs", fork, database_url=database_url).stdout
     assert child_lines(shown, fork) == [
-        [MODEL_REQUEST, "checkpointed", f"model; copied from {parent}, edited; reused in 1"],
+        [MODEL_REQUEST, "checkpointed", f"model; copied from {parent}, edited"],
         ["stock", "checkpointed", "tool; executed in 1"],
         [MODEL_REQUEST, "checkpointed", "model; executed in 1"],
     ], shown
