@@ -8,7 +8,9 @@ A recovery does not wait for DBOS's internal queue poll (about a second): the ch
 that queue fast only until its own workflow has been picked up, then restores the default,
 so steps do not pay for the fast poll. On PostgreSQL the child is its run's own DBOS
 application (see ``runner.backend``), holds the run's child lock, and takes the workflow over
-from a dead worker's executor id. Run as ``python -m relay_notebook.runner.child SPEC``.
+from a dead worker's executor id. Run as ``python -m relay_notebook.runner.child SPEC`` (bwrap,
+or unconfined), or called as ``main(SPEC)`` in the relay's process of a sandbox (forked by a
+warm parent, or spawned through ``runner.sandbox_exec``).
 """
 
 from __future__ import annotations
