@@ -507,7 +507,7 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
     }
     step_cpu = per_step["kit"] / per_step["bare DBOS WAL"]
     print(
-        f"{'8 CPU per loop step':<25} {per_step['kit']:<12.0f}us "
+        f"{'8 CPU per loop step':<25} {format(per_step['kit'], '.0f') + ' us':<15} "
         f"{'bare loop WAL ' + format(per_step['bare DBOS WAL'], '.0f') + ' us':<32} "
         f"{step_cpu:>5.2f}x {'-':>7} {'-':>6}  <= {STEP_CPU_TARGET:g}x{'':<2} "
         f"{'yes' if step_cpu <= STEP_CPU_TARGET else 'NO'}"
