@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from relay_notebook.errors import RunRecordDamagedError
 from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, app_name_for_run, backend_for_run, connect
 
@@ -57,6 +58,7 @@ __all__ = [
     "open_postgres_run",
     "open_run_database",
     "open_store",
+    "replaced_database",
 ]
 
 _BUSY_TIMEOUT_S = 5.0
@@ -80,6 +82,28 @@ def _side_files(database: Path) -> tuple[Path, Path]:
 
 def _has_side_files(database: Path) -> bool:
     return all(side.exists() for side in _side_files(database))
+
+
+def replaced_database(database: Path) -> str | None:
+    """Why a run's SQLite ``database`` is not to be opened, if it is a link (or anything but a
+    regular file); ``None`` if it is a file or absent. The kit runs as root and would read (or,
+    delivering a message, write) whatever a link points at, another workspace's run included;
+    only the relay's own code, which may write its run's folder, can have put it there."""
+    try:
+        st = os.lstat(database)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        what = f"a link to {os.readlink(database)}"
+    except OSError:
+        what = "not a regular file"
+    return (
+        f"The run's database {database} is {what}, not the file its attempts wrote: the "
+        f"relay's code replaced it, so it is not read (nor written). Start a new run, or "
+        f"restore the file from a backup."
+    )
 
 
 def give_side_files(database: Path) -> None:
@@ -125,9 +149,12 @@ def open_database(database: Path, *, live: bool) -> Iterator[sqlite3.Connection 
 
     ``live`` says an attempt may be writing right now; see the module's design note.
     """
-    if not database.exists():
+    if not os.path.lexists(database):
         yield None
         return
+    refused = replaced_database(database)
+    if refused is not None:
+        raise RunRecordDamagedError(refused)
     if live and _has_side_files(database):
         conn = sqlite3.connect(_uri(database), uri=True, timeout=_BUSY_TIMEOUT_S)
         try:

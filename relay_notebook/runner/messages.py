@@ -27,6 +27,7 @@ from relay_notebook.errors import (
     InvalidInputError,
     RunDatabaseError,
     RunNotWaitingError,
+    RunRecordDamagedError,
 )
 from relay_notebook.errors.storage import is_disk_full
 from relay_notebook.record.backend import database_error, error_text
@@ -34,7 +35,7 @@ from relay_notebook.record.checkpoints import read_workflow_status
 from relay_notebook.record.folders import RunFolder, find_run
 from relay_notebook.record.messages import delivered_message
 from relay_notebook.record.run_record import RunRecord
-from relay_notebook.record.store import give_side_files
+from relay_notebook.record.store import give_side_files, replaced_database
 from relay_notebook.runner.backend import (
     Backend,
     app_name_for_run,
@@ -117,6 +118,9 @@ def _deliver(folder: RunFolder, backend: Backend, topic: str, message: Any, key:
             system_database_url=backend.url, application_name=app_name_for_run(folder.run_id)
         )
     else:
+        refused = replaced_database(folder.database)  # a link: root would write its target
+        if refused is not None:
+            raise RunRecordDamagedError(refused)
         give_side_files(folder.database)  # an attempt may be starting on it (record.store)
         client = DBOSClient(system_database_url=f"sqlite:///{folder.database.resolve()}")
     try:

@@ -19,6 +19,7 @@ from relay_notebook.record.ledger import EventWriter, now_ms, read_events
 from relay_notebook.record.ledger_events import Event
 from relay_notebook.record.rules import after_interruption, waiting_message
 from relay_notebook.record.run_record import WAITING, AttemptRecord, RunRecord, WaitState
+from relay_notebook.record.store import replaced_database
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.confine import attempt_write_rules
 from relay_notebook.runner.leak_check import Leak, check_attempt
@@ -206,7 +207,11 @@ def settle_attempt(
     attempt, attempt_dir, returncode = end.attempt, end.attempt_dir, end.returncode
     leak = _check_secrets(folder, attempt_dir, secrets, backend)
     events = read_events(folder.events)
-    executed, reused = _classify(folder, record, attempt, events, backend)
+    replaced = _replaced_database(folder, backend)
+    if replaced is None:
+        executed, reused = _classify(folder, record, attempt, events, backend)
+    else:  # not read: it would be whatever the relay pointed it at (record.store)
+        executed, reused = [], []
     outcome_file = _child_file(attempt_dir, "outcome.json")
     stderr_tail = _tail(attempt_dir / "stderr.log")
     result: Any = None
@@ -214,6 +219,9 @@ def settle_attempt(
     if leak is not None:  # nothing the attempt left is read as its outcome, nor shown
         status = "failed"
         error = SECRET_LEAK.record(leak.message(folder.run_id, folder.relay))
+    elif replaced is not None:  # nor when the relay replaced its database by a link
+        status = "failed"
+        error = codes.RUN_RECORD_DAMAGED.record(replaced)
     elif outcome_file.is_file() and returncode == 0:
         child = json.loads(_read_child_file(outcome_file))
         status, error = child["status"], child.get("error")
@@ -292,6 +300,14 @@ def settle_attempt(
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
 
+def _replaced_database(folder: RunFolder, backend: Backend | None) -> str | None:
+    """Why the run's SQLite database is not read, if the relay replaced it by a link (or by
+    anything but a file): ``record.store.replaced_database``."""
+    if backend is not None and backend.is_postgres:
+        return None
+    return replaced_database(folder.database)
+
+
 def _check_secrets(
     folder: RunFolder,
     attempt_dir: Path,
@@ -356,7 +372,11 @@ def _settle_lost(
     folder: RunFolder, record: RunRecord, a: AttemptRecord, backend: Backend | None
 ) -> None:
     attempt = a.attempt
-    executed, reused = _classify(folder, record, attempt, read_events(folder.events), backend)
+    executed: list[int] = []
+    reused: list[int] = []
+    if _replaced_database(folder, backend) is None:  # else not read (see settle_attempt)
+        events = read_events(folder.events)
+        executed, reused = _classify(folder, record, attempt, events, backend)
     where = a.executor_id or "its supervisor"
     error = codes.INTERRUPTED.record(
         f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "

@@ -75,6 +75,16 @@ def uid_outside():
     return int(outside) + os.getuid() - int(inside)
 
 
+def swap_database(target):
+    """Replace the run's own database by a link to ``target`` (another run's, say)."""
+    from agentworks import run_dir
+
+    database = Path(run_dir).parent / ".relay_dbos" / "dbos.sqlite"
+    database.unlink()
+    database.symlink_to(target)
+    return "swapped"
+
+
 ATTACKS = {
     "read": lambda a: attempt(lambda: Path(a["path"]).read_bytes()[:64]),
     "list": lambda a: attempt(lambda: sorted(os.listdir(a["path"]))),
@@ -88,6 +98,7 @@ ATTACKS = {
     "stop": lambda a: attempt(lambda: os.kill(a["pid"], 19)),
     "setuid": lambda a: attempt(lambda: setuid_shell(a["execution"])),
     "uid": lambda a: f"done: {uid_outside()}",
+    "swap database": lambda a: attempt(lambda: swap_database(a["path"])),
 }
 
 

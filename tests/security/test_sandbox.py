@@ -498,3 +498,39 @@ def test_a_relay_killed_by_a_signal_is_reported_so_without_a_traceback_of_the_ki
     assert out.status == "interrupted"
     assert "killed by SIGKILL" in out.error["message"], out.error
     assert "Traceback" not in out.error.get("stderr", ""), out.error
+
+
+def test_a_run_database_replaced_by_a_link_is_neither_read_nor_written(
+    confined: tuple[str, Workspace], tmp_path: Path
+) -> None:
+    """The relay replaces its run's database by a link to another workspace's run database
+    (its own folder is writable, so it can): the kit, run as root, would read that database as
+    the run's, and a fork would copy it where the fork's relay reads it. The attempt fails with
+    ``run-record-damaged`` naming the link; the run's log and a fork of it refuse with the same
+    line; the other workspace's database is neither read as this run's nor changed."""
+    from relay_notebook.errors import RunRecordDamagedError
+    from relay_notebook.history import read_run_log
+    from relay_notebook.record.folders import find_run
+    from relay_notebook.runner.fork import ForkRequest
+    from relay_notebook.runner.runs import start_fork
+
+    _, workspace = confined
+    other = Workspace(tmp_path / "other-workspace")
+    victim = start_run(other, other.save_draft("doubler", relay_source("doubler")),
+                       run_input={"xs": [1, 2]}).wait(120)  # fmt: skip
+    assert victim.status == "succeeded"
+    victim_db = find_run(other, victim.run_id).database
+    before = victim_db.read_bytes()
+    draft = workspace.save_draft("hostile", relay_source("hostile"))
+    probes = {"swap": {"kind": "swap database", "path": str(victim_db)}}
+    out = start_run(workspace, draft, run_input={"probes": probes}).wait(120)
+    assert out.status == "failed" and out.error is not None
+    assert out.error["code"] == "run-record-damaged"
+    assert f"is a link to {victim_db}" in out.error["message"]
+    assert "relay's code replaced it" in out.error["message"]
+    with pytest.raises(RunRecordDamagedError, match="is a link to"):
+        read_run_log(workspace, out.run_id)
+    with pytest.raises(RunRecordDamagedError, match="is a link to"):
+        start_fork(workspace, out.run_id, ForkRequest("attack"))
+    assert victim_db.read_bytes() == before
+    assert [s.name for s in read_run_log(other, victim.run_id).steps] == ["double", "double"]

@@ -46,9 +46,7 @@ def test_the_plan_is_read_as_json_reads_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ['{"cwd": "/w"} trailing', '{"cwd": ', "[1, 2]", ""])
-def test_a_plan_not_as_written_is_refused_with_jsons_own_error(
-    tmp_path: Path, text: str
-) -> None:
+def test_a_plan_not_as_written_is_refused_with_jsons_own_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "sandbox.json"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError):
