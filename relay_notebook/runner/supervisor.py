@@ -119,7 +119,9 @@ def _spawned(
         path = attempt_dir / "sandbox.json"
         path.write_text(json.dumps(plan), encoding="utf-8")
         check = {**rules.check(), "mechanism": "sandbox", "abi": plan["abi"]}
-        argv = [sys.executable, "-m", SANDBOX_MODULE, str(path), spec]
+        # -P: not the working folder first on sys.path. It is the run's execution/, which the
+        # relay writes, and this process imports the kit as root before the sandbox exists
+        argv = [sys.executable, "-P", "-m", SANDBOX_MODULE, str(path), spec]
         return argv, Confinement("sandbox", check=check), plan
     if confine:
         hand_over(rules, os.geteuid())  # a sandboxed attempt before may have owned them

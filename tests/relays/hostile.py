@@ -85,6 +85,16 @@ def swap_database(target):
     return "swapped"
 
 
+def plant_module(name, marker):
+    """Leave ``execution/NAME/__init__.py`` that writes ``marker`` wherever it is imported."""
+    from agentworks import run_dir
+
+    package = Path(run_dir) / name
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text(f"open({marker!r}, 'w').write('imported')\n")
+    return "planted"
+
+
 ATTACKS = {
     "read": lambda a: attempt(lambda: Path(a["path"]).read_bytes()[:64]),
     "list": lambda a: attempt(lambda: sorted(os.listdir(a["path"]))),
@@ -99,6 +109,7 @@ ATTACKS = {
     "setuid": lambda a: attempt(lambda: setuid_shell(a["execution"])),
     "uid": lambda a: f"done: {uid_outside()}",
     "swap database": lambda a: attempt(lambda: swap_database(a["path"])),
+    "plant module": lambda a: attempt(lambda: plant_module(a["name"], a["marker"])),
 }
 
 

@@ -534,3 +534,29 @@ def test_a_run_database_replaced_by_a_link_is_neither_read_nor_written(
         start_fork(workspace, out.run_id, ForkRequest("attack"))
     assert victim_db.read_bytes() == before
     assert [s.name for s in read_run_log(other, victim.run_id).steps] == ["double", "double"]
+
+
+def test_a_module_planted_in_execution_is_not_imported_by_the_next_attempts_start(
+    confined: tuple[str, Workspace], tmp_path: Path
+) -> None:
+    """The relay leaves ``execution/relay_notebook/__init__.py`` (its working folder is
+    writable), crashes, and is recovered: the next attempt starts in that folder, and a spawned
+    one's first process imports the kit as root before the sandbox exists. It must find the
+    kit, never the planted package (``python -P``): the recovery succeeds and the planted code
+    never ran, outside the sandbox or in it."""
+    from relay_notebook.runner.crash import parse_crash_spec
+    from relay_notebook.runner.runs import start_recovery
+
+    _, workspace = confined
+    marker = tmp_path / "planted-code-ran"
+    tmp_path.chmod(0o777)  # so the planted code could write it from the sandbox's uid too
+    draft = workspace.save_draft("hostile", relay_source("hostile"))
+    probes = {"plant": {"kind": "plant module", "name": "relay_notebook", "marker": str(marker)}}
+    crashed = start_run(
+        workspace, draft, run_input={"probes": probes}, crash=parse_crash_spec("after:attack")
+    ).wait(120)
+    assert crashed.status == "interrupted"
+    recovered = start_recovery(workspace, crashed.run_id).wait(120)
+    assert recovered.status == "succeeded", recovered.error
+    assert recovered.result == {"plant": "done: planted"}
+    assert not marker.exists()
