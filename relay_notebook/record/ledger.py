@@ -135,7 +135,16 @@ def read_events(path: Path) -> list[Event]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    return [e for line in data.splitlines() if (e := decode_event(line)) is not None]
+    lines = data.splitlines()
+    try:  # every line whole: one decode of them all (a torn or foreign line: line by line)
+        values = json.loads(b"[" + b",".join(lines) + b"]") if lines else []
+    except ValueError:
+        values = None
+    if values is not None and len(values) == len(lines):
+        events = [e for value in values if (e := as_event(value)) is not None]
+        if len(events) == len(values):
+            return events
+    return [e for line in lines if (e := decode_event(line)) is not None]
 
 
 def check_events(events: list[Event], run_id: str, where: Path) -> list[Event]:
@@ -157,6 +166,27 @@ def check_events(events: list[Event], run_id: str, where: Path) -> list[Event]:
                 f"events are missing, so the run's history cannot be trusted."
             )
     return events
+
+
+#: bytes read from a ledger's end for its last event (a line is far shorter: previews are cut)
+_TAIL_BYTES: Final = 256 * 1024
+
+
+def _last_seq(path: Path, size: int) -> int:
+    """The sequence number of the last whole event in the ledger's first ``size`` bytes: the
+    number of its events, as they are numbered 1, 2, 3... (``check_events``), read from its
+    end instead of decoding all of it; a ledger whose end holds no event is counted whole."""
+    start = max(0, size - _TAIL_BYTES)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        lines = fh.read(size - start).split(b"\n")
+    if start:
+        del lines[0]  # begun before the tail
+    for line in reversed(lines):
+        event = decode_event(line)
+        if event is not None and type(event["seq"]) is int:
+            return event["seq"]
+    return len(read_events(path)) if start else 0
 
 
 class EventWriter:
@@ -203,7 +233,7 @@ class EventWriter:
 
     def _count_again(self, size: int) -> None:
         """Under the lock: number on from the ledger as it is now (``size`` bytes)."""
-        self._seq = len(read_events(self.path))
+        self._seq = _last_seq(self.path, size)
         if size:
             with open(self.path, "rb") as fh:
                 fh.seek(size - 1)

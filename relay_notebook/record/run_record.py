@@ -10,8 +10,9 @@ this version does not know survives a rewrite.
 from __future__ import annotations
 
 import copy
+import marshal
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
@@ -24,6 +25,18 @@ MAX_ATTEMPTS = 3
 TERMINAL = frozenset({"succeeded", "failed"})
 #: the status of a run whose attempt ended blocked in ``DBOS.recv`` or ``DBOS.sleep``
 WAITING = "waiting"
+
+
+_T = TypeVar("_T")
+
+
+def _copied(value: _T) -> _T:
+    """A deep copy of JSON-like ``value`` (a run's record): by ``marshal``, in C (an attempt's
+    lists hold every step it ran); ``copy.deepcopy`` for anything ``marshal`` does not take."""
+    try:
+        return cast(_T, marshal.loads(marshal.dumps(cast(Any, value))))
+    except ValueError:
+        return copy.deepcopy(value)
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,7 @@ class AttemptRecord:
 
     def update(self, **fields: Any) -> None:
         """Set fields of the entry as run.json keeps them (e.g. when the attempt ends)."""
-        self.raw.update(copy.deepcopy(fields))
+        self.raw.update(_copied(fields))
         fresh = AttemptRecord.from_json(self.raw)
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(fresh, name))
@@ -166,7 +179,7 @@ class AttemptRecord:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.raw)
+        return _copied(self.raw)
 
 
 @dataclass
@@ -239,7 +252,7 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """run.json's object: every typed field, over the keys read that this version does not
         know (kept as they were, so an older or newer kit's record survives a rewrite)."""
-        data = copy.deepcopy(self.raw)
+        data = _copied(self.raw)
         data.update(
             run_id=self.run_id,
             relay=self.relay,
@@ -276,7 +289,7 @@ class RunRecord:
     def begin_attempt(self, attempt: int, **fields: Any) -> AttemptRecord:
         """Record that attempt ``attempt`` starts now (``fields``: its id, start time, host,
         executor, crash, confinement as run.json keeps them); the run is ``running``."""
-        entry = AttemptRecord.from_json({"attempt": attempt, **copy.deepcopy(fields)})
+        entry = AttemptRecord.from_json({"attempt": attempt, **_copied(fields)})
         self.attempts.append(entry)
         self.status = "running"
         self.raw["waiting"] = None

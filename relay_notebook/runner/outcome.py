@@ -295,7 +295,8 @@ def settle_attempt(
             **more,
         )
     # the trace first: a reader who sees the final status in run.json finds the final trace
-    write_trace(folder, record)
+    # the ledger as read, and what was appended since, unless another writer appended too
+    write_trace(folder, record, [*events, ended] if ended["seq"] == len(events) + 1 else None)
     record.save(folder)
     return RunOutcome(folder.run_id, folder.relay, status, attempt, result, error, executed, reused)
 
@@ -454,8 +455,23 @@ def _take_result(folder: RunFolder, attempt_dir: Path) -> Any:
     return result
 
 
-def _encode(trace: dict[str, Any]) -> bytes:
-    return (json.dumps(trace, indent=2, sort_keys=True) + "\n").encode()
+#: one value of the trace, with ``json``'s C encoder (``indent`` would take its Python one,
+#: about ten times slower: a trace holds two calls per step)
+_VALUE: Final = json.JSONEncoder(sort_keys=True, separators=(", ", ": ")).encode
+
+
+def _listed(items: list[str]) -> str:
+    return "[\n    " + ",\n    ".join(items) + "\n  ]" if items else "[]"
+
+
+def _encode(fields: dict[str, Any], calls: list[str]) -> bytes:
+    """The trace: its fields sorted, one per line, its attempts and its calls (each already
+    encoded by ``_VALUE``) one per line, as a reader scrolls through them."""
+    parts = {key: _VALUE(value) for key, value in fields.items() if key != "attempts"}
+    parts["attempts"] = _listed([_VALUE(a) for a in fields["attempts"]])
+    parts["calls"] = _listed(calls)
+    body = ",\n".join(f"  {_VALUE(key)}: {parts[key]}" for key in sorted(parts))
+    return ("{\n" + body + "\n}\n").encode()
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -466,32 +482,37 @@ def _tail(path: Path, limit: int = 4000) -> str:
     return data[-limit:].decode("utf-8", errors="replace").strip()
 
 
-def write_trace(folder: RunFolder, record: RunRecord | None = None) -> None:
-    """``relay_trace.json``: attempts, step calls and errors, capped at 2 MiB with a marker."""
+def write_trace(
+    folder: RunFolder, record: RunRecord | None = None, events: list[Event] | None = None
+) -> None:
+    """``relay_trace.json``: attempts, step calls and errors, capped at 2 MiB with a marker.
+    ``events``: the ledger as the caller has just read it and appended to it, if it has."""
     record = RunRecord.load(folder) if record is None else record
+    if events is None:
+        events = read_events(folder.events)
     calls = [
-        {k: v for k, v in e.items() if k != "run_id"}
-        for e in read_events(folder.events)
+        _VALUE({k: v for k, v in e.items() if k != "run_id"})
+        for e in events
         if e.get("kind") in TRACE_KINDS
     ]
-    trace: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "run_id": folder.run_id,
         "relay": folder.relay,
         "status": record.status,
         "attempts": [a.to_json() for a in record.attempts],
-        "calls": calls,
         "error": record.error,
     }
-    encoded = _encode(trace)  # written as measured: an indented encoding costs per step
+    encoded = _encode(fields, calls)  # ASCII (``ensure_ascii``): a character is a byte
     if len(encoded) > TRACE_LIMIT:
-        dropped = 0
-        trace["truncated"] = {"dropped_calls": 0, "limit_bytes": TRACE_LIMIT}
-        encoded = _encode(trace)
-        while calls and len(encoded) > TRACE_LIMIT:
-            drop = max(1, len(calls) // 20)
-            del calls[:drop]  # the oldest calls go first; the newest explain the end
-            dropped += drop
-            trace["truncated"]["dropped_calls"] = dropped
-            encoded = _encode(trace)
+        # the oldest calls go first, the newest explain the end; the marker's room is kept
+        # for the largest count it can say
+        fields["truncated"] = {"dropped_calls": len(calls), "limit_bytes": TRACE_LIMIT}
+        room = TRACE_LIMIT - len(_encode(fields, [])) - 16  # and the list's own brackets
+        kept = len(calls)
+        while kept and room - len(calls[kept - 1]) - 6 >= 0:  # ",\n    " before each
+            room -= len(calls[kept - 1]) + 6
+            kept -= 1
+        fields["truncated"]["dropped_calls"] = kept
+        encoded = _encode(fields, calls[kept:])
     # derived from the ledger and the record, both synced: never half a file, but no fsync
     write_bytes_atomic(folder.trace, encoded, sync=False)

@@ -10,7 +10,7 @@ import pytest
 from relay_notebook.errors import InvalidCrashSpecError, InvalidRunIdError, RunNotFoundError
 from relay_notebook.record.bindings import changed_bindings, compute_bindings
 from relay_notebook.record.folders import allocate_run, parse_run_id
-from relay_notebook.record.ledger import EventWriter, read_events
+from relay_notebook.record.ledger import EventWriter, decode_event, read_events
 from relay_notebook.runner import CrashSpec, find_run, parse_crash_spec
 from relay_notebook.runner.outcome import TRACE_LIMIT, write_trace
 from relay_notebook.workspace import Workspace
@@ -75,6 +75,36 @@ def test_ledger_numbers_events_across_writers_and_skips_a_torn_line(tmp_path: Pa
     ]
 
 
+def test_a_writer_numbers_on_from_a_long_ledgers_end_and_a_torn_line_in_its_middle(
+    tmp_path: Path,
+) -> None:
+    """A new writer counts a ledger longer than the tail it reads from its end, and a line torn
+    by a killed writer, then ended by the next one, is skipped by every reader."""
+    path = tmp_path / "dbos_events.jsonl"
+    a = EventWriter(path, run_id="r-1", attempt=1)
+    for i in range(3000):  # some 400 KiB: more than the tail a writer reads
+        a.emit("step_start", step="s", occurrence=i, input_preview="x" * 100)
+    a.close()
+    assert path.stat().st_size > 300_000
+    with open(path, "ab") as fh:
+        fh.write(b'{"seq":3001,"ts":1.0,"run_id":"r-1","attempt":1,"kind":"st')  # killed here
+    b = EventWriter(path, run_id="r-1", attempt=2)
+    b.emit("attempt_start")
+    b.close()
+    c = EventWriter(path, run_id="r-1", attempt=2)  # its own last line is whole again
+    c.emit("attempt_end", status="succeeded")
+    c.close()
+    events = read_events(path)
+    assert [e["seq"] for e in events] == list(range(1, 3003))
+    assert [(e["attempt"], e["kind"]) for e in events[-2:]] == [
+        (2, "attempt_start"),
+        (2, "attempt_end"),
+    ]
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 3003  # the torn line is still there, and read as no event
+    assert [decode_event(line) for line in lines] == [*events[:3000], None, *events[3000:]]
+
+
 def test_changed_bindings_name_what_changed() -> None:
     """Only the bindings that differ are reported, in the user's words."""
     bound = compute_bindings(input={"a": 1}, variables={}, source_hash="a" * 64)
@@ -115,6 +145,37 @@ def test_trace_is_capped_at_2_mib_with_a_marker(workspace: Workspace) -> None:
     trace = json.loads(data)
     assert trace["truncated"]["dropped_calls"] > 0
     assert trace["calls"][-1]["occurrence"] == 5999  # the newest calls are kept
+    kept = len(trace["calls"])
+    assert trace["truncated"]["dropped_calls"] == 6000 - kept  # it says how many went
+    assert trace["calls"][0]["occurrence"] == 6000 - kept
+    assert len(data) > TRACE_LIMIT - 1000  # as many as fit: the cap, not far under it
+
+
+def test_a_trace_reads_one_call_per_line(workspace: Workspace) -> None:
+    """relay_trace.json as a person opens it: its fields one per line, sorted, and each
+    attempt and each call on a line of its own, in the ledger's order."""
+    workspace.save_draft("r", "x = 1\n")
+    folder = allocate_run(workspace, "r")
+    folder.write_meta(minimal_meta(folder.run_id, "succeeded"))
+    writer = EventWriter(folder.events, run_id=folder.run_id, attempt=1)
+    writer.emit("attempt_start")  # not a call: the trace leaves it out
+    for i in (1, 2):
+        writer.emit("step_start", step="fetch", occurrence=i, step_id=i, input_preview=f"{i}")
+        writer.emit("step_end", step="fetch", occurrence=i, step_id=i, duration_ms=1.5)
+    writer.close()
+    write_trace(folder)
+    text = folder.trace.read_text(encoding="utf-8")
+    trace = json.loads(text)
+    assert list(trace) == ["attempts", "calls", "error", "relay", "run_id", "status"]
+    lines = text.splitlines()
+    calls = [line for line in lines if '"kind": "step_' in line]
+    assert len(calls) == 4
+    assert [json.loads(line.strip().rstrip(",")) for line in calls] == trace["calls"]
+    assert [(c["kind"], c["occurrence"]) for c in trace["calls"]] == [
+        ("step_start", 1), ("step_end", 1), ("step_start", 2), ("step_end", 2),
+    ]  # fmt: skip
+    assert all("run_id" not in c for c in trace["calls"])
+    assert lines[0] == "{" and lines[-1] == "}"
 
 
 def test_a_ledger_with_a_gap_or_a_foreign_event_is_rejected(workspace: Workspace) -> None:
