@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from relay_notebook import commands
 from relay_notebook.cli.parser import CommandLineError
@@ -155,15 +155,16 @@ def _read_input(args: argparse.Namespace) -> Any:
     return inputs.run_input(text=args.input, file=args.input_file)
 
 
-def _progress(event: Event, copied_from: str | None = None) -> None:
-    """One line on stderr per step event; ``copied_from``: the run a fork copies from (its
-    first attempt replays only the calls it copied)."""
+def _progress(event: Event) -> None:
+    """One line on stderr per step event (a fork's replay of a call it copied names the run
+    it was copied from: ``runner.copied_calls``)."""
     kind = event.get("kind")
+    copied_from = cast(dict[str, Any], event).get("copied_from")
     n = event.get("occurrence")
     where = f"{event.get('step')}#{n}" if n is not None else str(event.get("step"))
     if kind == "step_end":
         line = f"  step {where} done in {event.get('duration_ms')} ms"
-    elif kind == "step_reused" and copied_from is not None and event.get("attempt") == 1:
+    elif kind == "step_reused" and copied_from is not None:
         line = f"  step {where} copied from {copied_from}"
     elif kind == "step_reused":
         line = f"  step {where} reused from its checkpoint"

@@ -12,15 +12,14 @@ from typing import Any
 
 from relay_notebook.cli.parser import fork_arguments
 from relay_notebook.commands import crash_each, inputs, run_events, run_files, time_travel, waiting
-from relay_notebook.commands.runs import Event, EventCallback
+from relay_notebook.commands.runs import EventCallback
 from relay_notebook.workspace import Workspace
 
 
 def time_travel_handlers(
     report: Any, wait: Any, progress: Callable[..., None]
 ) -> dict[str, Callable[[Workspace, argparse.Namespace], int]]:
-    """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers
-    (``progress(event, copied_from=RUN)``: a fork's step events)."""
+    """The CLI's handlers; ``report``, ``wait`` and ``progress`` are the CLI's own helpers."""
 
     def cmd_fork(ws: Workspace, args: argparse.Namespace) -> int:
         if getattr(args, "queue", False):
@@ -32,13 +31,8 @@ def time_travel_handlers(
                       "queued, waiting for a worker", file=sys.stderr, flush=True)  # fmt: skip
             queued_code: int = report(queued.wait(), args.json)
             return queued_code
-        parent = args.run_id
-
-        def on_event(event: Event) -> None:
-            progress(event, copied_from=parent)
-
         handle = time_travel.fork(ws, args.run_id, **fork_arguments(args),
-                                  on_event=None if args.json else on_event)  # fmt: skip
+                                  on_event=None if args.json else progress)  # fmt: skip
         if not args.json:
             print(f"run {handle.run_id}: forked from {args.run_id} at {args.from_call}",
                   file=sys.stderr, flush=True)  # fmt: skip

@@ -44,6 +44,7 @@ from relay_notebook.runner.confine import (
     confine_command,
     landlock_confinement,
 )
+from relay_notebook.runner.copied_calls import mark_copied
 from relay_notebook.runner.disk_full import record_start_disk_full, release_space, reserve_space
 from relay_notebook.runner.fault_points import fault_point, stop_point
 from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallback, RunHandle
@@ -335,7 +336,8 @@ def launch_attempt(
     except OSError as exc:  # a full disk: the child runs, and its end is recorded as it ends
         if not is_disk_full(exc):
             raise
-    handle = RunHandle(folder, attempt, process=process, on_event=request.on_event)
+    on_event = mark_copied(folder.run_id, record.fork, request.on_event)
+    handle = RunHandle(folder, attempt, process=process, on_event=on_event)
     if request.warm_start and parent is None:  # spawned: warm the next attempt, after this one
         handle.add_done_callback(_warm_next)
     ends = AttemptEnds(

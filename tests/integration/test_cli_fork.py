@@ -71,10 +71,18 @@ def test_a_forks_copied_calls_are_said_copied_never_reused(tmp_path: Path) -> No
     ]
     assert not any("reused" in line for line in shown), shown
     assert crashed.stdout.startswith("run shipping-2: interrupted (attempt 1)\n"), crashed.stdout
-    recovered = relay(home, "recover", "shipping-2", "--json")
-    outcome = json.loads(recovered.stdout)
-    assert outcome["status"] == "succeeded" and outcome["result"] == {"shipped": 12}
-    assert outcome["executed"] == [4] and outcome["reused"] == [3]  # ship ran; check reused
+    recovered = relay(home, "recover", "shipping-2")
+    assert recovered.returncode == 0, recovered.stderr
+    # the recovery replays the copied calls again: still copied, and only check is reused
+    assert [line.strip() for line in recovered.stderr.splitlines() if "  step" in line] == [
+        "step fetch#1 copied from shipping-1",
+        "step price#1 copied from shipping-1",
+        "step check#1 reused from its checkpoint",
+        "step ship#1 done in " + recovered.stderr.split("step ship#1 done in ")[1].split()[0]
+        + " ms",
+    ], recovered.stderr
+    assert recovered.stdout.startswith("run shipping-2: succeeded (attempt 2)"), recovered.stdout
+    assert "1 checkpoint reused" in recovered.stdout, recovered.stdout
     logs = relay(home, "logs", "shipping-2").stdout.splitlines()
     attempts = [line.strip() for line in logs if line.startswith("  attempt")]
     assert attempts == [
@@ -87,5 +95,7 @@ def test_a_forks_copied_calls_are_said_copied_never_reused(tmp_path: Path) -> No
     assert calls["check"].endswith("executed in 1; reused in 2"), calls
     document = json.loads(relay(home, "logs", "shipping-2", "--json").stdout)
     assert [(a["attempt"], a["reused"]) for a in document["attempts"]] == [(1, []), (2, [3])]
+    assert document["attempts"][1]["executed"] == [4]  # ship ran; check reused
+    assert '"shipped": 12' in recovered.stdout, recovered.stdout
     listed = {r["run_id"]: r for r in json.loads(relay(home, "runs", "--json").stdout)}
     assert listed["shipping-2"]["reused"] == 1
