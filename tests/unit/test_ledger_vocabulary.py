@@ -60,3 +60,42 @@ def test_a_line_without_the_header_is_not_an_event() -> None:
     """A JSON object missing a header key (a line written by hand) decodes to nothing."""
     assert decode_event(b'{"seq":1,"ts":1.0,"run_id":"a-1","kind":"log"}') is None
     assert decode_event(b'{"seq":1,"ts":1.0,"run_id":"a-1","attempt":1,"kind":"log"}') is not None
+
+
+def test_the_writer_writes_each_line_as_the_one_encoder_does(tmp_path: Path) -> None:
+    """``EventWriter.emit`` makes its lines without ``encode_event`` (on the path of every step)
+    yet byte for byte as it: fields of every JSON type, none at all, text outside ASCII, a
+    quote in the run's name; and it returns the event it wrote."""
+    path = tmp_path / "dbos_events.jsonl"
+    writer = EventWriter(path, run_id='q"uote-1', attempt=3)
+    emitted = [
+        writer.emit("attempt_start"),
+        writer.emit(
+            "step_start",
+            step="fetch",
+            occurrence=2,
+            site=[12, 30],
+            step_id=5,
+            workflow_id='q"uote-1',
+            step_attempt=1,
+            max_attempts=None,
+            input_preview='{"city": "Zürich", "n": 1.5}',
+        ),
+        writer.emit("step_end", step="fetch", occurrence=2, duration_ms=0.25),
+        writer.emit("attempt_end", status="succeeded", executed=[1, 2], reused=[], returncode=0),
+    ]
+    writer.close()
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == len(emitted)
+    for line, event in zip(lines, emitted, strict=True):
+        header = EventHeader(**{key: event[key] for key in HEADER})  # type: ignore[literal-required, typeddict-item]
+        fields = {key: value for key, value in event.items() if key not in HEADER}
+        assert line == encode_event(header, fields).encode()
+        assert decode_event(line) == event
+    assert [e["seq"] for e in emitted] == [1, 2, 3, 4]
+    assert [e["kind"] for e in emitted] == [
+        "attempt_start",
+        "step_start",
+        "step_end",
+        "attempt_end",
+    ]
