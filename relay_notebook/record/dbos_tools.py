@@ -17,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from relay_notebook.errors import RelayError
+from relay_notebook.errors import RelayError, RunRecordDamagedError
 from relay_notebook.record import dbos_tables
 from relay_notebook.record.backend import Backend, backend_for_run, workspace_backend
 from relay_notebook.record.run_record import RunRecord
@@ -130,14 +130,15 @@ def inspect_run(
     live: bool = False,
 ) -> DbosTools:
     """``read_dbos_tools`` on ``folder``'s database (nothing found: no database or no tables
-    yet, or one that cannot be read, which the lost-checkpoint check reports)."""
+    yet, or one that cannot be read, which the lost-checkpoint check reports, or one the
+    relay replaced by a link, which is not opened and fails the run as its attempt settles)."""
     url = "DATABASE_URL"
     if not backend_for_run(record, backend).is_postgres:
         url = f"sqlite:///{folder.database}"
     try:
         with open_run_database(folder, record, live=live, backend=backend) as conn:
             return DbosTools(url=url) if conn is None else read_dbos_tools(conn, folder.run_id, url)
-    except sqlite3.DatabaseError:
+    except (sqlite3.DatabaseError, RunRecordDamagedError):
         return DbosTools(url=url)
 
 

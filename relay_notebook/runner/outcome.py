@@ -375,36 +375,40 @@ def _settle_lost(
     attempt = a.attempt
     executed: list[int] = []
     reused: list[int] = []
-    if _replaced_database(folder, backend) is None:  # else not read (see settle_attempt)
+    replaced = _replaced_database(folder, backend)
+    if replaced is None:  # else not read, and the run fails as a settled attempt's does
         events = read_events(folder.events)
         executed, reused = _classify(folder, record, attempt, events, backend)
-    where = a.executor_id or "its supervisor"
-    error = codes.INTERRUPTED.record(
-        f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
-        f"{a.host or 'this machine'}, which stopped before the attempt ended. "
-        f"{after_interruption(record)}"
-    )
+        status = "interrupted"
+        where = a.executor_id or "its supervisor"
+        error = codes.INTERRUPTED.record(
+            f"Attempt {attempt} of run {folder.run_id} was lost with {where} on "
+            f"{a.host or 'this machine'}, which stopped before the attempt ended. "
+            f"{after_interruption(record)}"
+        )
+    else:
+        status, error = "failed", codes.RUN_RECORD_DAMAGED.record(replaced)
     writer = EventWriter(folder.events, run_id=folder.run_id, attempt=attempt)
     writer.emit(
         "attempt_end",
-        status="interrupted",
+        status=status,
         returncode=None,
         exit="supervisor lost",
         executed=executed,
         reused=reused,
-        error_code=codes.INTERRUPTED.code,
+        error_code=error["code"],
     )
     writer.sync()
     writer.close()
     a.end(
         ended_at=now_ms(),
         returncode=None,
-        status="interrupted",
+        status=status,
         executed=executed,
         reused=reused,
         lost=True,
     )
-    record.status, record.error = "interrupted", error
+    record.status, record.error = status, error
     record.raw["waiting"] = None
     write_trace(folder, record)
     record.save(folder)

@@ -101,3 +101,31 @@ def test_a_lost_attempt_is_settled_interrupted_and_counts(workspace: Workspace) 
     lines = Path(find_run(workspace, run_id).events).read_text().splitlines()
     kinds = [json.loads(line)["kind"] for line in lines]
     assert kinds.count("attempt_end") == 2
+
+
+def test_a_lost_attempt_whose_database_was_replaced_by_a_link_fails_the_run(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Supervisor and child killed, and the run's database replaced by a link (what a relay
+    may do to its run's folder): the recovery settles the lost attempt without reading the
+    link, and the run fails with run-record-damaged, naming it, as a settled attempt would;
+    the link's target is neither read into the run nor written."""
+    workspace.save_draft("slow", SLOW)
+    run_id, child = _orphan_run(workspace)
+    os.killpg(child, signal.SIGKILL)
+    _wait_gone(child)
+    folder = find_run(workspace, run_id)
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    folder.database.rename(elsewhere)
+    folder.database.symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    out = start_recovery(workspace, run_id).wait(60)
+    assert out.status == "failed", out
+    assert out.error is not None and out.error["code"] == "run-record-damaged", out.error
+    assert f"a link to {elsewhere}" in out.error["message"]
+    meta = folder.read_meta()
+    assert meta["status"] == "failed" and meta["error"]["code"] == "run-record-damaged"
+    assert [(a["status"], a["lost"]) for a in meta["attempts"]] == [("failed", True)]
+    assert elsewhere.read_bytes() == before
+    again = start_recovery(workspace, run_id).wait(60)  # a finished run: said as it is
+    assert again.status == "failed" and again.error == out.error
