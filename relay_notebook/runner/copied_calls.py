@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from relay_notebook.errors import InvalidInputError
 from relay_notebook.record.ledger_events import Event
 
 __all__ = ["mark_copied"]
@@ -30,9 +31,14 @@ def mark_copied(
     for a run that is not a fork (or nothing to call)."""
     if on_event is None or not isinstance(fork, dict) or not fork.get("parent"):
         return on_event
+    # imported for a fork only: not on every run's start
+    from relay_notebook.runner.fork import parse_call
+
+    try:
+        from_call = parse_call(str(fork.get("from", "")), "--from")
+    except InvalidInputError:  # not what a fork records: its events are handed on as they are
+        return on_event
     parent = str(fork["parent"])
-    name, _, nth = str(fork.get("from", "")).partition("#")
-    from_call = (name, int(nth) if nth.isdigit() else 1)
     child = fork.get("child")
     child_workflow = child.get("workflow_id") if isinstance(child, dict) else None
     # the workflow the call was forked from runs fresh from that call; the root of a fork

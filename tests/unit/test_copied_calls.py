@@ -72,4 +72,7 @@ def test_a_run_that_is_no_fork_is_followed_as_it_is() -> None:
         pass
 
     assert mark_copied("order-1", None, follow) is follow
+    # a record not as a fork writes it (edited by hand): followed as it is, never a traceback
+    for call in ("price#²", "", "#2", "price#0"):
+        assert mark_copied("order-2", {"parent": "order-1", "from": call}, follow) is follow
     assert mark_copied("order-1", {"parent": "order-0"}, None) is None
