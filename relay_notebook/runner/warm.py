@@ -41,7 +41,7 @@ from relay_notebook.runner.warm_launch import (
     Launched,
     kit_files,
     launch,
-    stamp,
+    stamps_differ,
 )
 
 __all__ = [
@@ -236,7 +236,7 @@ class WarmParent:
             return "dead"  # exited, or closed its control socket unready: it cannot fork
         if not self._ready.is_set():
             return "starting"
-        if stamp(self._files) != self._stamps:
+        if stamps_differ(self._files, self._stamps):
             return "stale"
         return "ready"
 

@@ -16,6 +16,7 @@ import _socket
 import os
 import sys
 import time
+from stat import S_ISDIR as stat_is_dir
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -24,8 +25,10 @@ __all__ = [
     "WARM_PARENT_MODULE",
     "Launched",
     "kit_files",
+    "kit_files_under",
     "launch",
     "stamp",
+    "stamps_differ",
 ]
 
 ENV_WARM_START = "RELAY_WARM_START"  # "0" turns warm start off (read by ``settings``)
@@ -47,7 +50,9 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "dbos_openai_agents": ("agents",),
 }
 _CONTROL_FD = 3  # where the parent finds its end of the control socket
-Stamps = tuple[tuple[int, int] | None, ...]
+#: per path: a file's (modification time, size), a folder's (modification time, what it holds
+#: that can be imported), ``None`` where it is gone
+Stamps = tuple[tuple[int, int | frozenset[str]] | None, ...]
 
 
 class Launched:
@@ -73,28 +78,67 @@ def kit_files() -> tuple[str, ...]:
     found = [os.path.realpath(sys.executable)]
     for name in _ROOTS:
         spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        root = os.path.dirname(spec.origin)
-        found.append(root)
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-            found += [os.path.join(folder, d) for d in dirs]  # a new file changes its folder
-            found += [os.path.join(folder, f) for f in files if f.endswith(".py")]
+        if spec is not None and spec.origin is not None:
+            found += kit_files_under(os.path.dirname(spec.origin))
+    return tuple(found)
+
+
+def kit_files_under(root: str) -> tuple[str, ...]:
+    """A package's folders and modules, ``root`` first (``__pycache__`` and hidden ones left)."""
+    found = [root]
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        found += [os.path.join(folder, d) for d in dirs]  # a module added is seen in its folder
+        found += [os.path.join(folder, f) for f in files if f.endswith(".py")]
     return tuple(found)
 
 
 def stamp(paths: tuple[str, ...]) -> Stamps:
-    """Each path's modification time and size (``None`` where it is gone)."""
+    """Each path's stamp (see ``Stamps``; a folder's contents: ``folder_names``)."""
 
-    def one(path: str) -> tuple[int, int] | None:
+    def one(path: str) -> tuple[int, int | frozenset[str]] | None:
         try:
             st = os.stat(path)
+            if stat_is_dir(st.st_mode):
+                return (st.st_mtime_ns, folder_names(path))
         except OSError:
             return None
         return (st.st_mtime_ns, st.st_size)
 
     return tuple(one(p) for p in paths)
+
+
+def stamps_differ(paths: tuple[str, ...], stamps: Stamps) -> bool:
+    """Whether a path changed since ``stamps`` were taken. A folder changed only if its modules
+    or packages did: its own time also moves when Python first writes its ``__pycache__``,
+    which a parent's imports do in a fresh checkout (that read as a change, and ``relay run``
+    spawned the attempt it should have forked)."""
+    for path, old in zip(paths, stamps, strict=True):
+        try:
+            st = os.stat(path)
+        except OSError:
+            if old is not None:
+                return True
+            continue
+        if old is None:
+            return True
+        if stat_is_dir(st.st_mode):
+            if st.st_mtime_ns != old[0] and folder_names(path) != old[1]:
+                return True
+        elif (st.st_mtime_ns, st.st_size) != old:
+            return True
+    return False
+
+
+def folder_names(folder: str) -> frozenset[str]:
+    """What a kit folder holds that can be imported: its ``.py`` files and its packages."""
+    with os.scandir(folder) as entries:
+        return frozenset(
+            e.name
+            for e in entries
+            if e.name.endswith(".py")
+            or (e.name != "__pycache__" and not e.name.startswith(".") and e.is_dir())
+        )
 
 
 def launch(*, one_attempt: bool = False) -> Launched:

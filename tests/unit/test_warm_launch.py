@@ -55,3 +55,59 @@ def test_a_parent_that_gives_up_before_it_is_ready_is_dead_with_its_exit_status(
     assert parent.wait_ready(30) is False
     assert parent.state() == "dead"
     assert parent.process.poll() == 1
+
+
+def test_a_folder_is_changed_by_its_modules_not_by_its_bytecode(tmp_path: Path) -> None:
+    """Python's first ``__pycache__`` in a kit folder (a fresh checkout's first import) or any
+    other file leaves a parent current; a module added or removed makes it stale (CI once saw
+    `relay run` spawn because its parent's own imports moved a folder's time)."""
+    package = tmp_path / "kit"
+    package.mkdir()
+    (package / "mod.py").write_text("x = 1\n", encoding="utf-8")
+    files = warm_launch.kit_files_under(str(package))
+    before = warm_launch.stamp(files)
+
+    def later() -> None:  # the folder's time moves on, as a later write's would
+        st = package.stat()
+        os.utime(package, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\0")
+    (package / "notes.txt").write_text("", encoding="utf-8")
+    (package / ".hidden").mkdir()
+    later()
+    assert warm_launch.stamps_differ(files, before) is False
+    (package / "new.py").write_text("", encoding="utf-8")
+    assert warm_launch.stamps_differ(files, before) is True
+    (package / "new.py").unlink()
+    (package / "sub").mkdir()
+    later()
+    assert warm_launch.stamps_differ(files, before) is True
+    (package / "sub").rmdir()
+    assert warm_launch.stamps_differ(files, before) is False
+    (package / "mod.py").write_text("x = 22\n", encoding="utf-8")
+    assert warm_launch.stamps_differ(files, before) is True
+    (package / "mod.py").unlink()
+    assert warm_launch.stamps_differ(files, before) is True
+
+
+def test_a_parent_stays_ready_when_its_kit_gets_its_first_bytecode(tmp_path: Path) -> None:
+    """A ready parent over a kit folder: a ``__pycache__`` written there keeps it ``ready``
+    (its attempts are forked), a new module makes it ``stale``."""
+    package = tmp_path / "kit"
+    package.mkdir()
+    (package / "mod.py").write_text("", encoding="utf-8")
+    launched = warm_launch.launch()
+    files = warm_launch.kit_files_under(str(package))
+    launched.files, launched.stamps = files, warm_launch.stamp(files)
+    parent = WarmParent(launched=launched)
+    try:
+        assert parent.wait_ready(120) and parent.state() == "ready"
+        (package / "__pycache__").mkdir()
+        st = package.stat()
+        os.utime(package, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        assert parent.state() == "ready"
+        (package / "other.py").write_text("", encoding="utf-8")
+        assert parent.state() == "stale"
+    finally:
+        parent.kill()
