@@ -17,7 +17,9 @@ fsync on by default, as a production server runs). Two groups of rows:
    ``start_run`` on the PostgreSQL backend against a bare DBOS script that runs the same
    workflow on a fresh PostgreSQL database (pinned version, ``log_level`` WARNING,
    ``SetWorkflowID``, ``os._exit``). Both rates come from the ``tick`` checkpoints' own
-   ``completed_at_epoch_ms`` (first to last), so process start-up counts for neither.
+   ``completed_at_epoch_ms`` (first to last), so process start-up counts for neither. The
+   kit's loop runs once more with the sandbox off, printed beside as an info line: a confined
+   attempt's every statement goes through pasta to the server, which is most of the gap.
 
 The warm pool (#17): the kit's rows fork every attempt from the worker's warm parent (the
 burst starts once each worker said so); one more row runs the same burst on one worker with
@@ -361,7 +363,7 @@ class Bench:
         self.script = root / "bare.py"
         self.script.write_text(BARE_SCRIPT, encoding="utf-8")
         self.bursts: dict[str | int, list[Burst]] = {}
-        self.rates: dict[str, list[float]] = {"kit": [], "bare": []}
+        self.rates: dict[str, list[float]] = {"kit": [], "bare": [], "unconfined": []}
         self._n = 0
         self.workers: set[int] = set()  # the pids of the pool being timed
 
@@ -482,14 +484,15 @@ class Bench:
 
     # -- group 2: steps per second ----------------------------------------------------------------
 
-    def kit_loop(self) -> None:
+    def kit_loop(self, *, confine: bool = True) -> None:
         folder, url = self._fresh("kit-loop")
-        ws = Workspace(folder / "home")
+        ws = Workspace(folder / "home", confine=confine)
         draft = ws.save_draft("loop", RELAYS["loop"])
         backend = resolve_backend(url)
         handle = start_run(ws, draft, run_input={"steps": self.steps}, backend=backend)
         _expect(handle.wait(), {"total": sum(range(self.steps))}, "kit loop")
-        self.rates["kit"].append(_steps_per_second(url, self.steps, handle.run_id))
+        rate = _steps_per_second(url, self.steps, handle.run_id)
+        self.rates["kit" if confine else "unconfined"].append(rate)
 
     def bare_loop(self) -> None:
         _, url = self._fresh("bare-loop")
@@ -507,6 +510,7 @@ class Bench:
             [self.bare_burst, *kit] if number % 2 else [*kit, self.bare_burst]
         )
         loops = [self.bare_loop, self.kit_loop] if number % 2 else [self.kit_loop, self.bare_loop]
+        loops.append(functools.partial(self.kit_loop, confine=False))  # where row 2's gap is
         for measure in [*burst, *loops]:
             measure()
 
@@ -688,6 +692,13 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         "off), throughput and CPU of every process per queued run; row 4: that CPU, one warm "
         "worker, against an absolute target; ratio of medians is judged; paired = median of "
         "per-round ratios)"
+    )
+    unconfined = bench.rates["unconfined"]
+    print(
+        f"info: row 2 without the sandbox (confine off): {med(unconfined):.0f} steps/s, "
+        f"{med(unconfined) / med(steps['bare DBOS loop']):.2f}x bare DBOS; a confined "
+        "attempt reaches the server through pasta, the sandbox's network, on every "
+        "statement (about 13 round trips a step, BEGIN and COMMIT included)"
     )
     print(
         f"info: bare DBOS runs its workflows in-process, without isolation: "

@@ -12,7 +12,7 @@ def test_quick_workers_benchmark_prints_every_row() -> None:
     """`bench_workers.py --quick`, one round of 2 runs and a 20-step loop (the rows, not the
     figures: kept small for the suite's time), exits 0 and
     prints the throughput rows, the steps/s row and the warm pool's rows against a spawning
-    worker, with the DBOS queue settings."""
+    worker, with the DBOS queue settings, and the loop's rate without the sandbox beside."""
     out = quick("bench_workers", "--repeats", "1", "--runs", "2", "--steps", "20", timeout=600)
     rows = numbered(out, 2)
     assert labels(rows) == [
@@ -29,3 +29,5 @@ def test_quick_workers_benchmark_prints_every_row() -> None:
     assert labels(warm) == ["3 warm pool, runs/s", "3 warm pool, CPU per run"], out
     assert all(line.rstrip().endswith(("yes", "NO")) for line in warm), warm
     assert "worker_concurrency 2, polling_interval_sec 0.5" in out
+    without = [line for line in out.splitlines() if line.startswith("info: row 2 without")]
+    assert len(without) == 1 and "steps/s" in without[0] and "x bare DBOS" in without[0], out
