@@ -295,7 +295,10 @@ class Bench:
             raise RuntimeError(f"relay run ended {outcome['status']!r}: {outcome.get('error')}")
         attempt = find_run(self.warm, outcome["run_id"]).read_meta()["attempts"][0]
         if attempt["confinement"]["mechanism"] != "landlock":
-            raise RuntimeError("relay run spawned its attempt, expected it forked (Landlock)")
+            raise RuntimeError(
+                "relay run spawned its attempt, expected it forked (Landlock): its warm parent "
+                f"was stale, dead or unable to confine; the attempt's {attempt['confinement']}"
+            )
         self.add(TERMINAL, sample.wall, sample)
 
     def _bare_fresh(self) -> None:
