@@ -23,7 +23,9 @@ from relay_notebook.runner import warm_launch
 #: ``wait``: when its timer is due), so they are given a warm parent too
 ATTEMPT_COMMANDS = frozenset({"run", "recover", "fork", "send", "wait"})
 _GLOBAL_OPTIONS = frozenset({"--home", "--database-url"})  # the options that take a value
-_LIVE = ("starting", "ready")  # a warm parent's states in which attempts are forked from it
+#: ``warm_status`` states in which this process has no warm parent of its own (a stale or dead
+#: one still gets the attempt: it is spawned, and its record says why)
+_NO_PARENT = ("not started", "off")
 
 
 def _early_command(argv: Sequence[str]) -> str | None:
@@ -118,7 +120,9 @@ def _main(argv: Sequence[str] | None) -> int:
             # a worker starts its warm parent itself; an MCP server's first attempt is spawned
             # and warms the next (launch_attempt), as in a notebook
             pass
-        elif not (_forks_attempt(args) and warm.warm_status(settings.warm_start).state in _LIVE):
+        elif not (
+            _forks_attempt(args) and warm.warm_status(settings.warm_start).state not in _NO_PARENT
+        ):
             # no attempt here, or many (crash-each), or called in a process with no warm
             # parent (a test's in-process call): spawned, and no parent started after it
             settings = dataclasses.replace(settings, warm_start=False)

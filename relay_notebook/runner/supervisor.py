@@ -59,6 +59,7 @@ from relay_notebook.runner.warm import (
     frameworks_to_preload,
     restart_warm_parent,
     warm_parent,
+    why_no_warm_parent,
 )
 from relay_notebook.workspace.file_io import require_free_space
 
@@ -215,8 +216,11 @@ def launch_attempt(
         reserve_space(attempt_dir, take_from=folder.ipc)
         rules = attempt_write_rules(folder, attempt_dir, request.hidden)
         parent = warm_parent() if request.warm_start else None
+        # why an attempt that could have been forked was spawned (its record says so)
+        spawned_because = why_no_warm_parent() if request.warm_start and parent is None else None
         if parent is not None and confine and not parent.can_confine():
             parent = None  # no Landlock or namespaces here: bubblewrap, spawned, as before
+            spawned_because = "its warm parent cannot confine here (no Landlock or namespaces)"
         # live events go through a pipe only when someone listens (it costs per step)
         pipe_r, pipe_w = os.pipe() if request.on_event is not None else (None, None)
         if request.lifeline:
@@ -283,6 +287,7 @@ def launch_attempt(
             crash=request.crash.to_dict() if request.crash else None,
             host=socket.gethostname(),
             executor_id=request.executor_id,
+            start={"how": "spawned" if parent is None else "forked", "why": spawned_because},
             **confinement.record(),
         )
         record.save(folder)
@@ -296,18 +301,22 @@ def launch_attempt(
         try:
             process: AttemptProcess | None = None
             if parent is not None:
-                with contextlib.suppress(OSError):  # it died since it was checked: spawn
+                try:
                     process = _fork(
                         parent, attempt_dir / "spec.json", rules, start,
                         confined=confinement.mechanism is not None, plan=plan,
                         preload=frameworks_to_preload(request.code_dir),
                     )  # fmt: skip
+                except OSError as exc:  # it died since it was checked: spawn
+                    spawned_because = f"its warm parent did not fork it ({exc})"
                 if process is None:
                     parent = None
                     argv, confinement, plan = _spawned(rules, attempt_dir, confine, plan_for)
                     spec = spec.with_confinement(confinement.check, _net_ready_fd(plan))
                     spec.write(attempt_dir / "spec.json")
-                    entry.update(**confinement.record())
+                    entry.update(
+                        start={"how": "spawned", "why": spawned_because}, **confinement.record()
+                    )
                     record.save(folder)
             if process is None:
                 process = _spawn(argv, rules.cwd, start)

@@ -55,6 +55,7 @@ __all__ = [
     "start_awaited_warm_parent",
     "warm_parent",
     "warm_status",
+    "why_no_warm_parent",
 ]
 
 #: a line of Python importing one of ``FRAMEWORK_MODULES`` (a cheap look, not an analysis: a
@@ -296,6 +297,24 @@ def warm_parent() -> WarmParent | None:
     if parent.state() != "ready":
         return None
     return parent
+
+
+#: why ``warm_parent`` gave ``None``, by the parent's state (an attempt's record says it)
+_NOT_FORKED = {
+    "starting": "its warm parent was still importing",
+    "stale": "its warm parent was stale: the kit's code changed after it started",
+    "dead": "its warm parent had exited",
+}
+
+
+def why_no_warm_parent() -> str:
+    """Why ``warm_parent`` gave ``None`` just now, in words for an attempt's record."""
+    with _lock:
+        parent = _parent if _parent_pid == os.getpid() else None
+    if parent is None:
+        return "this process had no warm parent yet (its first attempt starts one)"
+    state = parent.state()
+    return _NOT_FORKED.get(state, f"its warm parent was {state}")
 
 
 def restart_warm_parent() -> WarmParent:

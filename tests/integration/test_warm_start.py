@@ -98,6 +98,19 @@ def mechanism(workspace: Workspace, out: RunOutcome, attempt: int = 0) -> str:
     return str(meta["attempts"][attempt]["confinement"]["mechanism"])
 
 
+def started(workspace: Workspace, run_id: str, attempt: int = 0) -> dict[str, Any]:
+    """How the attempt's record says it started: forked or spawned, and why if it could have
+    been forked."""
+    start = find_run(workspace, run_id).read_meta()["attempts"][attempt]["start"]
+    assert isinstance(start, dict)
+    return start
+
+
+STALE = "its warm parent was stale: the kit's code changed after it started"
+EXITED = "its warm parent had exited"
+FORKED = {"how": "forked", "why": None}
+
+
 def test_a_relay_top_level_state_never_leaks_into_the_next_attempt(workspace: Workspace) -> None:
     """Each forked attempt starts from the parent's clean state: counters at 1, fresh randomness."""
     ready_parent()
@@ -128,10 +141,12 @@ def test_a_stale_parent_is_replaced_after_a_kit_file_changes(workspace: Workspac
         assert warm_parent() is None and old.state() == "stale"
         spawned = go(start_run(workspace, draft))
         assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "sandbox"
+        assert started(workspace, spawned.run_id) == {"how": "spawned", "why": STALE}
         new = wait_until(warm_parent)
         assert new.pid != old.pid
         forked = go(start_run(workspace, draft))
         assert forked.status == "succeeded" and mechanism(workspace, forked) == "landlock"
+        assert started(workspace, forked.run_id) == FORKED
         wait_until(lambda: old.process.poll() is not None)  # let go: it left once idle
     finally:
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
@@ -146,6 +161,7 @@ def test_a_killed_parent_is_replaced_and_its_attempt_is_spawned(workspace: Works
     draft = workspace.save_draft("one", ONE_STEP)
     spawned = go(start_run(workspace, draft))
     assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "sandbox"
+    assert started(workspace, spawned.run_id) == {"how": "spawned", "why": EXITED}
     assert wait_until(warm_parent).pid != parent.pid
     forked = go(start_run(workspace, draft))
     assert forked.status == "succeeded" and mechanism(workspace, forked) == "landlock"
@@ -207,6 +223,7 @@ def test_warm_start_off_spawns_every_attempt(workspace: Workspace) -> None:
     workspace = Workspace(workspace.home, warm_start=False)
     out = go(start_run(workspace, workspace.save_draft("one", ONE_STEP)))
     assert out.status == "succeeded" and mechanism(workspace, out) == "sandbox"
+    assert started(workspace, out.run_id) == {"how": "spawned", "why": None}  # as asked
 
 
 def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> None:
@@ -231,9 +248,11 @@ def test_doctor_names_the_start_and_the_confinement(workspace: Workspace) -> Non
 
 
 # `relay` whose warm parent cannot start: its module is missing (the CLI itself is untouched)
-BROKEN_PARENT = (
-    "import runpy\n"
+BROKEN_PARENT = (  # the CLI as the `relay` program (its argv[0]), its warm parent's module gone
+    "import runpy, sys\n"
+    "import relay_notebook.cli as cli\n"
     "import relay_notebook.runner.warm_launch as launch\n"
+    "sys.argv[0] = cli.__path__[0] + '/__main__.py'\n"
     "launch.WARM_PARENT_MODULE = 'relay_notebook.runner.no_such_warm_parent'\n"
     "runpy.run_module('relay_notebook.cli', run_name='__main__')\n"
 )
@@ -274,6 +293,7 @@ def test_relay_run_from_a_terminal_forks_its_attempts_confined(
     attempts = find_run(workspace, doc["run_id"]).read_meta()["attempts"]
     assert [a["confinement"]["mechanism"] for a in attempts] == ["landlock", "landlock"]
     assert all(a["confined"] for a in attempts)
+    assert [a["start"] for a in attempts] == [FORKED, FORKED]
 
 
 def test_relay_run_spawns_into_the_sandbox_when_its_warm_parent_cannot_start(
@@ -289,6 +309,8 @@ def test_relay_run_spawns_into_the_sandbox_when_its_warm_parent_cannot_start(
         find_run(workspace, out["run_id"]).read_meta()["attempts"][0]["confinement"]["mechanism"]
         == "sandbox"
     )
+    # the attempt's record says why it was not forked
+    assert started(workspace, out["run_id"]) == {"how": "spawned", "why": EXITED}
     doc = json.loads(relay(workspace.home, "doctor", "--json", broken_parent=True).stdout)
     assert doc["start"] == "spawned" and "exited with status 1" in doc["start_reason"]
     assert doc["confinement"] == "sandbox"
