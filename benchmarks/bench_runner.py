@@ -296,8 +296,8 @@ class Bench:
         attempt = find_run(self.warm, outcome["run_id"]).read_meta()["attempts"][0]
         if attempt["confinement"]["mechanism"] != "landlock":
             raise RuntimeError(
-                "relay run spawned its attempt, expected it forked (Landlock): its warm parent "
-                f"was stale, dead or unable to confine; the attempt's {attempt['confinement']}"
+                "relay run spawned its attempt, expected it forked (Landlock): "
+                f"{attempt.get('start')}, {attempt['confinement']}"
             )
         self.add(TERMINAL, sample.wall, sample)
 
