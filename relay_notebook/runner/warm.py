@@ -283,13 +283,18 @@ _parent_pid = 0  # the process that started it (a forked supervisor must start i
 _lock = threading.Lock()
 
 
+def _own_parent() -> WarmParent | None:
+    """The warm parent this process started (a forked supervisor's is not its own)."""
+    with _lock:
+        return _parent if _parent_pid == os.getpid() else None
+
+
 def warm_parent() -> WarmParent | None:
     """This process's warm parent if it is ready and current, else ``None``.
 
     An awaited parent that is still importing is waited for (``start_awaited_warm_parent``).
     """
-    with _lock:
-        parent = _parent if _parent_pid == os.getpid() else None
+    parent = _own_parent()
     if parent is None:
         return None
     if parent.awaited and parent.state() == "starting":
@@ -309,8 +314,7 @@ _NOT_FORKED = {
 
 def why_no_warm_parent() -> str:
     """Why ``warm_parent`` gave ``None`` just now, in words for an attempt's record."""
-    with _lock:
-        parent = _parent if _parent_pid == os.getpid() else None
+    parent = _own_parent()
     if parent is None:
         return "this process had no warm parent yet (its first attempt starts one)"
     state = parent.state()
@@ -373,8 +377,7 @@ def warm_status(enabled: bool) -> WarmStatus:
     if not enabled:
         reason = "turned off by the warm_start setting (RELAY_WARM_START=0)"
         return WarmStatus("off", None, abi_version(), False, reason)
-    with _lock:
-        parent = _parent if _parent_pid == os.getpid() else None
+    parent = _own_parent()
     if parent is None:
         return WarmStatus("not started", None, abi_version(), False, None)
     if parent.awaited and parent.state() == "starting":

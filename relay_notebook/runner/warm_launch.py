@@ -95,39 +95,42 @@ def kit_files_under(root: str) -> tuple[str, ...]:
 
 def stamp(paths: tuple[str, ...]) -> Stamps:
     """Each path's stamp (see ``Stamps``; a folder's contents: ``folder_names``)."""
-
-    def one(path: str) -> tuple[int, int | frozenset[str]] | None:
-        try:
-            st = os.stat(path)
-            if stat_is_dir(st.st_mode):
-                return (st.st_mtime_ns, folder_names(path))
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    return tuple(one(p) for p in paths)
+    return tuple(_stamp_of(p) for p in paths)
 
 
 def stamps_differ(paths: tuple[str, ...], stamps: Stamps) -> bool:
     """Whether a path changed since ``stamps`` were taken. A folder changed only if its modules
     or packages did: its own time also moves when Python first writes its ``__pycache__``,
     which a parent's imports do in a fresh checkout (that read as a change, and ``relay run``
-    spawned the attempt it should have forked)."""
+    spawned the attempt it should have forked). It is listed again only if its time moved."""
     for path, old in zip(paths, stamps, strict=True):
-        try:
-            st = os.stat(path)
-        except OSError:
-            if old is not None:
-                return True
+        folder = old is not None and isinstance(old[1], frozenset)
+        if folder and old is not None and _mtime(path) == old[0]:
             continue
-        if old is None:
-            return True
-        if stat_is_dir(st.st_mode):
-            if st.st_mtime_ns != old[0] and folder_names(path) != old[1]:
+        new = _stamp_of(path)
+        if new is None or old is None:
+            if new != old:
                 return True
-        elif (st.st_mtime_ns, st.st_size) != old:
+        elif new[1] != old[1] if folder else new != old:
             return True
     return False
+
+
+def _stamp_of(path: str) -> tuple[int, int | frozenset[str]] | None:
+    try:
+        st = os.stat(path)
+        if stat_is_dir(st.st_mode):
+            return (st.st_mtime_ns, folder_names(path))
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def folder_names(folder: str) -> frozenset[str]:
