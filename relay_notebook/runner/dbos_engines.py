@@ -5,7 +5,8 @@ Design note: two reasons to make DBOS's engine rather than let ``DBOS.launch`` m
 - **PostgreSQL** (``postgres_engine``): made as DBOS makes its own (its pool settings and
   session options, checked by the canary test), but given to DBOS, which then opens no session
   to the server's ``postgres`` database to check that the run's database exists (about 10 ms of
-  server CPU per attempt); the supervisor has created it (``runner.backend``).
+  server CPU per attempt); the supervisor has created it (``runner.backend``). One setting is
+  ours: its pool hands out the session given back last (see below).
 - **SQLite, forked from a warm parent** (``rehearse``, ``sqlite_engine_for``): SQLAlchemy
   compiles each statement once per engine and keeps the compiled form in the engine; DBOS made
   a new engine in every attempt, which compiled the same few dozen statements again (launching
@@ -20,11 +21,33 @@ Design note: two reasons to make DBOS's engine rather than let ``DBOS.launch`` m
   checked: a rehearsal that leaves either is not used), and DBOS's global state is what
   ``DBOS.destroy`` leaves, which the child's ``DBOS(config=...)`` sets again (its name, version
   and executor). Spawned attempts and a one-attempt parent's child let DBOS make its engine.
+
+And one reason to connect it early (``connect_ahead``): a confined attempt has a network
+namespace of its own, which reaches the host's loopback through pasta, a userspace process. A
+step on PostgreSQL makes about 13 round trips to the server (DBOS's statements, their BEGIN and
+COMMIT, the pool's pre-ping): through pasta, about 1 ms a step, a quarter of the step rate. A
+connected socket keeps the namespace it was made in, so a forked PostgreSQL attempt's group
+leader opens the engine's sessions before it enters the sandbox, and the relay's process (its
+fork) gives DBOS that engine. It grants the relay nothing new: the same server, the same role,
+whose URL the relay's process holds anyway; sessions DBOS opens later go through pasta. Only
+a sandbox whose network reaches out at all gets them (an isolated one reaches no server), and
+only a forked attempt: a spawned one's leader is ``runner.sandbox_exec``, which imports no
+database driver (its start is kept short).
+
+The hazard is the descriptors: libpq keeps each socket's number, and between the leader and
+the child program the descriptors are closed and moved to their target numbers
+(``warm_parent._arrange``). A socket closed there and its number reused would have libpq write
+into another file (the ledger, say). So the sockets are opened above every number that is
+moved to (``above``: the lower ones are filled first), ``_arrange`` keeps them, and the child
+checks each is the socket it was (device and inode) before it uses the engine; if one is not,
+the engine is parked, never used nor collected (collecting it would close its connections,
+writing to those numbers), and DBOS gets a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import tempfile
 import threading
@@ -36,8 +59,11 @@ __all__ = [
     "ENGINE_CONNECT_ARGS",
     "ENGINE_KWARGS",
     "IDLE_TRANSACTION_TIMEOUT_MS",
+    "SESSIONS_AHEAD",
+    "connect_ahead",
     "postgres_engine",
     "rehearse",
+    "sessions_ahead",
     "sqlite_engine_for",
 ]
 
@@ -58,15 +84,96 @@ _THREADS_END_S = 5.0
 _target: dict[str, str] = {}
 _rehearsed: Any = None
 
+#: how many sessions ``connect_ahead`` opens: as many as DBOS has open at once while it
+#: launches and runs a workflow (its pool, not its notification listener's own session)
+SESSIONS_AHEAD = 5
+#: the engine ``connect_ahead`` made: its URL, the engine, each socket's (fd, device, inode)
+_ahead: dict[str, Any] = {}
+#: engines connected ahead whose sockets were not found as they were left (see the note)
+_parked: list[Any] = []
+
 
 def postgres_engine(database_url: str) -> Any:
-    """DBOS's system database engine for a PostgreSQL run, made as DBOS makes its own."""
+    """DBOS's system database engine for a PostgreSQL run, made as DBOS makes its own; the
+    one ``connect_ahead`` made in this process's leader if it is for ``database_url`` and its
+    sockets are where they were."""
+    ahead = _take_ahead(database_url)
+    return ahead if ahead is not None else _new_postgres_engine(database_url)
+
+
+def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD) -> set[int]:
+    """In a forked PostgreSQL attempt's group leader, before the sandbox's network: the run's
+    engine, with ``sessions`` sessions open in its pool, each socket at a number above
+    ``above``. Returns those numbers, to be kept open on the way to the child program (nothing
+    if the server cannot be reached now: the child's DBOS then says why, in its own words)."""
+    _ahead.clear()
+    null = os.open(os.devnull, os.O_RDONLY)
+    fillers = [null]
+    try:  # every free number up to ``above`` taken, so that no socket lands there
+        while fillers[-1] <= above:
+            fillers.append(os.dup(null))
+        os.close(fillers.pop())
+        engine = _new_postgres_engine(database_url)
+        sockets: list[tuple[int, int, int]] = []
+        try:
+            opened = [engine.connect() for _ in range(sessions)]
+            for connection in opened:
+                fd = connection.connection.dbapi_connection.fileno()
+                st = os.fstat(fd)
+                sockets.append((fd, st.st_dev, st.st_ino))
+            for connection in opened:
+                connection.close()  # back into the pool, the session still open
+        except Exception:  # no message kept: it could hold the URL's password
+            engine.dispose()
+            return set()
+    finally:
+        for fd in fillers:
+            os.close(fd)
+    if any(fd <= above for fd, _, _ in sockets):  # (cannot be: the numbers were taken)
+        _parked.append(engine)
+        return set()
+    _ahead.update(url=database_url, engine=engine, sockets=sockets)
+    return {fd for fd, _, _ in sockets}
+
+
+def sessions_ahead() -> int:
+    """How many sessions ``connect_ahead`` opened in this process's leader that are still
+    where it left them (for the attempt's confinement record)."""
+    return len(_ahead["sockets"]) if _ahead and _sockets_in_place(_ahead["sockets"]) else 0
+
+
+def _take_ahead(database_url: str) -> Any | None:
+    if not _ahead:
+        return None
+    url, engine, sockets = _ahead["url"], _ahead["engine"], _ahead["sockets"]
+    _ahead.clear()
+    if url != database_url or not _sockets_in_place(sockets):
+        _parked.append(engine)
+        return None
+    return engine
+
+
+def _sockets_in_place(sockets: list[tuple[int, int, int]]) -> bool:
+    for fd, dev, ino in sockets:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) != (dev, ino):
+            return False
+    return True
+
+
+def _new_postgres_engine(database_url: str) -> Any:
     import sqlalchemy as sa
 
     url = sa.make_url(database_url).set(drivername="postgresql+psycopg")
     options = f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_TIMEOUT_MS}"
     connect_args = {**ENGINE_CONNECT_ARGS, "options": options}
-    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=connect_args)
+    # last in, first out: each step takes the session the previous one gave back, one opened
+    # ahead; first in, first out (SQLAlchemy's default) went round every session, those DBOS
+    # opened later through pasta too (a 1,000-step loop: 301 steps/s against 238)
+    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=connect_args, pool_use_lifo=True)
 
 
 def _connect() -> sqlite3.Connection:

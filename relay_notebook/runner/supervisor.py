@@ -166,6 +166,10 @@ def _fork(
             "abi": int(parent.info["landlock"]),
             "plan": plan,
         }
+        # its leader opens the run's PostgreSQL sessions before the sandbox's network (see
+        # runner.dbos_engines); the request is never written anywhere
+        if start.private.get("database_url"):
+            request["database_url"] = start.private["database_url"]
     stdin_r, stdin_w = os.pipe()
     logs = start.logs
     try:

@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from relay_notebook.runner.dbos_engines import rehearse
+from relay_notebook.runner.dbos_engines import connect_ahead, rehearse
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
 from relay_notebook.runner.sandbox import FAILED, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
@@ -291,23 +291,31 @@ def _attempt(
         os.close(fds[0])  # the status socket is the warm parent's business
         fds = fds[1:]
         confine = request.get("confine")
+        database_url = request.pop("database_url", None)
         if confine is None:
             _run(request, fds)
+        sockets: set[int] = set()
+        # its sessions skip pasta (see runner.dbos_engines); only where the sandbox's network
+        # reaches the server anyway (an isolated one does not: nothing is opened for it)
+        if database_url is not None and confine["plan"]["network"]["mode"] == "outside":
+            moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
+            sockets = connect_ahead(database_url, above=max(moved))
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
         status_w, net_ready = enter_sandbox(confine["plan"], spare)
         os.close(status_w)  # in the relay's process from here on
-        _run(request, fds, net_ready)
+        _run(request, fds, net_ready, sockets)
     except BaseException:
         traceback.print_exc()
         os._exit(_FAILED)
 
 
-def _arrange(fds: list[int], targets: list[int]) -> None:
-    """Put each received descriptor at its target number and close every other one."""
+def _arrange(fds: list[int], targets: list[int], sockets: Iterable[int] = ()) -> None:
+    """Put each received descriptor at its target number and close every other one but
+    ``sockets`` (each above every target: see ``connect_ahead``)."""
     base = max([*fds, *targets, 2]) + 1
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, base) for fd in fds]
-    _close_from(0, keep=set(high))
+    _close_from(0, keep={*high, *sockets})
     for fd, target in zip(high, targets, strict=True):
         os.dup2(fd, target, inheritable=target <= 2)
         os.close(fd)
@@ -325,15 +333,21 @@ def _std_streams() -> None:
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, out, err  # type: ignore[misc]
 
 
-def _run(request: dict[str, Any], fds: list[int], net_ready: int | None = None) -> NoReturn:
+def _run(
+    request: dict[str, Any],
+    fds: list[int],
+    net_ready: int | None = None,
+    sockets: Iterable[int] = (),
+) -> NoReturn:
     """The relay's process: descriptors, environment and signals as a spawned child's, then
     confinement, then the child program. ``net_ready``: the sandbox's network word (see
-    ``runner.sandbox``), kept for the child at a number of its own."""
+    ``runner.sandbox``), kept for the child at a number of its own; ``sockets``: the sessions
+    ``connect_ahead`` opened, kept where they are."""
     try:
         targets = [0, 1, 2, *request["targets"]]
         if net_ready is not None:  # at the number the spec names (see launch_attempt)
             fds, targets = [*fds, net_ready], [*targets, int(request["confine"]["plan"]["net_fd"])]
-        _arrange(fds, targets)
+        _arrange(fds, targets, sockets)
         _std_streams()
         os.chdir(request["cwd"])
         env: dict[str, str] = request["env"]

@@ -23,6 +23,7 @@ from relay_notebook.history import read_run_log
 from relay_notebook.record.folders import find_run
 from relay_notebook.record.ledger import read_events
 from relay_notebook.runner.backend import Backend, prepare_database, resolve_backend
+from relay_notebook.runner.dbos_engines import SESSIONS_AHEAD
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
@@ -202,6 +203,8 @@ def test_a_worker_forks_its_attempts_from_its_warm_parent(
         (attempt,) = find_run(ws, q.run_id).read_meta()["attempts"]
         assert attempt["executor_id"] == "warm" and attempt["confined"]
         assert attempt["confinement"]["mechanism"] == "landlock"
+        # its PostgreSQL sessions opened before the sandbox's network (runner.dbos_engines)
+        assert attempt["confinement"]["database_sessions_ahead"] == SESSIONS_AHEAD
 
 
 def test_the_attempt_budget_ends_a_run_that_always_crashes(pool: Any) -> None:

@@ -1,0 +1,177 @@
+"""A forked PostgreSQL attempt's sessions, opened by its leader before the sandbox's network
+(``runner.dbos_engines.connect_ahead``): where their sockets sit, what happens when one is not
+where it was left, and what a run's record says.
+
+Each libpq connection keeps its socket's number. The tests below move and reuse numbers on
+purpose and check that no byte lands in the file that took one."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from relay_notebook.runner import dbos_engines, start_run
+from relay_notebook.runner.backend import resolve_backend
+from relay_notebook.testing import PostgresServer
+from relay_notebook.workspace import Workspace
+
+#: above every number these tests hold open (pytest's own files included)
+ABOVE = 60
+
+LOOP = """\
+from dbos import DBOS
+
+
+@DBOS.step()
+async def tick(i: int) -> int:
+    return i + 1
+
+
+@DBOS.workflow()
+async def run(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total = await tick(total)
+    return total
+"""
+
+
+@pytest.fixture
+def url(database_url: str) -> str:
+    """The run's database, created as the supervisor creates it before an attempt."""
+    with psycopg.connect(_server(database_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{_database(database_url)}"')
+    return database_url
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_ahead() -> Iterator[None]:
+    yield
+    dbos_engines._ahead.clear()
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def _database(url: str) -> str:
+    return _plain(url).rsplit("/", 1)[1]
+
+
+def _server(url: str) -> str:
+    return _plain(url).rsplit("/", 1)[0] + "/postgres"
+
+
+def _sessions(url: str) -> int:
+    with psycopg.connect(_plain(url)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dbos_transact'"
+            " AND datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_sessions_sit_above_every_moved_number_and_are_the_ones_dbos_gets(url: str) -> None:
+    sockets = dbos_engines.connect_ahead(url, above=ABOVE)
+    assert len(sockets) == dbos_engines.SESSIONS_AHEAD
+    assert min(sockets) > ABOVE, sockets
+    assert dbos_engines.sessions_ahead() == dbos_engines.SESSIONS_AHEAD
+    assert _sessions(url) == dbos_engines.SESSIONS_AHEAD
+    engine = dbos_engines.postgres_engine(url)
+    try:
+        assert engine.pool.checkedin() == dbos_engines.SESSIONS_AHEAD  # its own, open
+        with engine.connect() as conn:
+            fd = conn.connection.dbapi_connection.fileno()
+            assert fd in sockets
+            assert conn.exec_driver_sql("SELECT 41 + 1").scalar() == 42
+        # last in, first out: the session just given back is taken again, not another
+        with engine.connect() as conn:
+            assert conn.connection.dbapi_connection.fileno() == fd
+        assert _sessions(url) == dbos_engines.SESSIONS_AHEAD  # none opened besides
+    finally:
+        engine.dispose()
+    assert dbos_engines.sessions_ahead() == 0  # taken once
+
+
+def test_a_socket_whose_number_was_reused_is_never_written_to(url: str, tmp_path: Path) -> None:
+    """As if the descriptors' arranging had closed one socket and a file took its number: the
+    engine is parked, nothing is written into the file, and DBOS gets a new engine."""
+    sockets = sorted(dbos_engines.connect_ahead(url, above=ABOVE))
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_bytes(b"")
+    file_fd = os.open(ledger, os.O_RDWR)
+    try:
+        os.dup2(file_fd, sockets[2])  # the socket closed, its number now the file's
+        assert dbos_engines.sessions_ahead() == 0
+        engine = dbos_engines.postgres_engine(url)
+        try:
+            assert engine.pool.checkedin() == 0  # a new engine, nothing of the parked one
+            with engine.connect() as conn:
+                assert conn.connection.dbapi_connection.fileno() not in sockets
+                assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+        finally:
+            engine.dispose()
+        gc.collect()  # the parked engine is kept: collected, it would close its sessions
+        assert ledger.read_bytes() == b""
+        assert os.fstat(sockets[2]).st_ino == os.fstat(file_fd).st_ino
+    finally:
+        os.close(file_fd)
+        os.close(sockets[2])
+        parked = dbos_engines._parked.pop()
+        for fd in (s for s in sockets if s != sockets[2]):
+            os.close(fd)  # what the attempt's exit would do (no Terminate message written)
+        del parked
+
+
+def test_an_engine_for_another_database_is_not_given(url: str, postgres: PostgresServer) -> None:
+    sockets = dbos_engines.connect_ahead(url, above=ABOVE)
+    other = postgres.database_url()
+    engine = dbos_engines.postgres_engine(other)
+    try:
+        assert engine.pool.checkedin() == 0 and engine.url.database != _database(url)
+    finally:
+        engine.dispose()
+        parked = dbos_engines._parked.pop()
+        for fd in sockets:
+            os.close(fd)
+        del parked
+
+
+def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor(tmp_path: Path) -> None:
+    before = set(os.listdir("/proc/self/fd"))
+    dead = "postgresql://relay:s3cret-pw@127.0.0.1:9/runs"  # port 9: nothing listens
+    assert dbos_engines.connect_ahead(dead, above=ABOVE) == set()
+    assert set(os.listdir("/proc/self/fd")) == before
+    assert dbos_engines.sessions_ahead() == 0
+    engine = dbos_engines.postgres_engine(dead)  # made anew; DBOS says why it cannot connect
+    assert engine.pool.checkedin() == 0
+    engine.dispose()
+
+
+def test_a_confined_run_on_postgres_records_its_sessions_opened_ahead(
+    confined: tuple[str, Workspace], database_url: str
+) -> None:
+    """Forked from the warm parent, the attempt's leader opened the sessions outside the
+    sandbox's network and the relay's process used them; a spawned attempt opens none."""
+    mechanism, ws = confined
+    draft = ws.save_draft("loop", LOOP)
+    handle = start_run(ws, draft, run_input=50, backend=resolve_backend(database_url))
+    outcome = handle.wait(timeout=120)
+    assert outcome.status == "succeeded" and outcome.result == 50, outcome
+    (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
+    report: dict[str, Any] = attempt["confinement"]
+    assert attempt["confined"] is True and report["mechanism"] == mechanism
+    if mechanism == "landlock":
+        assert attempt["start"]["how"] == "forked"
+        assert report["database_sessions_ahead"] == dbos_engines.SESSIONS_AHEAD
+        assert report["network_namespace"] is True  # the sandbox's own network all the same
+    else:
+        assert "database_sessions_ahead" not in report
