@@ -18,8 +18,10 @@ fsync on by default, as a production server runs). Two groups of rows:
    workflow on a fresh PostgreSQL database (pinned version, ``log_level`` WARNING,
    ``SetWorkflowID``, ``os._exit``). Both rates come from the ``tick`` checkpoints' own
    ``completed_at_epoch_ms`` (first to last), so process start-up counts for neither. The
-   kit's loop runs once more with the sandbox off, printed beside as an info line: a confined
-   attempt's every statement goes through pasta to the server, which is most of the gap.
+   kit's loop runs once more with the sandbox off, printed beside as an info line. Each kit
+   loop's attempt is forked from this process's warm parent, as a worker's are (its first
+   attempt would otherwise be spawned, and a spawned attempt's sessions all go through pasta,
+   the sandbox's network); a loop that was not is an error.
 
 The warm pool (#17): the kit's rows fork every attempt from the worker's warm parent (the
 burst starts once each worker said so); one more row runs the same burst on one worker with
@@ -64,6 +66,7 @@ from relay_notebook import commands  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
 from relay_notebook.runner import RunOutcome, find_run, start_run  # noqa: E402
 from relay_notebook.runner.backend import Backend, connect, resolve_backend  # noqa: E402
+from relay_notebook.runner.warm import restart_warm_parent  # noqa: E402
 from relay_notebook.runner.worker import WorkerSettings  # noqa: E402
 from relay_notebook.testing import PostgresServer, postgres_server  # noqa: E402
 from relay_notebook.workspace import Workspace  # noqa: E402
@@ -489,8 +492,13 @@ class Bench:
         ws = Workspace(folder / "home", confine=confine)
         draft = ws.save_draft("loop", RELAYS["loop"])
         backend = resolve_backend(url)
+        if not restart_warm_parent().wait_ready(120):
+            raise RuntimeError("this process's warm parent did not start")
         handle = start_run(ws, draft, run_input={"steps": self.steps}, backend=backend)
         _expect(handle.wait(), {"total": sum(range(self.steps))}, "kit loop")
+        (attempt,) = handle.folder.read_meta()["attempts"]
+        if attempt["start"]["how"] != "forked":
+            raise RuntimeError(f"the kit loop's attempt was not forked: {attempt['start']}")
         rate = _steps_per_second(url, self.steps, handle.run_id)
         self.rates["kit" if confine else "unconfined"].append(rate)
 
@@ -697,8 +705,8 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
     print(
         f"info: row 2 without the sandbox (confine off): {med(unconfined):.0f} steps/s, "
         f"{med(unconfined) / med(steps['bare DBOS loop']):.2f}x bare DBOS; a confined "
-        "attempt reaches the server through pasta, the sandbox's network, on every "
-        "statement (about 13 round trips a step, BEGIN and COMMIT included)"
+        "attempt's leader opens its DBOS sessions before the sandbox's network, and only "
+        "sessions DBOS opens later reach the server through pasta (runner.dbos_engines)"
     )
     print(
         f"info: bare DBOS runs its workflows in-process, without isolation: "
