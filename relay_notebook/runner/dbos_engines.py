@@ -5,8 +5,7 @@ Design note: two reasons to make DBOS's engine rather than let ``DBOS.launch`` m
 - **PostgreSQL** (``postgres_engine``): made as DBOS makes its own (its pool settings and
   session options, checked by the canary test), but given to DBOS, which then opens no session
   to the server's ``postgres`` database to check that the run's database exists (about 10 ms of
-  server CPU per attempt); the supervisor has created it (``runner.backend``). One setting is
-  ours: its pool hands out the session given back last (see below).
+  server CPU per attempt); the supervisor has created it (``runner.backend``).
 - **SQLite, forked from a warm parent** (``rehearse``, ``sqlite_engine_for``): SQLAlchemy
   compiles each statement once per engine and keeps the compiled form in the engine; DBOS made
   a new engine in every attempt, which compiled the same few dozen statements again (launching
@@ -27,11 +26,13 @@ namespace of its own, which reaches the host's loopback through pasta, a userspa
 step on PostgreSQL makes about 13 round trips to the server (DBOS's statements, their BEGIN and
 COMMIT, the pool's pre-ping): through pasta, about 1 ms a step, a quarter of the step rate. A
 connected socket keeps the namespace it was made in, so a forked PostgreSQL attempt's group
-leader opens the engine's sessions before it enters the sandbox, and the relay's process (its
-fork) gives DBOS that engine. It grants the relay nothing new: the same server, the same role,
-whose URL the relay's process holds anyway; sessions DBOS opens later go through pasta. Only
-a sandbox whose network reaches out at all gets them (an isolated one reaches no server), and
-only a forked attempt: a spawned one's leader is ``runner.sandbox_exec``, which imports no
+leader opens the sessions DBOS's pool will need before it enters the sandbox, and the relay's
+process (its fork) gives DBOS an engine whose pool takes those before it connects any (the
+dialect's ``do_connect`` event, SQLAlchemy's hook for it). It grants the relay nothing new:
+the same server, the same role, whose URL the relay's process holds anyway; sessions DBOS
+needs beyond those go through pasta, as do DBOS's notification listener's and the kit's own.
+Only a sandbox whose network reaches out at all gets them (an isolated one reaches no server),
+and only a forked attempt: a spawned one's leader is ``runner.sandbox_exec``, which imports no
 database driver (its start is kept short).
 
 The hazard is the descriptors: libpq keeps each socket's number, and between the leader and
@@ -39,9 +40,9 @@ the child program the descriptors are closed and moved to their target numbers
 (``warm_parent._arrange``). A socket closed there and its number reused would have libpq write
 into another file (the ledger, say). So the sockets are opened above every number that is
 moved to (``above``: the lower ones are filled first), ``_arrange`` keeps them, and the child
-checks each is the socket it was (device and inode) before it uses the engine; if one is not,
-the engine is parked, never used nor collected (collecting it would close its connections,
-writing to those numbers), and DBOS gets a new one.
+checks each is the socket it was (device and inode) before the pool may take it; if one is
+not, the sessions are parked, never used nor collected (collecting a connection closes it,
+writing to its number), and DBOS's pool connects its own.
 """
 
 from __future__ import annotations
@@ -84,55 +85,59 @@ _THREADS_END_S = 5.0
 _target: dict[str, str] = {}
 _rehearsed: Any = None
 
-#: how many sessions ``connect_ahead`` opens: as many as DBOS has open at once while it
-#: launches and runs a workflow (its pool, not its notification listener's own session)
-SESSIONS_AHEAD = 5
-#: the engine ``connect_ahead`` made: its URL, the engine, each socket's (fd, device, inode)
+#: how many sessions ``connect_ahead`` opens: as many as DBOS's pool opens while it launches
+#: and runs a workflow (five at once, and one more for the session its streams listener takes
+#: out of the pool for good)
+SESSIONS_AHEAD = 6
+#: what ``connect_ahead`` made: the URL, the engine, its sessions (DBAPI connections) not yet
+#: handed to the pool, each socket's (fd, device, inode)
 _ahead: dict[str, Any] = {}
-#: engines connected ahead whose sockets were not found as they were left (see the note)
+#: what was connected ahead but not found as it was left (see the note): never used, never
+#: collected
 _parked: list[Any] = []
 
 
 def postgres_engine(database_url: str) -> Any:
     """DBOS's system database engine for a PostgreSQL run, made as DBOS makes its own; the
     one ``connect_ahead`` made in this process's leader if it is for ``database_url`` and its
-    sockets are where they were."""
+    sockets are where they were (its pool's first sessions are then those)."""
     ahead = _take_ahead(database_url)
     return ahead if ahead is not None else _new_postgres_engine(database_url)
 
 
 def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD) -> set[int]:
     """In a forked PostgreSQL attempt's group leader, before the sandbox's network: the run's
-    engine, with ``sessions`` sessions open in its pool, each socket at a number above
-    ``above``. Returns those numbers, to be kept open on the way to the child program (nothing
-    if the server cannot be reached now: the child's DBOS then says why, in its own words)."""
+    engine, and ``sessions`` sessions its pool takes before it connects any, each socket at a
+    number above ``above``. Returns those numbers, to be kept open on the way to the child
+    program (none if the server cannot be reached now: the child's DBOS then says why)."""
     _ahead.clear()
     null = os.open(os.devnull, os.O_RDONLY)
     fillers = [null]
+    opened: list[Any] = []
     try:  # every free number up to ``above`` taken, so that no socket lands there
         while fillers[-1] <= above:
             fillers.append(os.dup(null))
         os.close(fillers.pop())
         engine = _new_postgres_engine(database_url)
-        sockets: list[tuple[int, int, int]] = []
+        # what the engine's pool would connect with: the dialect's arguments for the URL, and
+        # the engine's own (``sqlalchemy.create_engine`` joins them so)
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        cparams = {**cparams, **_connect_args()}
         try:
-            opened = [engine.connect() for _ in range(sessions)]
-            for connection in opened:
-                fd = connection.connection.dbapi_connection.fileno()
-                st = os.fstat(fd)
-                sockets.append((fd, st.st_dev, st.st_ino))
-            for connection in opened:
-                connection.close()  # back into the pool, the session still open
+            for _ in range(sessions):
+                opened.append(engine.dialect.connect(*cargs, **cparams))
         except Exception:  # no message kept: it could hold the URL's password
-            engine.dispose()
+            for connection in opened:
+                connection.close()
             return set()
     finally:
         for fd in fillers:
             os.close(fd)
+    sockets = [(c.fileno(), *_identity(c.fileno())) for c in opened]
     if any(fd <= above for fd, _, _ in sockets):  # (cannot be: the numbers were taken)
-        _parked.append(engine)
+        _parked.append(opened)
         return set()
-    _ahead.update(url=database_url, engine=engine, sockets=sockets)
+    _ahead.update(url=database_url, engine=engine, connections=opened, sockets=sockets)
     return {fd for fd, _, _ in sockets}
 
 
@@ -145,12 +150,25 @@ def sessions_ahead() -> int:
 def _take_ahead(database_url: str) -> Any | None:
     if not _ahead:
         return None
-    url, engine, sockets = _ahead["url"], _ahead["engine"], _ahead["sockets"]
+    url, engine, opened = _ahead["url"], _ahead["engine"], _ahead["connections"]
+    sockets = _ahead["sockets"]
     _ahead.clear()
     if url != database_url or not _sockets_in_place(sockets):
-        _parked.append(engine)
+        _parked.append(opened)
         return None
+    import sqlalchemy as sa
+
+    def hand_out(*_: Any) -> Any:
+        # a new session for the pool: one opened ahead while any is left (``None``: connect)
+        return opened.pop() if opened else None
+
+    sa.event.listen(engine, "do_connect", hand_out)
     return engine
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def _sockets_in_place(sockets: list[tuple[int, int, int]]) -> bool:
@@ -168,12 +186,12 @@ def _new_postgres_engine(database_url: str) -> Any:
     import sqlalchemy as sa
 
     url = sa.make_url(database_url).set(drivername="postgresql+psycopg")
+    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=_connect_args())
+
+
+def _connect_args() -> dict[str, Any]:
     options = f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_TIMEOUT_MS}"
-    connect_args = {**ENGINE_CONNECT_ARGS, "options": options}
-    # last in, first out: each step takes the session the previous one gave back, one opened
-    # ahead; first in, first out (SQLAlchemy's default) went round every session, those DBOS
-    # opened later through pasta too (a 1,000-step loop: 301 steps/s against 238)
-    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=connect_args, pool_use_lifo=True)
+    return {**ENGINE_CONNECT_ARGS, "options": options}
 
 
 def _connect() -> sqlite3.Connection:

@@ -79,73 +79,74 @@ def _sessions(url: str) -> int:
     return int(row[0])
 
 
-def test_the_sessions_sit_above_every_moved_number_and_are_the_ones_dbos_gets(url: str) -> None:
+def test_the_sessions_sit_above_every_moved_number_and_are_the_pools_first(url: str) -> None:
     sockets = dbos_engines.connect_ahead(url, above=ABOVE)
     assert len(sockets) == dbos_engines.SESSIONS_AHEAD
     assert min(sockets) > ABOVE, sockets
     assert dbos_engines.sessions_ahead() == dbos_engines.SESSIONS_AHEAD
     assert _sessions(url) == dbos_engines.SESSIONS_AHEAD
     engine = dbos_engines.postgres_engine(url)
-    try:
-        assert engine.pool.checkedin() == dbos_engines.SESSIONS_AHEAD  # its own, open
-        with engine.connect() as conn:
-            fd = conn.connection.dbapi_connection.fileno()
-            assert fd in sockets
-            assert conn.exec_driver_sql("SELECT 41 + 1").scalar() == 42
-        # last in, first out: the session just given back is taken again, not another
-        with engine.connect() as conn:
-            assert conn.connection.dbapi_connection.fileno() == fd
-        assert _sessions(url) == dbos_engines.SESSIONS_AHEAD  # none opened besides
-    finally:
-        engine.dispose()
     assert dbos_engines.sessions_ahead() == 0  # taken once
+    held = []
+    try:
+        for _ in range(dbos_engines.SESSIONS_AHEAD):  # the pool's first sessions: those
+            held.append(engine.connect())
+            assert held[-1].exec_driver_sql("SELECT 41 + 1").scalar() == 42
+        assert {c.connection.dbapi_connection.fileno() for c in held} == sockets
+        assert _sessions(url) == dbos_engines.SESSIONS_AHEAD  # none opened besides
+        held.append(engine.connect())  # one more: the pool connects it itself
+        assert held[-1].connection.dbapi_connection.fileno() not in sockets
+        assert held[-1].exec_driver_sql("SELECT 1").scalar() == 1
+        assert _sessions(url) == dbos_engines.SESSIONS_AHEAD + 1
+    finally:
+        for connection in held:
+            connection.close()
+        engine.dispose()
 
 
 def test_a_socket_whose_number_was_reused_is_never_written_to(url: str, tmp_path: Path) -> None:
     """As if the descriptors' arranging had closed one socket and a file took its number: the
-    engine is parked, nothing is written into the file, and DBOS gets a new engine."""
+    sessions are parked, nothing is written into the file, and DBOS's pool connects its own."""
     sockets = sorted(dbos_engines.connect_ahead(url, above=ABOVE))
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_bytes(b"")
     file_fd = os.open(ledger, os.O_RDWR)
+    moved = sockets[2]
     try:
-        os.dup2(file_fd, sockets[2])  # the socket closed, its number now the file's
+        os.dup2(file_fd, moved)  # the socket closed, its number now the file's
         assert dbos_engines.sessions_ahead() == 0
         engine = dbos_engines.postgres_engine(url)
         try:
-            assert engine.pool.checkedin() == 0  # a new engine, nothing of the parked one
             with engine.connect() as conn:
                 assert conn.connection.dbapi_connection.fileno() not in sockets
                 assert conn.exec_driver_sql("SELECT 1").scalar() == 1
         finally:
             engine.dispose()
-        gc.collect()  # the parked engine is kept: collected, it would close its sessions
+        gc.collect()  # the parked sessions are kept: collected, each would close its socket
         assert ledger.read_bytes() == b""
-        assert os.fstat(sockets[2]).st_ino == os.fstat(file_fd).st_ino
+        assert _identity(moved) == _identity(file_fd)
     finally:
         os.close(file_fd)
-        os.close(sockets[2])
-        parked = dbos_engines._parked.pop()
-        for fd in (s for s in sockets if s != sockets[2]):
-            os.close(fd)  # what the attempt's exit would do (no Terminate message written)
-        del parked
+        os.close(moved)  # freed before the parked sessions are closed (libpq: EBADF)
+        for connection in dbos_engines._parked.pop():
+            connection.close()
+    assert ledger.read_bytes() == b""
 
 
-def test_an_engine_for_another_database_is_not_given(url: str, postgres: PostgresServer) -> None:
-    sockets = dbos_engines.connect_ahead(url, above=ABOVE)
+def test_sessions_for_another_database_are_not_given(url: str, postgres: PostgresServer) -> None:
+    dbos_engines.connect_ahead(url, above=ABOVE)
     other = postgres.database_url()
     engine = dbos_engines.postgres_engine(other)
     try:
-        assert engine.pool.checkedin() == 0 and engine.url.database != _database(url)
+        assert engine.url.database == _database(other) != _database(url)
     finally:
         engine.dispose()
-        parked = dbos_engines._parked.pop()
-        for fd in sockets:
-            os.close(fd)
-        del parked
+        for connection in dbos_engines._parked.pop():
+            connection.close()
+    assert _sessions(url) == 0
 
 
-def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor(tmp_path: Path) -> None:
+def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor() -> None:
     before = set(os.listdir("/proc/self/fd"))
     dead = "postgresql://relay:s3cret-pw@127.0.0.1:9/runs"  # port 9: nothing listens
     assert dbos_engines.connect_ahead(dead, above=ABOVE) == set()
@@ -154,6 +155,11 @@ def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor(tmp_path: 
     engine = dbos_engines.postgres_engine(dead)  # made anew; DBOS says why it cannot connect
     assert engine.pool.checkedin() == 0
     engine.dispose()
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def test_a_confined_run_on_postgres_records_its_sessions_opened_ahead(
