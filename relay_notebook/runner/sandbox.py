@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # (not ``typing``: a spawned attempt imports this module firs
 
 __all__ = [
     "FAILED",
+    "PASTA_MODES",
     "SANDBOX_UID",
     "close_from",
     "die_with_parent",
@@ -79,6 +80,11 @@ __all__ = [
 ]
 
 FAILED = 70  # a process of the sandbox could not set itself up (its stderr says why)
+#: the network modes of a plan that pasta serves (``runner.sandbox_plan``): ``outside`` (the
+#: outside, and the allowed endpoints of this machine's loopback) and ``database`` (only the
+#: run's PostgreSQL server on this machine's loopback, for a relay that declares ``network:
+#: none``); ``none`` and ``isolated`` (no pasta here) reach only the sandbox's own loopback
+PASTA_MODES = ("outside", "database")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
@@ -161,7 +167,7 @@ def enter_sandbox(plan: dict[str, Any], spare: Spare | None = None) -> tuple[int
         net_ready_r, ready_w = os.pipe()  # the child waits for the word all the same: "ok"
         os.write(ready_w, b"ok")
         os.close(ready_w)
-    elif network["mode"] == "outside":  # the helper stays outside every namespace (step 0)
+    elif network["mode"] in PASTA_MODES:  # the helper stays outside every namespace (step 0)
         go_r, go_w = os.pipe()
         net_ready_r, ready_w = os.pipe()
         if os.fork() == 0:

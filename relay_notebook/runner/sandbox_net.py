@@ -39,14 +39,21 @@ __all__ = ["Spare", "make_spare", "network_helper", "pasta_command", "wait_for_n
 _PASTA_WAIT_S = 20
 
 
-def pasta_command(leader: int, allow: Sequence[str], uid: int, pidfile: str) -> list[str]:
+def pasta_command(
+    leader: int, allow: Sequence[str], uid: int, pidfile: str, *, outside: bool = True
+) -> list[str]:
     """pasta attached to ``leader``'s namespaces: the outside reachable, the host's loopback not,
     but for the allowed ``HOST:PORT`` endpoints (their ports forwarded from the namespace's).
-    The namespace's address and gateway are link-local, so they name nothing outside."""
+    The namespace's address and gateway are link-local, so they name nothing outside. Without
+    ``outside``, only those ports: the namespace's interface is left unconfigured (down, no
+    address, no route), and the relay, without capabilities, cannot configure it."""
     ports = sorted({item.rpartition(":")[2] for item in allow})
-    return [
-        "pasta", "--quiet", "--foreground", "--pid", pidfile, "--config-net", "--no-map-gw",
+    way_out = [
+        "--config-net", "--no-map-gw",
         "--ipv4-only", "-a", "169.254.7.2", "-n", "16", "-g", "169.254.7.1",
+    ] if outside else ["--ipv4-only"]  # fmt: skip
+    return [
+        "pasta", "--quiet", "--foreground", "--pid", pidfile, *way_out,
         "--tcp-ports", "none", "--udp-ports", "none", "--udp-ns", "none",
         "--tcp-ns", ",".join(ports) if ports else "none",
         "--runas", f"{uid}:{uid}",
@@ -69,7 +76,10 @@ def network_helper(
         try:
             os.chown(folder, uid, uid)
             pasta = subprocess.Popen(
-                pasta_command(int(said), network.get("allow", []), uid, pidfile),
+                pasta_command(
+                    int(said), network.get("allow", []), uid, pidfile,
+                    outside=network["mode"] == "outside",
+                ),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 close_fds=True, preexec_fn=die_with_parent,
             )  # fmt: skip

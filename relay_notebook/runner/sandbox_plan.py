@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from agentworks.mcp_servers import MCP_SERVERS_FILE, load_mcp_servers
 from relay_notebook.errors import RelayError
 from relay_notebook.runner.dbos_template import template_path
-from relay_notebook.runner.sandbox import sandbox_uid
+from relay_notebook.runner.sandbox import PASTA_MODES, sandbox_uid
 from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.manifest import MANIFEST_FILE, load_manifest, network_endpoints
 
@@ -208,7 +208,12 @@ def attempt_plan(
         endpoint = loopback_endpoint(url)
         if endpoint is not None and mode == "outside":
             allow.append(endpoint)
-    if mode == "outside" and not pasta_available():
+    database = loopback_endpoint(request.backend.url)
+    if mode == "none" and database is not None:
+        # the kit's own need, not the relay's reach: DBOS in the relay's process keeps the
+        # run's state there, so ``network: none`` is the run's database and nothing else
+        mode, allow = "database", [database]
+    if mode in PASTA_MODES and not pasta_available():
         mode = "isolated"  # no way out: nothing reachable but the sandbox's own loopback
     hand_over(rules, sandbox_uid())
     return make_plan(

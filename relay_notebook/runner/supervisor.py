@@ -51,6 +51,7 @@ from relay_notebook.runner.handle import AttemptEnds, AttemptProcess, EventCallb
 from relay_notebook.runner.locks import take_run_lock
 from relay_notebook.runner.log_scrubber import AttemptLogs
 from relay_notebook.runner.outcome import RunOutcome
+from relay_notebook.runner.sandbox import PASTA_MODES
 from relay_notebook.runner.sandbox_plan import attempt_plan, hand_over, sandbox_probe
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.runner.warm import (
@@ -135,7 +136,7 @@ def _spawned(
 
 def _net_ready_fd(plan: dict[str, Any] | None) -> int | None:
     """The descriptor a sandboxed child waits on for its way out (none without pasta)."""
-    if plan is None or plan["network"]["mode"] != "outside":
+    if plan is None or plan["network"]["mode"] not in PASTA_MODES:
         return None
     return int(plan["net_fd"])
 

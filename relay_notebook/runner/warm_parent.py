@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 
 from relay_notebook.runner.dbos_engines import connect_ahead, rehearse
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
-from relay_notebook.runner.sandbox import FAILED, enter_sandbox
+from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import Spare, make_spare
 from relay_notebook.runner.warm_launch import FRAMEWORK_MODULES
@@ -297,7 +297,7 @@ def _attempt(
         sockets: set[int] = set()
         # its sessions skip pasta (see runner.dbos_engines); only where the sandbox's network
         # reaches the server anyway (an isolated one does not: nothing is opened for it)
-        if database_url is not None and confine["plan"]["network"]["mode"] == "outside":
+        if database_url is not None and confine["plan"]["network"]["mode"] in PASTA_MODES:
             moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
             sockets = connect_ahead(database_url, above=max(moved))
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -21,10 +21,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from relay_notebook.runner import RunOutcome, start_run
+from relay_notebook.runner.backend import resolve_backend
 from relay_notebook.runner.sandbox import SANDBOX_UID, sandbox_uid
 from relay_notebook.runner.sandbox_plan import pasta_available
 from relay_notebook.workspace import Manifest, Workspace
@@ -314,6 +316,38 @@ def test_the_outside_is_reached_by_default_and_not_with_network_none(
     cut_off = attack(workspace, probes, Manifest(network="none"))
     assert cut_off["outside"].startswith("refused: ENETUNREACH"), cut_off
     assert cut_off["loopback"].startswith("refused: ECONNREFUSED"), cut_off
+
+
+def test_network_none_on_postgresql_reaches_its_runs_database_and_nothing_else(
+    confined: tuple[str, Workspace],
+    outside_server: tuple[str, int],
+    loopback_server: int,
+    database_url: str,
+) -> None:
+    """DBOS runs in the relay's process, so a run on PostgreSQL needs its server: with `network:
+    none` the run's server on this machine's loopback is reached (the run succeeds), the
+    outside and every other loopback port are not."""
+    if not pasta_available():
+        pytest.skip("pasta (Debian's passt) is not installed: no way out of the sandbox")
+    mechanism, workspace = confined
+    host, port = outside_server
+    server = urlsplit(database_url)
+    probes = {
+        "outside": {"kind": "connect", "host": host, "port": port},
+        "loopback": {"kind": "connect", "host": "127.0.0.1", "port": loopback_server},
+        "database": {"kind": "connect", "host": "127.0.0.1", "port": server.port},
+    }
+    draft = workspace.save_draft("hostile", relay_source("hostile"), Manifest(network="none"))
+    handle = start_run(
+        workspace, draft, run_input={"probes": probes}, backend=resolve_backend(database_url)
+    )
+    out = handle.wait(120)
+    assert out.status == "succeeded", out.error
+    assert out.result["outside"].startswith("refused: ENETUNREACH"), out.result
+    assert out.result["loopback"].startswith("refused: ECONNREFUSED"), out.result
+    assert out.result["database"].startswith("done"), out.result
+    (attempt,) = handle.folder.read_meta()["attempts"]
+    assert attempt["confined"] and attempt["confinement"]["mechanism"] == mechanism
 
 
 def _free_port() -> int:
