@@ -299,7 +299,7 @@ def _attempt(
         # reaches the server anyway (an isolated one does not: nothing is opened for it)
         if database_url is not None and confine["plan"]["network"]["mode"] in PASTA_MODES:
             moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
-            sockets = connect_ahead(database_url, above=max(moved))
+            sockets = connect_ahead(database_url, above=max(moved), environ=request["env"])
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
         status_w, net_ready = enter_sandbox(confine["plan"], spare)

@@ -80,7 +80,7 @@ def _sessions(url: str) -> int:
 
 
 def test_the_sessions_sit_above_every_moved_number_and_are_the_pools_first(url: str) -> None:
-    sockets = dbos_engines.connect_ahead(url, above=ABOVE)
+    sockets = dbos_engines.connect_ahead(url, above=ABOVE, environ={})
     assert len(sockets) == dbos_engines.SESSIONS_AHEAD
     assert min(sockets) > ABOVE, sockets
     assert dbos_engines.sessions_ahead() == dbos_engines.SESSIONS_AHEAD
@@ -107,7 +107,7 @@ def test_the_sessions_sit_above_every_moved_number_and_are_the_pools_first(url: 
 def test_a_socket_whose_number_was_reused_is_never_written_to(url: str, tmp_path: Path) -> None:
     """As if the descriptors' arranging had closed one socket and a file took its number: the
     sessions are parked, nothing is written into the file, and DBOS's pool connects its own."""
-    sockets = sorted(dbos_engines.connect_ahead(url, above=ABOVE))
+    sockets = sorted(dbos_engines.connect_ahead(url, above=ABOVE, environ={}))
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_bytes(b"")
     file_fd = os.open(ledger, os.O_RDWR)
@@ -134,7 +134,7 @@ def test_a_socket_whose_number_was_reused_is_never_written_to(url: str, tmp_path
 
 
 def test_sessions_for_another_database_are_not_given(url: str, postgres: PostgresServer) -> None:
-    dbos_engines.connect_ahead(url, above=ABOVE)
+    dbos_engines.connect_ahead(url, above=ABOVE, environ={})
     other = postgres.database_url()
     engine = dbos_engines.postgres_engine(other)
     try:
@@ -149,11 +149,35 @@ def test_sessions_for_another_database_are_not_given(url: str, postgres: Postgre
 def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor() -> None:
     before = set(os.listdir("/proc/self/fd"))
     dead = "postgresql://relay:s3cret-pw@127.0.0.1:9/runs"  # port 9: nothing listens
-    assert dbos_engines.connect_ahead(dead, above=ABOVE) == set()
+    assert dbos_engines.connect_ahead(dead, above=ABOVE, environ={}) == set()
     assert set(os.listdir("/proc/self/fd")) == before
     assert dbos_engines.sessions_ahead() == 0
     engine = dbos_engines.postgres_engine(dead)  # made anew; DBOS says why it cannot connect
     assert engine.pool.checkedin() == 0
+    engine.dispose()
+
+
+def test_the_sessions_are_opened_with_the_childs_libpq_settings(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq reads ``PG*`` variables: the child's environment counts, not the warm parent's
+    (set when it started), and the leader's own is left as it was."""
+    monkeypatch.setenv("PGSSLMODE", "require")  # the parent's: this server has no TLS
+    sockets = dbos_engines.connect_ahead(url, above=ABOVE, environ={"PGSSLMODE": "disable"})
+    assert len(sockets) == dbos_engines.SESSIONS_AHEAD
+    assert os.environ["PGSSLMODE"] == "require"
+    _close_all(dbos_engines.postgres_engine(url))
+    monkeypatch.delenv("PGSSLMODE")
+    assert dbos_engines.connect_ahead(url, above=ABOVE, environ={"PGSSLMODE": "require"}) == set()
+    assert "PGSSLMODE" not in os.environ
+
+
+def _close_all(engine: Any) -> None:
+    """Every session opened ahead taken into the pool, then closed by it (a session closed
+    otherwise would have libpq write its goodbye to whatever took its number later)."""
+    held = [engine.connect() for _ in range(dbos_engines.SESSIONS_AHEAD)]
+    for connection in held:
+        connection.close()
     engine.dispose()
 
 
