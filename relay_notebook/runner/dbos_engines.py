@@ -31,7 +31,8 @@ process (its fork) gives DBOS an engine whose pool takes those before it connect
 dialect's ``do_connect`` event, SQLAlchemy's hook for it). It grants the relay nothing new:
 the same server, the same role, whose URL the relay's process holds anyway; sessions DBOS
 needs beyond those go through pasta, as do DBOS's notification listener's and the kit's own.
-Only a sandbox whose network reaches out at all gets them (an isolated one reaches no server),
+Only a sandbox whose network reaches the server anyway gets them (an isolated one, without
+pasta, reaches none),
 and only a forked attempt: a spawned one's leader is ``runner.sandbox_exec``, which imports no
 database driver (its start is kept short).
 
