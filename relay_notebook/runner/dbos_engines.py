@@ -32,9 +32,8 @@ dialect's ``do_connect`` event, SQLAlchemy's hook for it). It grants the relay n
 the same server, the same role, whose URL the relay's process holds anyway; sessions DBOS
 needs beyond those go through pasta, as do DBOS's notification listener's and the kit's own.
 Only a sandbox whose network reaches the server anyway gets them (an isolated one, without
-pasta, reaches none),
-and only a forked attempt: a spawned one's leader is ``runner.sandbox_exec``, which imports no
-database driver (its start is kept short).
+pasta, reaches none), and only a forked attempt: a spawned one's leader is
+``runner.sandbox_exec``, which imports no database driver (its start is kept short).
 
 The hazard is the descriptors: libpq keeps each socket's number, and between the leader and
 the child program the descriptors are closed and moved to their target numbers
