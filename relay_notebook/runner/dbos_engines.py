@@ -48,13 +48,11 @@ writing to its number), and DBOS's pool connects its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,38 +105,14 @@ def postgres_engine(database_url: str) -> Any:
     return ahead if ahead is not None else _new_postgres_engine(database_url)
 
 
-def connect_ahead(
-    database_url: str,
-    above: int,
-    environ: Mapping[str, str],
-    sessions: int = SESSIONS_AHEAD,
-) -> set[int]:
+def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD) -> set[int]:
     """In a forked PostgreSQL attempt's group leader, before the sandbox's network: the run's
     engine, and ``sessions`` sessions its pool takes before it connects any, each socket at a
     number above ``above``. Returns those numbers, to be kept open on the way to the child
     program (none if the server cannot be reached now: the child's DBOS then says why).
-    ``environ`` is the child's environment: libpq reads its ``PG*`` variables (a password, TLS
-    settings) as the child's own sessions would, not the warm parent's, set when it started."""
+    libpq reads ``PG*`` variables (a password, TLS settings) from this process's environment:
+    the leader has taken on the child's by then (see ``runner.warm_parent``)."""
     _ahead.clear()
-    with _libpq_environment(environ):
-        return _connect_ahead(database_url, above, sessions)
-
-
-@contextlib.contextmanager
-def _libpq_environment(environ: Mapping[str, str]) -> Iterator[None]:
-    kept = {k: v for k, v in os.environ.items() if k.startswith("PG")}
-    for key in kept:
-        del os.environ[key]
-    os.environ.update({k: v for k, v in environ.items() if k.startswith("PG")})
-    try:
-        yield
-    finally:
-        for key in [k for k in os.environ if k.startswith("PG")]:
-            del os.environ[key]
-        os.environ.update(kept)
-
-
-def _connect_ahead(database_url: str, above: int, sessions: int) -> set[int]:
     null = os.open(os.devnull, os.O_RDONLY)
     fillers = [null]
     opened: list[Any] = []

@@ -290,6 +290,11 @@ def _attempt(
         os.dup2(fds[3], 2)  # our own errors, if any, go to the attempt's stderr log
         os.close(fds[0])  # the status socket is the warm parent's business
         fds = fds[1:]
+        # the environment a spawned attempt's leader starts with: libpq's PG* variables for
+        # the sessions opened ahead, pasta's for the sandbox's network
+        env: dict[str, str] = request["env"]
+        os.environ.clear()
+        os.environ.update(env)
         confine = request.get("confine")
         database_url = request.pop("database_url", None)
         if confine is None:
@@ -299,7 +304,7 @@ def _attempt(
         # reaches the server anyway (an isolated one does not: nothing is opened for it)
         if database_url is not None and confine["plan"]["network"]["mode"] in PASTA_MODES:
             moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
-            sockets = connect_ahead(database_url, above=max(moved), environ=request["env"])
+            sockets = connect_ahead(database_url, above=max(moved))
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
         status_w, net_ready = enter_sandbox(confine["plan"], spare)
@@ -350,10 +355,7 @@ def _run(
         _arrange(fds, targets, sockets)
         _std_streams()
         os.chdir(request["cwd"])
-        env: dict[str, str] = request["env"]
-        os.environ.clear()
-        os.environ.update(env)
-        tempfile.tempdir = None  # TMPDIR is read again
+        tempfile.tempdir = None  # TMPDIR is read again (the leader took on its environment)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1):
             signal.signal(sig, signal.SIG_DFL)

@@ -19,6 +19,7 @@ import pytest
 
 from relay_notebook.runner import dbos_engines, start_run
 from relay_notebook.runner.backend import resolve_backend
+from relay_notebook.runner.warm import let_go_warm_parent, restart_warm_parent
 from relay_notebook.testing import PostgresServer
 from relay_notebook.workspace import Workspace
 
@@ -80,7 +81,7 @@ def _sessions(url: str) -> int:
 
 
 def test_the_sessions_sit_above_every_moved_number_and_are_the_pools_first(url: str) -> None:
-    sockets = dbos_engines.connect_ahead(url, above=ABOVE, environ={})
+    sockets = dbos_engines.connect_ahead(url, above=ABOVE)
     assert len(sockets) == dbos_engines.SESSIONS_AHEAD
     assert min(sockets) > ABOVE, sockets
     assert dbos_engines.sessions_ahead() == dbos_engines.SESSIONS_AHEAD
@@ -107,7 +108,7 @@ def test_the_sessions_sit_above_every_moved_number_and_are_the_pools_first(url: 
 def test_a_socket_whose_number_was_reused_is_never_written_to(url: str, tmp_path: Path) -> None:
     """As if the descriptors' arranging had closed one socket and a file took its number: the
     sessions are parked, nothing is written into the file, and DBOS's pool connects its own."""
-    sockets = sorted(dbos_engines.connect_ahead(url, above=ABOVE, environ={}))
+    sockets = sorted(dbos_engines.connect_ahead(url, above=ABOVE))
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_bytes(b"")
     file_fd = os.open(ledger, os.O_RDWR)
@@ -134,7 +135,7 @@ def test_a_socket_whose_number_was_reused_is_never_written_to(url: str, tmp_path
 
 
 def test_sessions_for_another_database_are_not_given(url: str, postgres: PostgresServer) -> None:
-    dbos_engines.connect_ahead(url, above=ABOVE, environ={})
+    dbos_engines.connect_ahead(url, above=ABOVE)
     other = postgres.database_url()
     engine = dbos_engines.postgres_engine(other)
     try:
@@ -149,7 +150,7 @@ def test_sessions_for_another_database_are_not_given(url: str, postgres: Postgre
 def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor() -> None:
     before = set(os.listdir("/proc/self/fd"))
     dead = "postgresql://relay:s3cret-pw@127.0.0.1:9/runs"  # port 9: nothing listens
-    assert dbos_engines.connect_ahead(dead, above=ABOVE, environ={}) == set()
+    assert dbos_engines.connect_ahead(dead, above=ABOVE) == set()
     assert set(os.listdir("/proc/self/fd")) == before
     assert dbos_engines.sessions_ahead() == 0
     engine = dbos_engines.postgres_engine(dead)  # made anew; DBOS says why it cannot connect
@@ -157,19 +158,40 @@ def test_an_unreachable_server_opens_nothing_and_leaves_no_descriptor() -> None:
     engine.dispose()
 
 
-def test_the_sessions_are_opened_with_the_childs_libpq_settings(
+def test_the_sessions_are_opened_with_the_processs_libpq_settings(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """libpq reads ``PG*`` variables: the child's environment counts, not the warm parent's
-    (set when it started), and the leader's own is left as it was."""
-    monkeypatch.setenv("PGSSLMODE", "require")  # the parent's: this server has no TLS
-    sockets = dbos_engines.connect_ahead(url, above=ABOVE, environ={"PGSSLMODE": "disable"})
-    assert len(sockets) == dbos_engines.SESSIONS_AHEAD
-    assert os.environ["PGSSLMODE"] == "require"
+    """libpq reads ``PG*`` variables from the environment of the process that connects."""
+    monkeypatch.setenv("PGSSLMODE", "require")  # this server has no TLS
+    assert dbos_engines.connect_ahead(url, above=ABOVE) == set()
+    monkeypatch.setenv("PGSSLMODE", "disable")
+    assert len(dbos_engines.connect_ahead(url, above=ABOVE)) == dbos_engines.SESSIONS_AHEAD
     _close_all(dbos_engines.postgres_engine(url))
-    monkeypatch.delenv("PGSSLMODE")
-    assert dbos_engines.connect_ahead(url, above=ABOVE, environ={"PGSSLMODE": "require"}) == set()
-    assert "PGSSLMODE" not in os.environ
+
+
+def test_a_forked_attempts_sessions_use_the_runs_environment_not_the_warm_parents(
+    workspace: Workspace, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm parent started while ``PGSSLMODE=require`` was set (this server has no TLS) forks
+    an attempt after it was unset: the leader connects as the run's own process would."""
+    monkeypatch.setenv("PGSSLMODE", "require")
+    let_go_warm_parent(restart_warm_parent())
+    parent = restart_warm_parent()
+    try:
+        assert parent.wait_ready(120), "the warm parent did not start"
+        if not parent.can_confine():
+            pytest.skip(f"no Landlock or namespaces here: {parent.info}")
+        monkeypatch.delenv("PGSSLMODE")
+        ws = Workspace(workspace.home, warm_start=True)
+        draft = ws.save_draft("loop", LOOP)
+        handle = start_run(ws, draft, run_input=5, backend=resolve_backend(database_url))
+        outcome = handle.wait(timeout=120)
+        assert outcome.status == "succeeded" and outcome.result == 5, outcome
+        (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
+        assert attempt["start"]["how"] == "forked"
+        assert attempt["confinement"]["database_sessions_ahead"] == dbos_engines.SESSIONS_AHEAD
+    finally:
+        let_go_warm_parent(parent)  # the next test starts one from its usual environment
 
 
 def _close_all(engine: Any) -> None:
