@@ -22,6 +22,7 @@ __all__ = [
     "BindingChangedError",
     "CheckpointsLostError",
     "CleanRunFailedError",
+    "DatabaseOutOfReachError",
     "DatabaseOwnedError",
     "DatabaseUnavailableError",
     "DeadlinePassedError",
@@ -194,6 +195,12 @@ class RunRejectedError(RelayError):
     """A run attempt refused before starting: changed binding, spent budget, passed deadline."""
 
     entry = codes.RUN_REJECTED
+
+
+class DatabaseOutOfReachError(RunRejectedError):
+    """A ``network: none`` relay's runs kept on a PostgreSQL server off this machine."""
+
+    entry = codes.DATABASE_OUT_OF_REACH
 
 
 class BindingChangedError(RunRejectedError):

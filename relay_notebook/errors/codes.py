@@ -116,6 +116,14 @@ DATABASE_OWNED = _error(
     "The PostgreSQL database already holds the runs of another workspace.",
     "give this workspace a database of its own (change the name in `RELAY_DATABASE_URL`)",
 )
+DATABASE_OUT_OF_REACH = _error(
+    "database-out-of-reach",
+    "The relay declares `network: none` and its runs' PostgreSQL server is not on this "
+    "machine's loopback: its sandbox could not reach the run's own state. Nothing was started.",
+    "remove `network: none` from the relay's `relay.yaml` (it then reaches the outside, where "
+    "the server is), or keep its runs on a PostgreSQL server on this machine",
+    recorded=True,
+)
 DATABASE_UNAVAILABLE = _error(
     "database-unavailable",
     "The PostgreSQL system database cannot be reached (the password is never shown).",

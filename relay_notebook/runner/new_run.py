@@ -20,6 +20,7 @@ from relay_notebook.runner.backend import Backend, prepare_database
 from relay_notebook.runner.disk_full import reserve_space
 from relay_notebook.runner.pool import ensure_dbos_schema
 from relay_notebook.runner.run_input import check_run_input
+from relay_notebook.runner.sandbox_plan import refuse_unreachable_database
 from relay_notebook.workspace import Draft, Workspace
 from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.file_io import require_free_space
@@ -65,6 +66,8 @@ def record_new_run(
             f"Relay {draft.name} cannot run: its access is revoked. Restore it with: "
             f"relay grant {draft.name}"
         )
+    if workspace.confine:
+        refuse_unreachable_database(draft.name, code.folder, backend)
     if backend.is_postgres:
         prepare_database(backend, workspace.home)
         ensure_dbos_schema(backend)

@@ -35,6 +35,7 @@ from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.checkpoints import guard_checkpoints
 from relay_notebook.runner.outcome import RunOutcome, settle_lost_attempts
+from relay_notebook.runner.sandbox_plan import refuse_unreachable_database
 from relay_notebook.runner.supervisor import RunHandle, record_event
 from relay_notebook.workspace import Workspace
 from relay_notebook.workspace.access import AccessPolicy
@@ -130,6 +131,8 @@ def check_under_lock(workspace: Workspace, request: AttemptRequest) -> RunRecord
         settle_lost_attempts(folder, record, backend, request.secrets)
     if record.finished:
         raise Held(decide(rule_facts(workspace, folder, record)), record)
+    if request.confine:  # a run made before this refusal, or while confinement was off
+        refuse_unreachable_database(folder.relay, request.code_dir, backend)
     if request.resume and record.waiting is None:
         raise NotWaiting(record.status)
     changed = bindings_changed(workspace, record)

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agentworks.mcp_servers import MCP_SERVERS_FILE, load_mcp_servers
-from relay_notebook.errors import RelayError
+from relay_notebook.errors import DatabaseOutOfReachError, RelayError
 from relay_notebook.runner.dbos_template import template_path
 from relay_notebook.runner.sandbox import PASTA_MODES, sandbox_uid
 from relay_notebook.workspace.access import AccessPolicy
 from relay_notebook.workspace.manifest import MANIFEST_FILE, load_manifest, network_endpoints
 
 if TYPE_CHECKING:
+    from relay_notebook.record.backend import Backend
     from relay_notebook.runner.attempt_request import AttemptRequest
     from relay_notebook.runner.confine import WriteRules
 
@@ -49,6 +50,7 @@ __all__ = [
     "make_plan",
     "pasta_available",
     "python_reads",
+    "refuse_unreachable_database",
     "sandbox_probe",
 ]
 
@@ -112,6 +114,28 @@ def loopback_endpoint(url: str | None) -> str | None:
     scheme = parts.scheme.split("+")[0]
     port = port or default.get(scheme)
     return None if port is None else f"{host}:{port}"
+
+
+def refuse_unreachable_database(relay: str, code_dir: Path, backend: Backend) -> None:
+    """Refuse, before anything starts, a confined run its sandbox could not keep: a relay that
+    declares ``network: none`` reaches its run's PostgreSQL server only on this machine's
+    loopback (see ``attempt_plan``), and DBOS, in the relay's process, keeps the run's state
+    there. Each attempt would otherwise exit at DBOS's launch and leave the run interrupted."""
+    if backend.url is None or loopback_endpoint(backend.url) is not None:
+        return
+    try:
+        mode, _ = network_endpoints(load_manifest(code_dir / MANIFEST_FILE))
+    except (OSError, RelayError):
+        return  # a broken manifest is the relay's own error, reported where it is read
+    if mode != "none":
+        return
+    raise DatabaseOutOfReachError(
+        f"Relay {relay} cannot run on {backend.display}: it declares `network: none` in "
+        f"{MANIFEST_FILE}, so its sandbox reaches no server but one on this machine's loopback, "
+        f"and DBOS keeps the run's state on that server from inside it. Remove "
+        f"`network: none` (the relay then reaches the outside, where the server is), or keep "
+        f"its runs on a PostgreSQL server on this machine."
+    )
 
 
 def _with_links(paths: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:

@@ -7,6 +7,7 @@ be refused with the errno a person can read, and the host must show no trace of 
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -25,8 +26,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from relay_notebook.errors import DatabaseOutOfReachError
+from relay_notebook.history import list_runs
 from relay_notebook.runner import RunOutcome, start_run
 from relay_notebook.runner.backend import resolve_backend
+from relay_notebook.runner.crash import parse_crash_spec
+from relay_notebook.runner.runs import create_run, start_recovery
 from relay_notebook.runner.sandbox import SANDBOX_UID, sandbox_uid
 from relay_notebook.runner.sandbox_plan import pasta_available
 from relay_notebook.workspace import Manifest, Workspace
@@ -348,6 +353,112 @@ def test_network_none_on_postgresql_reaches_its_runs_database_and_nothing_else(
     assert out.result["database"].startswith("done"), out.result
     (attempt,) = handle.folder.read_meta()["attempts"]
     assert attempt["confined"] and attempt["confinement"]["mechanism"] == mechanism
+
+
+@pytest.fixture
+def off_machine_database(database_url: str) -> Iterator[str]:
+    """The run's PostgreSQL server as if on another machine: reached at an address of a veth
+    interface made here (not loopback), through a forwarder to the test server."""
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("making an interface needs root and iproute2")
+    tag = uuid.uuid4().hex[:6]
+    dev, peer, address = f"rtd{tag}", f"rtp{tag}", "198.18.72.1"  # RFC 2544 benchmark range
+    server = urlsplit(database_url)
+    for step in (
+        ["ip", "link", "add", dev, "type", "veth", "peer", "name", peer],
+        ["ip", "addr", "add", f"{address}/32", "dev", dev],
+        ["ip", "link", "set", dev, "up"],
+        ["ip", "link", "set", peer, "up"],
+    ):
+        subprocess.run(step, check=True, capture_output=True, timeout=30)
+    try:
+        with _forwarder(address, ("127.0.0.1", int(server.port or 5432))) as port:
+            yield database_url.replace(server.netloc, f"{server.username}@{address}:{port}")
+    finally:
+        subprocess.run(["ip", "link", "del", dev], capture_output=True, timeout=30)
+
+
+def test_network_none_with_its_database_off_this_machine_is_refused_before_it_starts(
+    workspace: Workspace, off_machine_database: str
+) -> None:
+    """Its sandbox could reach no server but one on this machine's loopback: the run is refused
+    with one clear line before anything is recorded, rather than interrupted at each attempt;
+    the same relay without `network: none` runs there, confined."""
+    backend = resolve_backend(off_machine_database)
+    draft = workspace.save_draft("sealed", relay_source("doubler"), Manifest(network="none"))
+    for start in (start_run, create_run):
+        with pytest.raises(DatabaseOutOfReachError) as refused:
+            start(workspace, draft, run_input={"xs": [1, 2]}, backend=backend)
+        assert refused.value.code == "database-out-of-reach"
+        message = str(refused.value)
+        assert "network: none" in message and "198.18.72.1" in message, message
+        assert "\n" not in message
+    assert list_runs(workspace) == []  # nothing recorded, nothing to recover
+    opened = workspace.save_draft("opened", relay_source("doubler"))
+    handle = start_run(workspace, opened, run_input={"xs": [1, 2]}, backend=backend)
+    out = handle.wait(120)
+    assert out.status == "succeeded" and out.result == {"out": [2, 4]}, out.error
+    (attempt,) = handle.folder.read_meta()["attempts"]
+    assert attempt["confined"] is True
+
+
+def test_network_none_with_its_database_off_this_machine_runs_unconfined(
+    tmp_path: Path, off_machine_database: str
+) -> None:
+    """Without the sandbox the relay's process reaches the server as the kit does; recovering
+    such a run with the sandbox on is refused the same way, and the run is left as it was."""
+    unconfined = Workspace(tmp_path / "open", confine=False)
+    draft = unconfined.save_draft("sealed", relay_source("doubler"), Manifest(network="none"))
+    backend = resolve_backend(off_machine_database)
+    out = start_run(unconfined, draft, run_input={"xs": [1, 2]}, backend=backend).wait(120)
+    assert out.status == "succeeded" and out.result == {"out": [2, 4]}, out.error
+    crash = parse_crash_spec("after:double")
+    cut = start_run(unconfined, draft, run_input={"xs": [1, 2]}, backend=backend, crash=crash)
+    assert cut.wait(120).status == "interrupted"
+    confined = Workspace(unconfined.home)
+    with pytest.raises(DatabaseOutOfReachError, match="network: none"):
+        start_recovery(confined, cut.folder.run_id, backend=backend)
+    assert cut.folder.read_meta()["status"] == "interrupted"
+    assert len(cut.folder.read_meta()["attempts"]) == 1  # no attempt used
+    again = start_recovery(unconfined, cut.folder.run_id, backend=backend).wait(120)
+    assert again.status == "succeeded" and again.result == {"out": [2, 4]}, again.error
+
+
+class _forwarder:
+    """A TCP forwarder listening on ``host`` (any free port) to ``target``."""
+
+    def __init__(self, host: str, target: tuple[str, int]) -> None:
+        self.listener = socket.create_server((host, 0))
+        self.target = target
+
+    def __enter__(self) -> int:
+        threading.Thread(target=self._serve, daemon=True).start()
+        return int(self.listener.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def _free_port() -> int:
