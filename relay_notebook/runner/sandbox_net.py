@@ -6,9 +6,10 @@ reachable. By default a helper left outside the namespaces attaches Debian's ``p
 which gives the namespace a route to the outside while mapping no host loopback port but those
 the plan allows (``-T PORT``); the helper says ``ok`` on a pipe the child reads before the
 relay's code runs, and stops pasta when the attempt's leader is gone. pasta runs as the
-sandbox's uid, never as root. A warm parent keeps one **spare** namespace with pasta already
-attached (``make_spare``) for its next attempt that declares no endpoint, so that attempt does
-not wait for pasta at all.
+sandbox's uid, never as root, started as it so that it dies with the helper even when the helper
+is killed (a change of uid would clear its parent-death signal). A warm parent keeps one
+**spare** namespace with pasta already attached (``make_spare``) for its next attempt that
+declares no endpoint, so that attempt does not wait for pasta at all.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ _PASTA_WAIT_S = 20
 
 
 def pasta_command(
-    leader: int, allow: Sequence[str], uid: int, pidfile: str, *, outside: bool = True
+    leader: int, allow: Sequence[str], pidfile: str, *, outside: bool = True
 ) -> list[str]:
     """pasta attached to ``leader``'s namespaces: the outside reachable, the host's loopback not,
     but for the allowed ``HOST:PORT`` endpoints (their ports forwarded from the namespace's).
@@ -56,7 +57,6 @@ def pasta_command(
         "pasta", "--quiet", "--foreground", "--pid", pidfile, *way_out,
         "--tcp-ports", "none", "--udp-ports", "none", "--udp-ns", "none",
         "--tcp-ns", ",".join(ports) if ports else "none",
-        "--runas", f"{uid}:{uid}",
         "--userns", f"/proc/{leader}/ns/user", "--netns", f"/proc/{leader}/ns/net",
     ]  # fmt: skip
 
@@ -75,13 +75,19 @@ def network_helper(
     if said.isdigit():
         try:
             os.chown(folder, uid, uid)
+            # started as ``uid`` (not switched by pasta's --runas): a change of uid clears the
+            # parent-death signal, which must outlive the exec, so that pasta dies with us even
+            # if we are killed (SIGKILL) before we can stop it
+            as_uid: dict[str, Any] = (
+                {} if os.geteuid() == uid else {"user": uid, "group": uid, "extra_groups": []}
+            )
             pasta = subprocess.Popen(
                 pasta_command(
-                    int(said), network.get("allow", []), uid, pidfile,
+                    int(said), network.get("allow", []), pidfile,
                     outside=network["mode"] == "outside",
                 ),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                close_fds=True, preexec_fn=die_with_parent,
+                close_fds=True, preexec_fn=die_with_parent, **as_uid,
             )  # fmt: skip
             word = _await_pasta(pasta, pidfile)
         except OSError as exc:

@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -33,6 +34,7 @@ from relay_notebook.runner.backend import resolve_backend
 from relay_notebook.runner.crash import parse_crash_spec
 from relay_notebook.runner.runs import create_run, start_recovery
 from relay_notebook.runner.sandbox import SANDBOX_UID, sandbox_uid
+from relay_notebook.runner.sandbox_net import make_spare
 from relay_notebook.runner.sandbox_plan import pasta_available
 from relay_notebook.workspace import Manifest, Workspace
 from tests.polling import wait_until
@@ -226,6 +228,58 @@ def test_the_sandbox_machinery_cannot_be_traced_or_stopped(
     )
     assert result["ptrace"].startswith("refused: EPERM"), result
     assert result["stop"].startswith("refused: EPERM"), result
+
+
+def test_pasta_ends_with_its_network_helper_even_when_the_helper_is_killed() -> None:
+    """pasta runs as the sandbox's uid and dies with the helper that started it: a helper
+    killed with SIGKILL (which cannot stop pasta itself) leaves no pasta, and no namespace
+    held by one, behind."""
+    if not pasta_available() or sandbox_uid() != SANDBOX_UID:
+        pytest.skip("a spare network needs root and pasta (Debian's passt)")
+    spare = make_spare()
+    assert spare is not None and spare.claim(), "the spare network did not start"
+    try:
+        helper = _parent_pid(spare.keeper)  # the keeper's holder is the helper's child
+        (pasta,) = [pid for pid in _children(helper) if _command(pid).startswith(b"pasta")]
+        uid = next(line for line in _status(pasta) if line.startswith("Uid:")).split()[1:]
+        assert uid == [str(SANDBOX_UID)] * 4, uid
+        os.kill(helper, signal.SIGKILL)
+        wait_until(lambda: not _alive(pasta), timeout=10, what="pasta to end with its helper")
+    finally:
+        spare.close()
+
+
+def _parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if _parent_pid(int(entry)) == pid:
+                    found.append(int(entry))
+    return found
+
+
+def _command(pid: int) -> bytes:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b""
+
+
+def _status(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/status").read_text().splitlines()
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a reparented zombie is reaped by init in its own time)."""
+    try:
+        state = next(line for line in _status(pid) if line.startswith("State:"))
+    except OSError:
+        return False
+    return "zombie" not in state
 
 
 def test_abstract_unix_sockets_of_the_host_are_out_of_reach(
