@@ -17,9 +17,14 @@ from typing import Any
 
 import pytest
 
-import relay_notebook.runner.crash as kit_file
 from relay_notebook.record.folders import find_run
-from relay_notebook.runner import RunOutcome, parse_crash_spec, start_recovery, start_run
+from relay_notebook.runner import (
+    RunOutcome,
+    parse_crash_spec,
+    start_recovery,
+    start_run,
+    warm_launch,
+)
 from relay_notebook.runner.doctor import start_report
 from relay_notebook.runner.warm import (
     WarmParent,
@@ -130,27 +135,34 @@ def test_a_relay_top_level_state_never_leaks_into_the_next_attempt(workspace: Wo
     assert mechanism(workspace, recovered, 1) == "landlock"
 
 
-def test_a_stale_parent_is_replaced_after_a_kit_file_changes(workspace: Workspace) -> None:
-    """A kit file touched on disk: the next attempt is spawned, and a new parent forks the rest."""
+def test_a_stale_parent_is_replaced_after_a_kit_file_changes(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kit file touched on disk: the next attempt is spawned, and a new parent forks the rest.
+
+    The file touched is one of this test's, watched as the kit's modules are by this process's
+    parents only: touching a real module would make the warm parents of the tests and
+    benchmarks running beside this one stale too, and spawn attempts they expect forked."""
+    watched = tmp_path / "kit_module.py"
+    watched.write_text("", encoding="utf-8")
+    real = warm_launch.kit_files
+    monkeypatch.setattr(warm_launch, "kit_files", lambda: (*real(), str(watched)))
+    let_go_warm_parent(restart_warm_parent())  # one that watches it
     old = ready_parent()
     draft = workspace.save_draft("one", ONE_STEP)
-    path = Path(kit_file.__file__)
-    before = path.stat()
-    try:
-        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        assert warm_parent() is None and old.state() == "stale"
-        spawned = go(start_run(workspace, draft))
-        assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "sandbox"
-        assert started(workspace, spawned.run_id) == {"how": "spawned", "why": STALE}
-        new = wait_until(warm_parent)
-        assert new.pid != old.pid
-        forked = go(start_run(workspace, draft))
-        assert forked.status == "succeeded" and mechanism(workspace, forked) == "landlock"
-        assert started(workspace, forked.run_id) == FORKED
-        wait_until(lambda: old.process.poll() is not None)  # let go: it left once idle
-    finally:
-        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert warm_parent() is None  # stale again; the next test's first attempt replaces it
+    before = watched.stat()
+    os.utime(watched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert warm_parent() is None and old.state() == "stale"
+    spawned = go(start_run(workspace, draft))
+    assert spawned.status == "succeeded" and mechanism(workspace, spawned) == "sandbox"
+    assert started(workspace, spawned.run_id) == {"how": "spawned", "why": STALE}
+    new = wait_until(warm_parent)
+    assert new.pid != old.pid
+    forked = go(start_run(workspace, draft))
+    assert forked.status == "succeeded" and mechanism(workspace, forked) == "landlock"
+    assert started(workspace, forked.run_id) == FORKED
+    wait_until(lambda: old.process.poll() is not None)  # let go: it left once idle
+    let_go_warm_parent(new)  # the next test's parent watches the kit alone
 
 
 def test_a_killed_parent_is_replaced_and_its_attempt_is_spawned(workspace: Workspace) -> None:
