@@ -135,11 +135,18 @@ def resolve_backend(database_url: str | None = None) -> Backend:
     if not usable:
         # never echo the value: it may carry a password
         shown = f"a {parts.scheme}: URL" if re.fullmatch(r"[a-z+]+", parts.scheme) else "a value"
+        socket = ""
+        if parts.scheme in _SCHEMES and not parts.hostname and parts.path.strip("/"):
+            # libpq's own form for a server on a Unix socket (no host, or ``?host=/run/...``)
+            socket = (
+                " A server on a Unix socket is not supported: a confined run reaches its "
+                "database over TCP, so give the server's TCP address (e.g. 127.0.0.1:5432)."
+            )
         raise InvalidDatabaseUrlError(
             f"The database setting ({shown}) is not a usable PostgreSQL URL: expected "
             f"postgresql://USER@HOST:PORT/DBNAME "
-            f"(from --database-url or {ENV_VAR}). Unset {ENV_VAR} to keep each run's state in "
-            f"its own SQLite file."
+            f"(from --database-url or {ENV_VAR}).{socket} Unset {ENV_VAR} to keep each run's "
+            f"state in its own SQLite file."
         )
     return Backend(url)
 

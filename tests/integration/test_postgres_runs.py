@@ -93,7 +93,26 @@ def test_a_bad_url_is_refused_without_showing_the_password() -> None:
     with pytest.raises(InvalidDatabaseUrlError) as info:
         resolve_backend("mysql://u:hunter2@host/db")
     assert "hunter2" not in str(info.value)
+    assert "Unix socket" not in str(info.value)
     assert resolve_backend("") == Backend(None)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://relay:hunter2@/runs?host=/var/run/postgresql",
+        "postgresql:///runs",
+        "postgresql://relay:hunter2@/runs",
+    ],
+)
+def test_a_unix_socket_url_is_refused_with_what_to_give_instead(url: str) -> None:
+    """libpq's form for a server on a Unix socket: one line that says it is not supported and
+    asks for the server's TCP address; never the password."""
+    with pytest.raises(InvalidDatabaseUrlError) as info:
+        resolve_backend(url)
+    message = str(info.value)
+    assert "Unix socket is not supported" in message and "TCP address" in message, message
+    assert "hunter2" not in message and "\n" not in message
 
 
 def test_a_second_supervisor_is_refused_by_the_advisory_lock(five: Any, database_url: str) -> None:
