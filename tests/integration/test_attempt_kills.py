@@ -4,7 +4,6 @@ every start path (forked from a kernel's warm parent, from `relay run`'s own, or
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -18,6 +17,7 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
+from tests.procs import command, descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 SELF_KILL = """\
@@ -60,32 +60,10 @@ async def run(INPUT):
 KILLED = "killed by SIGKILL"
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _below(pid: int) -> list[int]:
-    """Every live process below ``pid``, nearest first."""
-    parents = {int(e): _parent_of(int(e)) for e in os.listdir("/proc") if e.isdigit()}
-    found, frontier = [], [pid]
-    while frontier:
-        frontier = [p for p, parent in parents.items() if parent in frontier]
-        found += frontier
-    return found
-
-
 def _relay_process(top: int) -> int:
     """The relay's own process below ``top``: the deepest one running the child program."""
 
-    def cmdline(pid: int) -> str:
-        with contextlib.suppress(OSError):
-            return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        return ""
-
-    candidates = [p for p in _below(top) if "pasta" not in cmdline(p)]
+    candidates = [p for p in descendants(top) if b"pasta" not in command(p)]
     assert candidates, f"no process below {top}"
     return candidates[-1]
 

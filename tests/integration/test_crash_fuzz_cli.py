@@ -47,6 +47,7 @@ from tests.integration.test_crash_fuzz import (
     evidence,
 )
 from tests.polling import wait_until
+from tests.procs import alive, descendants, parent_of
 
 pytestmark = pytest.mark.slow
 
@@ -82,41 +83,9 @@ def relay(home: Path, *args: str, database_url: str | None = None) -> subprocess
     )  # fmt: skip
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command's name (state first), or ``None``."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _parent_of(pid: int) -> int | None:
-    fields = _stat(pid)
-    return int(fields[1]) if fields else None
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid``, nearest first."""
-    parents = {
-        int(entry): _parent_of(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()
-    }
-    found, frontier = [], [pid]
-    while frontier:
-        below = [p for p, parent in parents.items() if parent in frontier]
-        found += below
-        frontier = below
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie has let go of everything)."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] != "Z"
-
-
 def attempt_processes(cli_pid: int) -> list[int]:
     """The forked attempt: what runs below the CLI's warm parent (the CLI's own child)."""
-    return [p for p in descendants(cli_pid) if _parent_of(p) != cli_pid]
+    return [p for p in descendants(cli_pid) if parent_of(p) != cli_pid]
 
 
 def attempt_started(workspace: Workspace) -> bool:
@@ -193,7 +162,7 @@ def test_a_terminal_run_killed_at_a_random_moment_recovers_from_the_terminal(
         assert proc.returncode == -signal.SIGKILL, context
         # what the CLI left (its warm parent, the attempt) leaves by itself, holding nothing
         wait_until(
-            lambda: not any(_alive(p) for p in below), timeout=30,
+            lambda: not any(alive(p) for p in below), timeout=30,
             what=lambda: f"the processes the killed CLI left to end: {below}\n{context}",
         )  # fmt: skip
 

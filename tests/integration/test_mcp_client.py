@@ -18,6 +18,7 @@ import pytest
 from agentworks.errors import MCPError
 from agentworks.mcp_client import MCPPool, MCPSession
 from agentworks.mcp_servers import MCPServerConfig, load_mcp_servers, server_for
+from tests.procs import children_of
 
 SERVER = Path(__file__).parents[1] / "servers" / "mcp_orders.py"
 T = TypeVar("T")
@@ -39,21 +40,6 @@ def run(awaitable: Awaitable[T]) -> T:
         return await awaitable
 
     return asyncio.run(main())
-
-
-def children() -> set[int]:
-    """Pids of this process's children, zombies included, read from /proc."""
-    pids: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
-            pids.add(int(entry.name))
-    return pids
 
 
 @pytest.fixture
@@ -198,7 +184,7 @@ def test_idempotency_key_deduplicates_across_sessions(home: Path) -> None:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_sessions_survive_tasks_and_crashes_and_leave_no_process(home: Path) -> None:
     """Gathered tasks share one server, a killed server is restarted, and closing leaves none."""
-    before = children()
+    before = children_of(os.getpid())
 
     async def scenario() -> tuple[set[int], set[int], list[Any]]:
         pool = MCPPool(load_mcp_servers(home), "invoice", stderr_dir=home / "logs")
@@ -207,12 +193,12 @@ def test_sessions_survive_tasks_and_crashes_and_leave_no_process(home: Path) -> 
             return await (await pool.session("orders")).call_tool(tool, {})
 
         answers = list(await asyncio.gather(ask("list_orders"), ask("list_orders")))
-        first = children() - before
+        first = children_of(os.getpid()) - before
         os.kill(next(iter(first)), signal.SIGKILL)
         with pytest.raises(MCPError, match=r"failed while calling tool .*starts it anew"):
             await ask("list_orders")
         answers.append(await ask("list_orders"))
-        second = children() - before
+        second = children_of(os.getpid()) - before
         await pool.aclose()
         with pytest.raises(MCPError, match="pool of relay 'invoice' is closed"):
             await pool.session("orders")

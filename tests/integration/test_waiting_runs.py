@@ -33,6 +33,7 @@ from relay_notebook.runner.messages import send_message
 from relay_notebook.runner.wake import due_runs, wake_due
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
+from tests.procs import alive
 from tests.relays import relay_source
 
 GRACE_S = 0.5
@@ -45,17 +46,6 @@ def where(request: pytest.FixtureRequest, workspace: Workspace) -> tuple[Workspa
     if request.param == "sqlite":
         return workspace, None
     return workspace, resolve_backend(request.getfixturevalue("database_url"))
-
-
-def _alive(pid: int | None) -> bool:
-    """Whether process ``pid`` still runs (a zombie has let go of everything)."""
-    if pid is None:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _notifications(ws: Workspace, run_id: str, backend: Backend | None) -> list[tuple[Any, ...]]:
@@ -91,7 +81,7 @@ def test_a_waiting_run_has_no_process_and_a_message_resumes_it(where: Any) -> No
     assert record.waiting.until_ms is not None and record.waiting.until_ms > time.time() * 1000
     assert record.error is not None and record.error["code"] == "waiting"
     assert "relay send refund-1 approval JSON" in record.error["message"]
-    assert not _alive(record.attempts[0].pid)  # the attempt ended: nothing holds the wait
+    assert not alive(record.attempts[0].pid)  # the attempt ended: nothing holds the wait
 
     delivery = send_message(ws, run_id, "approval", {"approved": True, "note": "ok by Ann"})
     assert not delivery.duplicate and delivery.handle is not None

@@ -38,6 +38,7 @@ from relay_notebook.runner.sandbox_net import make_spare
 from relay_notebook.runner.sandbox_plan import pasta_available
 from relay_notebook.workspace import Manifest, Workspace
 from tests.polling import wait_until
+from tests.procs import alive, children_of, command, parent_of
 from tests.relays import relay_source
 
 REFUSED = ("refused: ENOENT", "refused: EROFS", "refused: EPERM", "refused: EACCES")
@@ -239,47 +240,16 @@ def test_pasta_ends_with_its_network_helper_even_when_the_helper_is_killed() -> 
     spare = make_spare()
     assert spare is not None and spare.claim(), "the spare network did not start"
     try:
-        helper = _parent_pid(spare.keeper)  # the keeper's holder is the helper's child
-        (pasta,) = [pid for pid in _children(helper) if _command(pid).startswith(b"pasta")]
-        uid = next(line for line in _status(pasta) if line.startswith("Uid:")).split()[1:]
+        helper = parent_of(spare.keeper)  # the keeper's holder is the helper's child
+        assert helper is not None
+        (pasta,) = [pid for pid in children_of(helper) if command(pid).startswith(b"pasta")]
+        status = Path(f"/proc/{pasta}/status").read_text().splitlines()
+        uid = next(line for line in status if line.startswith("Uid:")).split()[1:]
         assert uid == [str(SANDBOX_UID)] * 4, uid
         os.kill(helper, signal.SIGKILL)
-        wait_until(lambda: not _alive(pasta), timeout=10, what="pasta to end with its helper")
+        wait_until(lambda: not alive(pasta), timeout=10, what="pasta to end with its helper")
     finally:
         spare.close()
-
-
-def _parent_pid(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                if _parent_pid(int(entry)) == pid:
-                    found.append(int(entry))
-    return found
-
-
-def _command(pid: int) -> bytes:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    return b""
-
-
-def _status(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/status").read_text().splitlines()
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie (a reparented zombie is reaped by init in its own time)."""
-    try:
-        state = next(line for line in _status(pid) if line.startswith("State:"))
-    except OSError:
-        return False
-    return "zombie" not in state
 
 
 def test_abstract_unix_sockets_of_the_host_are_out_of_reach(
