@@ -45,6 +45,7 @@ from relay_notebook.runner.dbos_private import (
 )
 from relay_notebook.runner.leave import DISK_FULL_EXIT_CODE, leave, lost
 from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
+from relay_notebook.runner.namespaces import name_process
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.file_io import write_json_atomic
 
@@ -344,6 +345,7 @@ def main(spec_path: str) -> None:
 
 
 def _attempt(spec_path: str) -> None:
+    name_process("relay-child")  # its threads (DBOS's) are made after: they are named so too
     # jsonschema imports rfc3987_syntax when installed, which compiles a grammar for 1.5 s on
     # every attempt; relays never validate IRI formats, so the child does without it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]

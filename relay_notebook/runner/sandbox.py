@@ -56,6 +56,7 @@ from relay_notebook.runner.namespaces import (
     loopback_up,
     may_mount,
     mount,
+    name_process,
     sandbox_uid,
     set_attr,
     unshare,
@@ -75,6 +76,7 @@ __all__ = [
     "close_from",
     "die_with_parent",
     "enter_sandbox",
+    "name_process",
     "probe_namespaces",
     "sandbox_uid",
 ]
@@ -174,6 +176,7 @@ def enter_sandbox(plan: dict[str, Any], spare: Spare | None = None) -> tuple[int
             # nothing of the attempt's: the run lock, its logs' pipes would outlive the attempt;
             # nor its process group, which the supervisor waits to see empty (the helper ends
             # with the leader: its go pipe's end, or the leader's death)
+            name_process("relay-net")
             os.setsid()
             die_with_parent()
             close_from(3, keep={go_r, ready_w})
@@ -240,6 +243,7 @@ def probe_namespaces() -> None:
 def _init(plan: dict[str, Any], status_w: int, net_ready_r: int | None) -> None:
     """PID 1 of the sandbox: its /proc, its lo, undumpable; forks the relay's process (which
     returns) and reaps until the relay's process ends."""
+    name_process("relay-init")
     die_with_parent()  # the leader gone (killed with its group), the whole namespace goes
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     try:  # noqa: SIM105 (``contextlib`` is not imported: see the imports)

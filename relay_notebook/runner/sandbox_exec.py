@@ -22,7 +22,13 @@ import os
 import sys
 
 from relay_notebook._lazy import TYPE_CHECKING
-from relay_notebook.runner.sandbox import FAILED, die_with_parent, enter_sandbox, probe_namespaces
+from relay_notebook.runner.sandbox import (
+    FAILED,
+    die_with_parent,
+    enter_sandbox,
+    name_process,
+    probe_namespaces,
+)
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn
@@ -81,6 +87,7 @@ def _probe() -> NoReturn:
 
 def main(plan_path: str, spec_path: str) -> None:
     """Enter the sandbox ``plan_path`` describes, then run the child on ``spec_path``."""
+    name_process("relay-leader")
     parent = os.getppid()
     die_with_parent()  # as bubblewrap's --die-with-parent: a supervisor killed takes us along
     if os.getppid() != parent:

@@ -31,6 +31,7 @@ from relay_notebook.runner.namespaces import (
     close_from,
     die_with_parent,
     loopback_up,
+    name_process,
     sandbox_uid,
     unshare_user,
 )
@@ -178,6 +179,7 @@ def _start_spare() -> Spare | None:
             os.close(hold_w)
             os.setsid()
             if os.fork() == 0:  # the keeper, reparented away from the warm parent
+                name_process("relay-net")
                 close_from(3, keep={ready_w, hold_r})
                 _keep_spare(ready_w, hold_r)
         finally:
@@ -208,6 +210,7 @@ def _keep_spare(ready_w: int, hold_r: int) -> NoReturn:
         os.close(up_r)
         os.close(ready_w)
         try:
+            name_process("relay-netns")
             die_with_parent()
             # owned by a user namespace of the sandbox's uid, as an attempt's own would be:
             # pasta (which runs as that uid) may join it, the relay (in a sibling) cannot

@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 
 from relay_notebook.runner.dbos_engines import connect_ahead, rehearse
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
-from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox
+from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox, name_process
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import Spare, make_spare
 from relay_notebook.runner.warm_launch import FRAMEWORK_MODULES
@@ -193,6 +193,7 @@ def _probe_result(probe: tuple[int, int, int]) -> dict[str, Any]:
 def main(control_fd: int, *, one_attempt: bool = False) -> None:
     """Serve fork requests on ``control_fd``; ``one_attempt``: for a ``relay run`` process, which
     waits for us, so we are ready as soon as we can be (see ``_PRELOAD_MANY``)."""
+    name_process("relay-warm")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor ends us by closing the socket
     _close_from(3, keep={control_fd})  # what a posix_spawn let through (see runner.warm_launch)
     control = socket.socket(fileno=control_fd)
@@ -285,6 +286,7 @@ def _attempt(
 ) -> NoReturn:
     """The attempt's group leader: the relay's process itself, or its confined ancestor."""
     try:
+        name_process("relay-leader")
         os.setsid()
         os.close(led)  # the warm parent may now report our pid
         os.dup2(fds[3], 2)  # our own errors, if any, go to the attempt's stderr log

@@ -17,7 +17,7 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
-from tests.procs import command, descendants
+from tests.procs import alive, command, descendants, parent_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SELF_KILL = """\
@@ -130,3 +130,48 @@ def test_an_attempt_forked_from_a_kernels_warm_parent_killed_is_reported_killed_
             outcome.error
         ), outcome.error
         _check_record(workspace.home, relay, outcome.run_id)
+
+
+def _name(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+@pytest.mark.parametrize("warm", ["1", "0"], ids=["warm", "spawned"])
+def test_an_attempts_processes_are_named_by_their_part_in_it(warm: str, tmp_path: Path) -> None:
+    """`top` and `ps -o comm` show a running attempt's processes by their part, not as
+    "python": the relay's process and every thread of it (DBOS's) ``relay-child``, below the
+    sandbox's ``relay-init`` and the attempt's ``relay-leader``; a warm parent ``relay-warm``."""
+    home = tmp_path / "relays"
+    source = tmp_path / "nap.py"
+    source.write_text(NAP)
+    env = {**os.environ, "RELAY_WARM_START": warm, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relay_notebook.cli", "--home", str(home), "run", str(source)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    relay = None
+    try:
+        wait_until(lambda: _napping(home, "nap-1") or proc.poll() is not None, timeout=120,
+                   what="the relay's step to start")  # fmt: skip
+        relay = _relay_process(proc.pid)
+        threads = Path(f"/proc/{relay}/task").iterdir()
+        assert {(Path(t) / "comm").read_text().strip() for t in threads} == {"relay-child"}
+        meta = json.loads((home / "nap" / "runs" / "iteration-1-hook" / "run.json").read_text())
+        confined = meta["attempts"][0]["confinement"]["mechanism"] != "none"
+        chain = []
+        pid = parent_of(relay)
+        while pid is not None and pid != proc.pid:
+            chain.append(_name(pid))
+            pid = parent_of(pid)
+        assert chain[: 2 if confined else 1] == (
+            ["relay-init", "relay-leader"] if confined else ["relay-leader"]
+        ), chain
+        names = {_name(p) for p in descendants(proc.pid) if alive(p)}
+        assert ("relay-warm" in names) == (warm == "1"), names
+        assert "python" not in names, names
+    finally:
+        if relay is not None:
+            os.kill(relay, signal.SIGKILL)  # the run ends interrupted, the command with it
+        else:
+            proc.kill()
+        proc.communicate(timeout=60)
