@@ -5,7 +5,14 @@ Design note: two reasons to make DBOS's engine rather than let ``DBOS.launch`` m
 - **PostgreSQL** (``postgres_engine``): made as DBOS makes its own (its pool settings and
   session options, checked by the canary test), but given to DBOS, which then opens no session
   to the server's ``postgres`` database to check that the run's database exists (about 10 ms of
-  server CPU per attempt); the supervisor has created it (``runner.backend``).
+  server CPU per attempt); the supervisor has created it (``runner.backend``). And its pool
+  shares its sessions before it opens more (``SharingPool``): DBOS's launch starts five
+  threads that each want a session at once, for a few milliseconds, and a pool that opens one
+  whenever none is free opened five or six for them; each is a backend process the server
+  starts, about 10 ms of its CPU with the catalog it reads again, on every attempt. Beyond
+  ``FREE_SESSIONS`` (the notification listener keeps one for good), a checkout waits up to
+  ``GROW_AFTER_S`` for a session another thread gives back and opens a new one only then:
+  the pool still grows to DBOS's size under lasting demand (a relay's steps run at once).
 - **SQLite, forked from a warm parent** (``rehearse``, ``sqlite_engine_for``): SQLAlchemy
   compiles each statement once per engine and keeps the compiled form in the engine; DBOS made
   a new engine in every attempt, which compiled the same few dozen statements again (launching
@@ -59,12 +66,15 @@ from typing import Any
 __all__ = [
     "ENGINE_CONNECT_ARGS",
     "ENGINE_KWARGS",
+    "FREE_SESSIONS",
+    "GROW_AFTER_S",
     "IDLE_TRANSACTION_TIMEOUT_MS",
     "SESSIONS_AHEAD",
     "connect_ahead",
     "postgres_engine",
     "rehearse",
     "sessions_ahead",
+    "sharing_pool",
     "sqlite_engine_for",
 ]
 
@@ -85,10 +95,14 @@ _THREADS_END_S = 5.0
 _target: dict[str, str] = {}
 _rehearsed: Any = None
 
-#: how many sessions ``connect_ahead`` opens: as many as DBOS's pool opens while it launches
-#: and runs a workflow (five at once, and one more for the session its streams listener takes
-#: out of the pool for good)
-SESSIONS_AHEAD = 6
+#: sessions the pool opens whenever none is free (``SharingPool``): the notification listener's,
+#: which it keeps for good, and one more
+FREE_SESSIONS = 2
+#: how long a checkout beyond those waits for a session given back before one more is opened
+GROW_AFTER_S = 0.05
+#: how many sessions ``connect_ahead`` opens: as many as the sharing pool opens while DBOS
+#: launches and runs a workflow
+SESSIONS_AHEAD = 3
 #: what ``connect_ahead`` made: the URL, the engine, its sessions (DBAPI connections) not yet
 #: handed to the pool, each socket's (fd, device, inode)
 _ahead: dict[str, Any] = {}
@@ -188,7 +202,35 @@ def _new_postgres_engine(database_url: str) -> Any:
     import sqlalchemy as sa
 
     url = sa.make_url(database_url).set(drivername="postgresql+psycopg")
-    return sa.create_engine(url, **ENGINE_KWARGS, connect_args=_connect_args())
+    return sa.create_engine(
+        url, **ENGINE_KWARGS, connect_args=_connect_args(), poolclass=sharing_pool()
+    )
+
+
+_sharing_pool: Any = None
+
+
+def sharing_pool() -> Any:
+    """``SharingPool``: SQLAlchemy's ``QueuePool`` (DBOS's, same size and timeout), which waits
+    up to ``GROW_AFTER_S`` for a session to come back before it opens one beyond
+    ``FREE_SESSIONS`` (see the note). It overrides the pool's private ``_do_get`` and reads its
+    queue ``_pool``: ``test_dbos_engines.py`` checks both as a canary."""
+    global _sharing_pool
+    if _sharing_pool is None:
+        from sqlalchemy.pool import QueuePool
+        from sqlalchemy.util.queue import Empty
+
+        class SharingPool(QueuePool):
+            def _do_get(self) -> Any:
+                if self.checkedout() >= FREE_SESSIONS:
+                    try:
+                        return self._pool.get(True, GROW_AFTER_S)
+                    except Empty:
+                        pass  # none came back: open one (or wait as DBOS's pool would)
+                return super()._do_get()
+
+        _sharing_pool = SharingPool
+    return _sharing_pool
 
 
 def _connect_args() -> dict[str, Any]:
