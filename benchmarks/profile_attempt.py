@@ -65,7 +65,7 @@ PARTS = {
     "relay-init": "sandbox's init",
     "relay-child": "relay's process: DBOS, workflow",
     "relay-netns": "spare network's holder",
-    "python": "worker (supervisor)",
+    "python": "worker, the supervisor",
     "relay-profile": "caller: enqueue, wait",
     "postgres": "PostgreSQL server",
 }
@@ -98,7 +98,7 @@ def _sessions(url: str) -> int:
         return int(conn.execute("SELECT sum(sessions) FROM pg_stat_database").fetchone()[0])
 
 
-def profile(runs: int, root: Path) -> None:
+def profile(runs: int, root: Path, keep: Path | None = None, stacks: bool = False) -> None:
     with postgres_server(fsync=True) as server:
         url = server.database_url()
         ws = Workspace(root / "home")
@@ -121,7 +121,8 @@ def profile(runs: int, root: Path) -> None:
             data = root / "perf.data"
             sessions0 = _sessions(url)
             perf = subprocess.Popen(
-                ["perf", "record", "-a", "-F", str(HZ), "-o", str(data), "--", "sleep", "3600"],
+                ["perf", "record", "-a", *(["-g"] if stacks else []), "-F", str(HZ),
+                 "-o", str(data), "--", "sleep", "3600"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(0.5)  # perf is sampling
@@ -139,6 +140,9 @@ def profile(runs: int, root: Path) -> None:
         finally:
             procs.stop_all()
         report(_perf_parts(data), runs, wall, sessions)
+        if keep is not None:
+            shutil.copyfile(data, keep)
+            print(f"(the samples are kept in {keep}: perf report -i {keep} --comm relay-leader)")
 
 
 def report(parts: dict[str, tuple[int, int]], runs: int, wall: float, sessions: int) -> None:
@@ -185,6 +189,8 @@ def report(parts: dict[str, tuple[int, int]], runs: int, wall: float, sessions: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=24, help="queued runs sampled (default 24)")
+    parser.add_argument("--keep", type=Path, help="keep perf's samples in this file")
+    parser.add_argument("-g", dest="stacks", action="store_true", help="record call stacks")
     args = parser.parse_args(argv)
     if shutil.which("perf") is None or os.geteuid() != 0:
         print("profile_attempt: needs perf (Debian's linux-perf) and root to sample every CPU")
@@ -193,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     become_subreaper()
     with tempfile.TemporaryDirectory(prefix="profile-attempt-") as tmp:
-        profile(max(1, args.runs), Path(tmp))
+        profile(max(1, args.runs), Path(tmp), args.keep, args.stacks)
     return 0
 
 
