@@ -120,12 +120,18 @@ def profile(runs: int, root: Path, keep: Path | None = None, stacks: bool = Fals
             _expect(first.wait(timeout=600), {"value": 1}, f"queued run {first.run_id}")
             data = root / "perf.data"
             sessions0 = _sessions(url)
+            perf_log = open(root / "perf.log", "wb")  # noqa: SIM115 - closed below
             perf = subprocess.Popen(
                 ["perf", "record", "-a", *(["-g"] if stacks else []), "-F", str(HZ),
                  "-o", str(data), "--", "sleep", "3600"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=perf_log,
             )  # fmt: skip
-            time.sleep(0.5)  # perf is sampling
+            time.sleep(0.5)  # perf is sampling (or has given up: said below)
+            if perf.poll() is not None:
+                perf_log.close()
+                said = (root / "perf.log").read_text(errors="replace").strip()[-500:]
+                print(f"profile_attempt: perf record could not sample here: {said or 'no data'}")
+                return
             t0 = time.perf_counter()
             queued = [
                 commands.enqueue(ws, "one", run_input={"x": i}, backend=backend)
@@ -136,9 +142,14 @@ def profile(runs: int, root: Path, keep: Path | None = None, stacks: bool = Fals
             wall = time.perf_counter() - t0
             perf.send_signal(signal.SIGINT)
             perf.wait(60)
+            perf_log.close()
             sessions = _sessions(url) - sessions0 - 1  # (less our own count's session)
         finally:
             procs.stop_all()
+        if not data.is_file() or data.stat().st_size == 0:
+            said = (root / "perf.log").read_text(errors="replace").strip()[-500:]
+            print(f"profile_attempt: perf record could not sample here: {said or 'no data'}")
+            return
         report(_perf_parts(data), runs, wall, sessions)
         if keep is not None:
             shutil.copyfile(data, keep)
