@@ -98,6 +98,11 @@ def _sessions(url: str) -> int:
         return int(conn.execute("SELECT sum(sessions) FROM pg_stat_database").fetchone()[0])
 
 
+def _cannot_sample(root: Path) -> None:
+    said = (root / "perf.log").read_text(errors="replace").strip()[-500:]
+    print(f"profile_attempt: perf record could not sample here: {said or 'no data'}")
+
+
 def profile(runs: int, root: Path, keep: Path | None = None, stacks: bool = False) -> None:
     with postgres_server(fsync=True) as server:
         url = server.database_url()
@@ -129,8 +134,7 @@ def profile(runs: int, root: Path, keep: Path | None = None, stacks: bool = Fals
             time.sleep(0.5)  # perf is sampling (or has given up: said below)
             if perf.poll() is not None:
                 perf_log.close()
-                said = (root / "perf.log").read_text(errors="replace").strip()[-500:]
-                print(f"profile_attempt: perf record could not sample here: {said or 'no data'}")
+                _cannot_sample(root)
                 return
             t0 = time.perf_counter()
             queued = [
@@ -147,8 +151,7 @@ def profile(runs: int, root: Path, keep: Path | None = None, stacks: bool = Fals
         finally:
             procs.stop_all()
         if not data.is_file() or data.stat().st_size == 0:
-            said = (root / "perf.log").read_text(errors="replace").strip()[-500:]
-            print(f"profile_attempt: perf record could not sample here: {said or 'no data'}")
+            _cannot_sample(root)
             return
         report(_perf_parts(data), runs, wall, sessions)
         if keep is not None:

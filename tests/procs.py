@@ -33,6 +33,13 @@ def command(pid: int) -> bytes:
     return b""
 
 
+def name_of(pid: int) -> str:
+    """``pid``'s name as ``top`` and ``ps -o comm`` show it (empty once it is gone)."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    return ""
+
+
 def children_of(pid: int) -> set[int]:
     """``pid``'s children, zombies included."""
     return {p for p in _pids() if parent_of(p) == pid}

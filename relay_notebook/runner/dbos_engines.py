@@ -55,6 +55,7 @@ writing to its number), and DBOS's pool connects its own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sqlite3
 import tempfile
@@ -207,30 +208,26 @@ def _new_postgres_engine(database_url: str) -> Any:
     )
 
 
-_sharing_pool: Any = None
-
-
+@functools.cache
 def sharing_pool() -> Any:
     """``SharingPool``: SQLAlchemy's ``QueuePool`` (DBOS's, same size and timeout), which waits
     up to ``GROW_AFTER_S`` for a session to come back before it opens one beyond
     ``FREE_SESSIONS`` (see the note). It overrides the pool's private ``_do_get`` and reads its
-    queue ``_pool``: ``test_dbos_engines.py`` checks both as a canary."""
-    global _sharing_pool
-    if _sharing_pool is None:
-        from sqlalchemy.pool import QueuePool
-        from sqlalchemy.util.queue import Empty
+    queue ``_pool``: ``tests/unit/test_sharing_pool.py`` checks both as a canary. (Made on first
+    use: this module imports SQLAlchemy only when an engine is made.)"""
+    from sqlalchemy.pool import QueuePool
+    from sqlalchemy.util.queue import Empty
 
-        class SharingPool(QueuePool):
-            def _do_get(self) -> Any:
-                if self.checkedout() >= FREE_SESSIONS:
-                    try:
-                        return self._pool.get(True, GROW_AFTER_S)
-                    except Empty:
-                        pass  # none came back: open one (or wait as DBOS's pool would)
-                return super()._do_get()
+    class SharingPool(QueuePool):
+        def _do_get(self) -> Any:
+            if self.checkedout() >= FREE_SESSIONS:
+                try:
+                    return self._pool.get(True, GROW_AFTER_S)
+                except Empty:
+                    pass  # none came back: open one (or wait as DBOS's pool would)
+            return super()._do_get()
 
-        _sharing_pool = SharingPool
-    return _sharing_pool
+    return SharingPool
 
 
 def _connect_args() -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from relay_notebook import commands
 from relay_notebook.workspace import Workspace
 from tests.polling import wait_until
-from tests.procs import alive, command, descendants, parent_of
+from tests.procs import alive, command, descendants, name_of, parent_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SELF_KILL = """\
@@ -132,10 +132,6 @@ def test_an_attempt_forked_from_a_kernels_warm_parent_killed_is_reported_killed_
         _check_record(workspace.home, relay, outcome.run_id)
 
 
-def _name(pid: int) -> str:
-    return Path(f"/proc/{pid}/comm").read_text().strip()
-
-
 @pytest.mark.parametrize("warm", ["1", "0"], ids=["warm", "spawned"])
 def test_an_attempts_processes_are_named_by_their_part_in_it(warm: str, tmp_path: Path) -> None:
     """`top` and `ps -o comm` show a running attempt's processes by their part, not as
@@ -161,12 +157,12 @@ def test_an_attempts_processes_are_named_by_their_part_in_it(warm: str, tmp_path
         chain = []
         pid = parent_of(relay)
         while pid is not None and pid != proc.pid:
-            chain.append(_name(pid))
+            chain.append(name_of(pid))
             pid = parent_of(pid)
         assert chain[: 2 if confined else 1] == (
             ["relay-init", "relay-leader"] if confined else ["relay-leader"]
         ), chain
-        names = {_name(p) for p in descendants(proc.pid) if alive(p)}
+        names = {name_of(p) for p in descendants(proc.pid) if alive(p)}
         assert ("relay-warm" in names) == (warm == "1"), names
         assert "python" not in names, names
     finally:
