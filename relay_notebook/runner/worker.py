@@ -17,6 +17,12 @@ finished steps are reused, and its interrupted attempt is settled as lost and re
 A worker's children watch a lifeline pipe and exit with it, so a killed worker leaves no
 attempt running; were one still running, the run lock keeps a second executor out until it
 ends.
+
+DBOS 3.4 keeps a queue's settings in the database, ``worker_concurrency`` among them: one value
+for every worker of the queue, and the worker that registers last sets it. So ``--concurrency``
+is the pool's, not one worker's: a worker that changes it says which live workers it changed,
+and each worker reads it on its beat, says when another changed it, and keeps its lease's
+``concurrency`` (what ``relay workers`` shows) the value its queue thread obeys.
 """
 
 from __future__ import annotations
@@ -118,6 +124,8 @@ class Worker:
         self._stop = threading.Event()
         self._lease_conn: Any = None
         self._scan = WaitingScan(workspace)
+        self._queue: Any = None  # DBOS's handle on the queue, registered at start
+        self._at_once = settings.concurrency  # the queue's worker_concurrency, as last read
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -146,12 +154,21 @@ class Worker:
         )
         DBOS.listen_queues([QUEUE])
         DBOS.launch()
-        DBOS.register_queue(
+        before = DBOS.retrieve_queue(QUEUE)  # a database-backed queue: reads the row again
+        was = before.worker_concurrency if before is not None else None
+        self._queue = DBOS.register_queue(
             QUEUE,
             worker_concurrency=self.settings.concurrency,
             polling_interval_sec=self.settings.poll_s,
             on_conflict="always_update",
         )
+        others = self._live_peers()
+        if was is not None and was != self.settings.concurrency and others:
+            self.log(
+                f"worker {self.settings.executor_id}: concurrency {self.settings.concurrency} "
+                f"now applies to {', '.join(others)} too (it was {was}): DBOS's queue keeps one "
+                "setting for all its workers"
+            )
         threading.Thread(target=self._beat, name="relay-lease", daemon=True).start()
         self.log(
             f"worker {self.settings.executor_id} serving {self.workspace.home} from "
@@ -204,15 +221,36 @@ class Worker:
             "(executor_id, host, pid, concurrency, expires_at) "
             "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s)) "
             "ON CONFLICT (executor_id) DO UPDATE SET heartbeat_at = now(), "
-            "expires_at = EXCLUDED.expires_at, pid = EXCLUDED.pid, host = EXCLUDED.host",
+            "expires_at = EXCLUDED.expires_at, pid = EXCLUDED.pid, host = EXCLUDED.host, "
+            "concurrency = EXCLUDED.concurrency",
             (
                 self.settings.executor_id,
                 socket.gethostname(),
                 os.getpid(),
-                self.settings.concurrency,
+                self._at_once,
                 self.settings.lease_s,
             ),
         )
+
+    def _live_peers(self) -> list[str]:
+        """The other workers whose lease is live (they share the queue's settings)."""
+        rows = self._lease_conn.execute(
+            f"SELECT executor_id FROM {KIT_SCHEMA}.worker_leases "
+            "WHERE expires_at > now() AND executor_id <> %s ORDER BY executor_id",
+            (self.settings.executor_id,),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _follow_concurrency(self) -> None:
+        """Read the queue's ``worker_concurrency`` (a worker started since may have changed
+        it); say so when it did, so this worker's log and lease tell what it runs."""
+        at_once = self._queue.worker_concurrency
+        if at_once is not None and at_once != self._at_once:
+            self.log(
+                f"worker {self.settings.executor_id}: now runs {at_once} at once, the "
+                f"concurrency a worker started since set for the pool (it ran {self._at_once})"
+            )
+            self._at_once = at_once
 
     def _dead_executors(self) -> list[str]:
         rows = self._lease_conn.execute(
@@ -235,6 +273,7 @@ class Worker:
         interval = max(self.settings.lease_s / 4, 0.1)
         while not self._stop.wait(interval):
             try:
+                self._follow_concurrency()
                 self._renew_lease()
                 self._forget_old_leases()
                 self._wake_due()

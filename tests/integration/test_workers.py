@@ -182,6 +182,46 @@ def test_the_pool_recovers_a_crashed_attempt_and_respects_concurrency(pool: Any)
     assert most == 2
 
 
+def test_the_pool_has_one_concurrency_and_every_worker_says_which(
+    pool: Any, tmp_path: Path
+) -> None:
+    """DBOS keeps one worker_concurrency per queue: a worker started with another
+    ``--concurrency`` changes it for the live workers and says so; each of them says it runs
+    that many now, ``relay workers`` shows it, and it is what they run."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    start("w-a", concurrency=1)
+    wait_until(lambda: "serving" in (tmp_path / "w-a.log").read_text(), what="w-a serving")
+    newcomer = start("w-b", concurrency=3)
+    wait_until(lambda: "serving" in (tmp_path / "w-b.log").read_text(), what="w-b serving")
+    assert (
+        "w-b: concurrency 3 now applies to w-a too (it was 1)" in (tmp_path / "w-b.log").read_text()
+    )
+    said = "w-a: now runs 3 at once, the concurrency a worker started since set for the pool"
+    wait_until(lambda: said in (tmp_path / "w-a.log").read_text(), what="w-a to follow")
+
+    def listed() -> dict[str, int]:
+        return {w.executor_id: w.concurrency for w in commands.workers(backend) if w.alive}
+
+    wait_until(lambda: listed() == {"w-a": 3, "w-b": 3}, what="both leases to show 3")
+    newcomer.send_signal(signal.SIGTERM)  # gives its lease up: w-a alone takes the runs
+    newcomer.wait()
+    queued = [
+        commands.enqueue(ws, "steady", run_input={"n": 2, "pause": 0.5}, backend=backend)
+        for _ in range(3)
+    ]
+    for q in queued:
+        assert q.wait(timeout=60).status == "succeeded"
+    spans = [
+        (a["started_at"], a["ended_at"])
+        for q in queued
+        for a in find_run(ws, q.run_id).read_meta()["attempts"]
+        if a["executor_id"] == "w-a"
+    ]
+    assert len(spans) == 3  # what it said: three at once, on w-a
+    assert max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans) == 3
+
+
 def test_a_worker_forks_its_attempts_from_its_warm_parent(
     pool: Any, tmp_path: Path, warm_start: bool
 ) -> None:
