@@ -644,11 +644,10 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         values = [med(p[name] for b in bench.bursts[k] for p in b.phases) for k in kit_kinds]
         print(f"  {name:<34}" + "".join(f"{v:>8.0f}" for v in values[:-1]) + f"{values[-1]:>9.0f}")
     print(
-        f"info: a DBOS queue worker takes at most worker_concurrency runs per poll, so one "
-        f"worker drains at most {CONCURRENCY / POLL_S:g} runs/s however short the runs are; "
-        f"a queue registered after DBOS.launch (as both workers do) is found by DBOS's 1 s "
-        f"scan and first polled {POLL_S:g} s later, so a worker's first pickup comes up to "
-        f"{1 + POLL_S:g} s after its 'serving' line"
+        f"info: a DBOS queue worker takes at most worker_concurrency runs per poll, so bare "
+        f"DBOS drains at most {CONCURRENCY / POLL_S:g} runs/s however short the runs are; a "
+        f"kit worker also polls at once when a run is queued or one of its runs ended "
+        f"(runner.queue_wake), so its attempts, not the poll, bound its rate"
     )
     print()
     one, spawned = _label(1), _label(SPAWNED)

@@ -169,6 +169,15 @@ def build_parser(prog: str = "relay", *, notebook: bool = False) -> argparse.Arg
             help="how long the pool waits after a worker's last heartbeat before recovering "
             "its runs elsewhere (default 15)",
         )
+        p.add_argument(
+            "--poll",
+            type=_positive_float,
+            default=0.5,
+            metavar="SECONDS",
+            help="how often the pool looks at the queue besides being woken by a queued run or "
+            "a finished one (default 0.5; like --concurrency, the latest started worker's "
+            "setting applies to the whole pool)",
+        )
     p = sub.add_parser(
         "doctor", help="which start (warm or spawned) and confinement runs get here, and why"
     )

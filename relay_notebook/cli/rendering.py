@@ -256,7 +256,7 @@ def _cmd_recover(ws: Workspace, args: argparse.Namespace) -> int:
 def _cmd_worker(ws: Workspace, args: argparse.Namespace) -> int:
     commands.serve_worker(
         ws, args.backend, executor_id=args.executor_id, concurrency=args.concurrency,
-        lease_s=args.lease, log=lambda line: print(line, flush=True),
+        lease_s=args.lease, poll_s=args.poll, log=lambda line: print(line, flush=True),
     )  # fmt: skip
     return EXIT_OK
 

@@ -413,13 +413,17 @@ def serve_worker(
     concurrency: int,
     lease_s: float,
     log: Callable[[str], None],
+    poll_s: float = 0.5,
 ) -> None:
     """``relay worker``: take queued runs until stopped (DBOS loads only here, on purpose)."""
     from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id
 
     pool = require_pool_backend(backend, "relay worker")
     settings = WorkerSettings(
-        executor_id=executor_id or default_executor_id(), concurrency=concurrency, lease_s=lease_s
+        executor_id=executor_id or default_executor_id(),
+        concurrency=concurrency,
+        lease_s=lease_s,
+        poll_s=poll_s,
     )
     worker = Worker(workspace, pool, settings, log=log)
     worker.start()

@@ -1,13 +1,14 @@
 """DBOS's private surface: every name the kit uses that DBOS 3.4 does not export, in one module.
 
-Design note: a relay needs only DBOS's public API; the runner needs a little more, and each
-use is here and nowhere else: the internal queue's poll (a recovery starts at once instead of
-after DBOS's one-second poll), the recovery of another executor's pending workflows, a queue
-object for a relay's module-level ``DBOS.register_queue`` before launch, a client's migrations
-and pooled engine, the serializers (guarded against secrets; a fork's edited values written in
-DBOS's own format), the topic ``None`` as DBOS stores it, and the
-rows a fork rewrites in DBOS's tables (DBOS has no API for editing a workflow's input or a
-step's output). Everything else uses the public API (``dbos.error``, ``dbos.DBOSClient``...).
+Design note: a relay needs only DBOS's public API; the runner needs a little more, and each use
+is here and nowhere else: the internal queue's poll (a recovery starts at once instead of after
+DBOS's one-second poll), a worker's queue loop run on an event it can wake (and the count of
+its running workflows it wakes by), the recovery of another executor's pending workflows, a
+queue object for a relay's module-level ``DBOS.register_queue`` before launch, a client's
+migrations and pooled engine, the serializers (guarded against secrets; a fork's edited values
+written in DBOS's own format), the topic ``None`` as DBOS stores it, and the rows a fork
+rewrites in DBOS's tables (DBOS has no API for editing a workflow's input or a step's output).
+Everything else uses the public API (``dbos.error``, ``dbos.DBOSClient``...).
 ``tests/integration/test_dbos_canary.py`` checks each name used here against the installed
 DBOS, so an upgrade that changes one fails there, naming it, not somewhere in a run. The kit
 pins ``dbos>=3.4,<3.5``. The supervisor side (a fork, the worker pool's client) imports this
@@ -34,9 +35,11 @@ __all__ = [
     "edit_fork_rows",
     "internal_queue_poll",
     "message_pending",
+    "queue_running",
     "recover_pending_workflows",
     "root_calls",
     "run_client_migrations",
+    "serve_queue",
     "set_internal_queue_poll",
     "sqlite_engine",
     "wrap_serializers",
@@ -80,6 +83,24 @@ def recover_pending_workflows(executor_ids: list[str]) -> list[Any]:
 
     handles: list[Any] = DBOS._recover_pending_workflows(executor_ids)
     return handles
+
+
+def serve_queue(queue: Any, stop: Any) -> None:
+    """Run DBOS's own worker loop for ``queue`` in this thread until ``stop`` is set: DBOS's
+    polls, claims and dispatch, waiting between polls on ``stop`` (``queue_wake.PollWhen``,
+    which may end a wait early). Its DBOS must listen to no queue of that name itself."""
+    from dbos._dbos import _get_dbos_instance
+    from dbos._queue import queue_worker_thread
+
+    queue_worker_thread(stop, _get_dbos_instance(), queue)
+
+
+def queue_running(name: str) -> int:
+    """How many workflows of queue ``name`` this process runs, counted as DBOS's queue loop
+    counts them (a workflow leaves the count once its outcome is recorded)."""
+    from dbos._dbos import _get_dbos_instance
+
+    return int(_get_dbos_instance()._active_workflows_set.count_for_queue(name))
 
 
 def declared_queue(name: str) -> Any:

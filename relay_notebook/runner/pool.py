@@ -17,6 +17,7 @@ from relay_notebook.record import dbos_tables
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_private import client_engine, run_client_migrations
+from relay_notebook.runner.queue_wake import CHANNEL
 
 __all__ = [
     "INVOCATION",
@@ -95,8 +96,11 @@ def enqueue_run(
     workflow_id: str | None = None,
 ) -> str:
     """Put run ``run_id`` (already created) on the workers' queue; returns the invocation id."""
+    import sqlalchemy as sa
+
     workflow_id = workflow_id or invocation_id(run_id, n)
-    _client(backend).enqueue(
+    client = _client(backend)
+    client.enqueue(
         {
             "queue_name": QUEUE,
             "workflow_name": INVOCATION,
@@ -105,6 +109,10 @@ def enqueue_run(
         },
         {"run_id": run_id, "crash": crash.to_dict() if crash else None},
     )
+    # the workers take it now rather than at their next poll (runner.queue_wake); on the
+    # client's pooled session, which the enqueue just used
+    with client_engine(client).begin() as conn:
+        conn.execute(sa.text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
     return workflow_id
 
 

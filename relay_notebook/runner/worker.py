@@ -1,8 +1,10 @@
 """A worker: a long-running process that executes queued runs, one supervised child each.
 
-Design note: DBOS is the engine; the kit adds only a lease. A worker is a DBOS application
-(``relay-worker``, with its own executor id) whose one workflow, the *invocation*, is taken
-from the DBOS queue ``relay-runs`` under the queue's per-worker concurrency. An invocation
+Design note: DBOS is the engine; the kit adds a lease and a wake. A worker is a DBOS
+application (``relay-worker``, with its own executor id) whose one workflow, the *invocation*,
+is taken from the DBOS queue ``relay-runs`` under the queue's per-worker concurrency, by
+DBOS's own queue loop, which the worker runs on an event it wakes when a run is queued or one
+of its runs ended (``runner.queue_wake``). An invocation
 runs the run's attempts as DBOS steps; each step is what ``relay recover`` does on one
 machine (lock, checks, one child process), so bindings, the attempt budget, the deadline and
 the single-executor lock hold exactly as there. A crashed attempt is recovered by the next
@@ -51,7 +53,11 @@ from relay_notebook.record.folders import find_run
 from relay_notebook.record.run_record import RunRecord
 from relay_notebook.runner.backend import KIT_SCHEMA, Backend, connect, prepare_database
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.dbos_private import recover_pending_workflows
+from relay_notebook.runner.dbos_private import (
+    queue_running,
+    recover_pending_workflows,
+    serve_queue,
+)
 from relay_notebook.runner.pool import (
     INVOCATION,
     QUEUE,
@@ -60,6 +66,7 @@ from relay_notebook.runner.pool import (
     enqueue_run,
     resume_invocation_id,
 )
+from relay_notebook.runner.queue_wake import PollWhen, listen
 from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run, record_refusal
 from relay_notebook.runner.wake import WaitingScan, due_runs
 from relay_notebook.runner.warm import WarmParent, restart_warm_parent
@@ -102,6 +109,8 @@ def _invocation(request: dict[str, Any]) -> dict[str, Any]:
         outcome = _attempt_step(request)
         if outcome.get("status") != "interrupted":
             break
+    assert _worker is not None
+    _worker.run_ended()  # not durable, and harmless when replayed: a poll once the slot frees
     return outcome
 
 
@@ -126,6 +135,7 @@ class Worker:
         self._scan = WaitingScan(workspace)
         self._queue: Any = None  # DBOS's handle on the queue, registered at start
         self._at_once = settings.concurrency  # the queue's worker_concurrency, as last read
+        self._wake = PollWhen(lambda: queue_running(QUEUE) < self._at_once)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -152,7 +162,9 @@ class Worker:
                 "log_level": "WARNING",
             }
         )
-        DBOS.listen_queues([QUEUE])
+        # DBOS's own queue thread leaves relay-runs alone: this worker runs DBOS's loop for it
+        # on an event it can wake (runner.queue_wake)
+        DBOS.listen_queues([])
         DBOS.launch()
         before = DBOS.retrieve_queue(QUEUE)  # a database-backed queue: reads the row again
         was = before.worker_concurrency if before is not None else None
@@ -169,11 +181,21 @@ class Worker:
                 f"now applies to {', '.join(others)} too (it was {was}): DBOS's queue keeps one "
                 "setting for all its workers"
             )
+        threading.Thread(
+            target=serve_queue, args=(self._queue, self._wake), name="relay-queue", daemon=True
+        ).start()
+        listening = threading.Event()
+        threading.Thread(
+            target=listen, args=(self.backend, self._wake, self.log, listening),
+            name="relay-queued", daemon=True,
+        ).start()  # fmt: skip
+        listening.wait(10)  # from the "serving" line on, a queued run wakes this worker
+        self._wake.soon()  # and the runs queued while no worker was up are taken now
         threading.Thread(target=self._beat, name="relay-lease", daemon=True).start()
         self.log(
             f"worker {self.settings.executor_id} serving {self.workspace.home} from "
             f"{self.backend.display} (concurrency {self.settings.concurrency}, lease "
-            f"{self.settings.lease_s:g} s)"
+            f"{self.settings.lease_s:g} s, poll {self.settings.poll_s:g} s)"
         )
 
     def _say_when_warm(self, parent: WarmParent) -> None:
@@ -202,6 +224,7 @@ class Worker:
         close) and are recovered elsewhere from their checkpoints.
         """
         self._stop.set()
+        self._wake.set()
         try:
             with connect(self.backend) as conn:
                 conn.execute(
@@ -281,6 +304,7 @@ class Worker:
                 if dead:
                     handles = recover_pending_workflows(dead)
                     if handles:
+                        self._wake.soon()
                         self.log(
                             f"worker {self.settings.executor_id}: lease of {', '.join(dead)} "
                             f"expired; {len(handles)} run(s) back on the queue"
@@ -304,6 +328,11 @@ class Worker:
             self.log(f"worker {self.settings.executor_id}: {run_id} is due; queued to resume")
 
     # -- one attempt ---------------------------------------------------------------------------
+
+    def run_ended(self) -> None:
+        """One of this worker's runs ended: take the next queued run as soon as DBOS has
+        recorded this one's outcome, not at the next poll."""
+        self._wake.soon()
 
     def attend(self, request: dict[str, Any]) -> dict[str, Any]:
         """Run the next attempt of the request's run; its outcome as ``relay run --json``.

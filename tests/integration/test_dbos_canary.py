@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -419,6 +420,26 @@ def _check_fork_rows(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM workflow_status").fetchone() == (0,)
 
 
+def _check_queue_loop() -> None:
+    # runner/worker.py runs DBOS's own loop for relay-runs on an event it can wake early
+    # (runner/queue_wake.py): the loop only waits on it and asks whether it is set
+    from dbos._core import ActiveWorkflowById
+    from dbos._queue import queue_worker_thread
+
+    params = list(inspect.signature(queue_worker_thread).parameters)
+    assert params == ["stop_event", "dbos", "queue"], params
+    source = inspect.getsource(queue_worker_thread)
+    uses = set(re.findall(r"stop_event\.(\w+)", source))
+    assert uses == {"wait", "is_set"}, uses
+    assert "_active_workflows_set.count_for_queue(queue.name)" in source
+    active = ActiveWorkflowById()
+    entry = active.add("wf-1", "relay-runs")
+    assert active.count_for_queue("relay-runs") == 1
+    entry.release()
+    assert active.count_for_queue("relay-runs") == 0
+    assert "self._active_workflows_set" in inspect.getsource(DBOS.__init__)
+
+
 #: every private name of DBOS that runner/dbos_private.py uses, and its check
 def _check_declared_queue() -> None:
     # runner/queues.py: a relay's module-level DBOS.register_queue gets the queue object
@@ -440,6 +461,9 @@ _PRIVATE_CHECKS: dict[str, Any] = {
     ),
     "dbos._dbos._get_or_create_dbos_registry().get_internal_queue()._polling_interval_sec": (
         _check_internal_queue_poll
+    ),
+    "dbos._queue.queue_worker_thread and DBOS()._active_workflows_set.count_for_queue": (
+        _check_queue_loop
     ),
     "DBOS._recover_pending_workflows": _check_recover_pending_workflows,
     "DBOSClient._sys_db.run_migrations / .engine": _check_client_sys_db,

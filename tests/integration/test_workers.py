@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -79,13 +80,13 @@ def pool(
     backend = resolve_backend(database_url)
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(executor_id: str, concurrency: int = 2, lease: float = LEASE_S) -> Any:
+    def start(executor_id: str, concurrency: int = 2, lease: float = LEASE_S, *more: str) -> Any:
         log = open(tmp_path / f"{executor_id}.log", "wb")  # noqa: SIM115 - kept by the process
         proc = subprocess.Popen(
             [
                 sys.executable, "-m", "relay_notebook.cli", "--home", str(workspace.home),
                 "--database-url", database_url, "worker", "--id", executor_id,
-                "--concurrency", str(concurrency), "--lease", str(lease),
+                "--concurrency", str(concurrency), "--lease", str(lease), *more,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -220,6 +221,40 @@ def test_the_pool_has_one_concurrency_and_every_worker_says_which(
     ]
     assert len(spans) == 3  # what it said: three at once, on w-a
     assert max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans) == 3
+
+
+def test_a_worker_takes_runs_when_queued_and_when_a_slot_frees_not_at_its_poll(
+    pool: Any, tmp_path: Path
+) -> None:
+    """A worker polls the queue once a minute here (``--poll 60``), yet takes each run at once:
+    one queued before it started, one queued while it waits (the enqueue's notification wakes
+    it), and, one at a time, three queued together (each run's end wakes it). Each would
+    otherwise wait for a poll, and the last of the three for the third one."""
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    early = commands.enqueue(ws, "steady", run_input={"n": 1, "pause": 0.01}, backend=backend)
+    start("w-a", 1, LEASE_S, "--poll", "60")
+    log = tmp_path / "w-a.log"
+    wait_until(lambda: "serving" in log.read_text(), what="w-a serving")
+    assert "(concurrency 1, lease 1.5 s, poll 60 s)" in log.read_text()
+    first = time.monotonic()
+    assert early.wait(timeout=30).status == "succeeded"
+    queued = commands.enqueue(ws, "steady", run_input={"n": 1, "pause": 0.01}, backend=backend)
+    assert queued.wait(timeout=30).status == "succeeded"
+    together = [
+        commands.enqueue(ws, "steady", run_input={"n": 1, "pause": 0.2}, backend=backend)
+        for _ in range(3)
+    ]
+    for q in together:
+        assert q.wait(timeout=30).status == "succeeded"
+    assert time.monotonic() - first < 60  # no run waited for the worker's first regular poll
+    spans = sorted(
+        (a["started_at"], a["ended_at"])
+        for q in together
+        for a in find_run(ws, q.run_id).read_meta()["attempts"]
+    )
+    assert len(spans) == 3  # one at a time (--concurrency 1): each began after the last ended
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
 
 
 def test_a_worker_forks_its_attempts_from_its_warm_parent(
