@@ -7,6 +7,7 @@ own DBOS application ``relay-worker`` on the DBOS queue ``relay-runs``, enqueued
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -110,8 +111,9 @@ def enqueue_run(
         {"run_id": run_id, "crash": crash.to_dict() if crash else None},
     )
     # the workers take it now rather than at their next poll (runner.queue_wake); on the
-    # client's pooled session, which the enqueue just used
-    with client_engine(client).begin() as conn:
+    # client's pooled session, which the enqueue just used. The run is queued already: were
+    # this to fail, a worker's regular poll takes it
+    with contextlib.suppress(sa.exc.SQLAlchemyError), client_engine(client).begin() as conn:
         conn.execute(sa.text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
     return workflow_id
 

@@ -134,6 +134,7 @@ class Worker:
         self._lease_conn: Any = None
         self._scan = WaitingScan(workspace)
         self._queue: Any = None  # DBOS's handle on the queue, registered at start
+        self._queue_loop: threading.Thread | None = None  # DBOS's loop for it, run here
         self._at_once = settings.concurrency  # the queue's worker_concurrency, as last read
         self._wake = PollWhen(lambda: queue_running(QUEUE) < self._at_once)
 
@@ -181,9 +182,7 @@ class Worker:
                 f"now applies to {', '.join(others)} too (it was {was}): DBOS's queue keeps one "
                 "setting for all its workers"
             )
-        threading.Thread(
-            target=serve_queue, args=(self._queue, self._wake), name="relay-queue", daemon=True
-        ).start()
+        self._serve_queue()
         listening = threading.Event()
         threading.Thread(
             target=listen, args=(self.backend, self._wake, self.log, listening),
@@ -197,6 +196,26 @@ class Worker:
             f"{self.backend.display} (concurrency {self.settings.concurrency}, lease "
             f"{self.settings.lease_s:g} s, poll {self.settings.poll_s:g} s)"
         )
+
+    def _serve_queue(self) -> None:
+        self._queue_loop = threading.Thread(
+            target=serve_queue, args=(self._queue, self._wake), name="relay-queue", daemon=True
+        )
+        self._queue_loop.start()
+
+    def _keep_serving_queue(self) -> None:
+        """DBOS's queue loop ends when the queue's row is gone (``DBOS.delete_queue``): this
+        worker registers the queue again and serves it, rather than take no more runs."""
+        if self._queue_loop is None or self._queue_loop.is_alive() or self._stop.is_set():
+            return
+        self.log(f"worker {self.settings.executor_id}: queue {QUEUE} was deleted; registered again")
+        self._queue = DBOS.register_queue(
+            QUEUE,
+            worker_concurrency=self._at_once,
+            polling_interval_sec=self.settings.poll_s,
+            on_conflict="always_update",
+        )
+        self._serve_queue()
 
     def _say_when_warm(self, parent: WarmParent) -> None:
         """One line once attempts fork (until then they are spawned), or why they will not."""
@@ -296,6 +315,7 @@ class Worker:
         interval = max(self.settings.lease_s / 4, 0.1)
         while not self._stop.wait(interval):
             try:
+                self._keep_serving_queue()
                 self._follow_concurrency()
                 self._renew_lease()
                 self._forget_old_leases()

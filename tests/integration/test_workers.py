@@ -257,6 +257,27 @@ def test_a_worker_takes_runs_when_queued_and_when_a_slot_frees_not_at_its_poll(
     assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
 
 
+def test_a_worker_whose_queue_was_deleted_registers_it_again(pool: Any, tmp_path: Path) -> None:
+    """``DBOSClient.delete_queue`` ends DBOS's queue loop in every worker; a worker says so,
+    registers the queue again on its next beat and takes the runs queued since."""
+    import dbos
+
+    ws, backend, start = pool
+    ws.save_draft("steady", STEADY)
+    start("w-a")
+    log = tmp_path / "w-a.log"
+    wait_until(lambda: "serving" in log.read_text(), what="w-a serving")
+    client = dbos.DBOSClient(system_database_url=backend.dbos_url)
+    try:
+        client.delete_queue("relay-runs")
+        said = "w-a: queue relay-runs was deleted; registered again"
+        wait_until(lambda: said in log.read_text(), what="w-a to register it again")
+    finally:
+        client.destroy()
+    queued = commands.enqueue(ws, "steady", run_input={"n": 1, "pause": 0.01}, backend=backend)
+    assert queued.wait(timeout=60).status == "succeeded"
+
+
 def test_a_worker_forks_its_attempts_from_its_warm_parent(
     pool: Any, tmp_path: Path, warm_start: bool
 ) -> None:
