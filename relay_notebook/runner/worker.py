@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbos import DBOS
+from dbos import error as dbos_error
 
 from relay_notebook.errors import (
     DiskFullError,
@@ -286,7 +287,10 @@ class Worker:
     def _follow_concurrency(self) -> None:
         """Read the queue's ``worker_concurrency`` (a worker started since may have changed
         it); say so when it did, so this worker's log and lease tell what it runs."""
-        at_once = self._queue.worker_concurrency
+        try:
+            at_once = self._queue.worker_concurrency
+        except dbos_error.DBOSException:  # its row is gone: _keep_serving_queue registers it
+            return
         if at_once is not None and at_once != self._at_once:
             self.log(
                 f"worker {self.settings.executor_id}: now runs {at_once} at once, the "
@@ -315,9 +319,9 @@ class Worker:
         interval = max(self.settings.lease_s / 4, 0.1)
         while not self._stop.wait(interval):
             try:
+                self._renew_lease()  # first: nothing else on the beat may hold it back
                 self._keep_serving_queue()
                 self._follow_concurrency()
-                self._renew_lease()
                 self._forget_old_leases()
                 self._wake_due()
                 dead = self._dead_executors()

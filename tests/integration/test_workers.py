@@ -276,6 +276,7 @@ def test_a_worker_whose_queue_was_deleted_registers_it_again(pool: Any, tmp_path
         client.destroy()
     queued = commands.enqueue(ws, "steady", run_input={"n": 1, "pause": 0.01}, backend=backend)
     assert queued.wait(timeout=60).status == "succeeded"
+    assert "lease check failed" not in log.read_text()  # its lease was renewed throughout
 
 
 def test_a_worker_forks_its_attempts_from_its_warm_parent(
