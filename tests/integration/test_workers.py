@@ -113,6 +113,19 @@ def _steps_done(ws: Workspace, run_id: str, attempt: int) -> int:
     )
 
 
+def _attempt_spans(ws: Workspace, queued: list[Any]) -> list[tuple[float, float, str]]:
+    """Each attempt of the queued runs: (started_at, ended_at, executor id), in start order."""
+    return sorted(
+        (a["started_at"], a["ended_at"], a["executor_id"])
+        for q in queued
+        for a in find_run(ws, q.run_id).read_meta()["attempts"]
+    )
+
+
+def _most_at_once(spans: list[tuple[float, float, str]]) -> int:
+    return max(sum(1 for s, e, _ in spans if s <= t < e) for t, _, _ in spans)
+
+
 def test_a_killed_workers_runs_are_recovered_by_the_others(pool: Any) -> None:
     """Three workers; SIGKILL the one running two relays mid-run; the other two finish both
     from their checkpoints after its lease expires; no checkpointed step runs twice."""
@@ -174,13 +187,7 @@ def test_the_pool_recovers_a_crashed_attempt_and_respects_concurrency(pool: Any)
     assert outcome.reused == [1, 2] and outcome.executed == [3]
     for q in others:
         assert q.wait(timeout=60).status == "succeeded"
-    spans = [
-        (a["started_at"], a["ended_at"])
-        for q in others
-        for a in find_run(ws, q.run_id).read_meta()["attempts"]
-    ]
-    most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
-    assert most == 2
+    assert _most_at_once(_attempt_spans(ws, others)) == 2
 
 
 def test_the_pool_has_one_concurrency_and_every_worker_says_which(
@@ -213,14 +220,9 @@ def test_the_pool_has_one_concurrency_and_every_worker_says_which(
     ]
     for q in queued:
         assert q.wait(timeout=60).status == "succeeded"
-    spans = [
-        (a["started_at"], a["ended_at"])
-        for q in queued
-        for a in find_run(ws, q.run_id).read_meta()["attempts"]
-        if a["executor_id"] == "w-a"
-    ]
-    assert len(spans) == 3  # what it said: three at once, on w-a
-    assert max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans) == 3
+    spans = _attempt_spans(ws, queued)
+    assert [who for _, _, who in spans] == ["w-a"] * 3  # what it said: three at once, on w-a
+    assert _most_at_once(spans) == 3
 
 
 def test_a_worker_takes_runs_when_queued_and_when_a_slot_frees_not_at_its_poll(
@@ -248,11 +250,7 @@ def test_a_worker_takes_runs_when_queued_and_when_a_slot_frees_not_at_its_poll(
     for q in together:
         assert q.wait(timeout=30).status == "succeeded"
     assert time.monotonic() - first < 60  # no run waited for the worker's first regular poll
-    spans = sorted(
-        (a["started_at"], a["ended_at"])
-        for q in together
-        for a in find_run(ws, q.run_id).read_meta()["attempts"]
-    )
+    spans = _attempt_spans(ws, together)
     assert len(spans) == 3  # one at a time (--concurrency 1): each began after the last ended
     assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
 
