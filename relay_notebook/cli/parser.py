@@ -7,6 +7,7 @@ included; no command runs here.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any, NoReturn
 
 __all__ = ["RECORD_COMMANDS", "CommandLineError", "build_parser", "fork_arguments"]
@@ -268,6 +269,8 @@ def _port(text: str) -> int:
 
 def _positive_float(text: str) -> float:
     value = _number(text, float, "seconds")
+    if not math.isfinite(value):  # float() reads "inf" and "nan", which no interval can be
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
     return value
