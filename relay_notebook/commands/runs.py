@@ -412,8 +412,8 @@ def serve_worker(
     executor_id: str | None,
     concurrency: int,
     lease_s: float,
+    poll_s: float,
     log: Callable[[str], None],
-    poll_s: float = 0.5,
 ) -> None:
     """``relay worker``: take queued runs until stopped (DBOS loads only here, on purpose)."""
     from relay_notebook.runner.worker import Worker, WorkerSettings, default_executor_id

@@ -170,12 +170,7 @@ class Worker:
         DBOS.launch()
         before = DBOS.retrieve_queue(QUEUE)  # a database-backed queue: reads the row again
         was = before.worker_concurrency if before is not None else None
-        self._queue = DBOS.register_queue(
-            QUEUE,
-            worker_concurrency=self.settings.concurrency,
-            polling_interval_sec=self.settings.poll_s,
-            on_conflict="always_update",
-        )
+        self._register_queue()
         others = self._live_peers()
         if was is not None and was != self.settings.concurrency and others:
             self.log(
@@ -210,13 +205,18 @@ class Worker:
         if self._queue_loop is None or self._queue_loop.is_alive() or self._stop.is_set():
             return
         self.log(f"worker {self.settings.executor_id}: queue {QUEUE} was deleted; registered again")
+        self._register_queue()
+        self._serve_queue()
+
+    def _register_queue(self) -> None:
+        """The queue's row with the concurrency this worker runs and its poll, the latest
+        registration's for every worker (DBOS keeps one row per queue)."""
         self._queue = DBOS.register_queue(
             QUEUE,
             worker_concurrency=self._at_once,
             polling_interval_sec=self.settings.poll_s,
             on_conflict="always_update",
         )
-        self._serve_queue()
 
     def _say_when_warm(self, parent: WarmParent) -> None:
         """One line once attempts fork (until then they are spawned), or why they will not."""
