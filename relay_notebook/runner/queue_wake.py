@@ -20,6 +20,11 @@ claims and dispatch, unchanged) in a thread of its own, waiting between polls on
 - one of its runs ended (the invocation workflow's last act, ``Worker.run_ended``): its slot
   is free once DBOS has recorded the invocation's outcome, which the room check waits for.
 
+Woken polls are at least ``WOKEN_GAP_S`` apart: anyone who can reach the database may send
+the notification (a relay's own code among them), and a flood of it must not turn into a poll
+per notification. A burst of queued runs needs no more: one poll claims as many as there is
+room for.
+
 Otherwise it waits the interval, as DBOS would: a run put back on the queue by recovery, or
 queued when a worker's listening session is down, is taken at the next regular poll.
 Nothing here decides *what* is dequeued; a missed wake costs only latency.
@@ -33,12 +38,15 @@ from collections.abc import Callable
 
 from relay_notebook.runner.backend import Backend, connect
 
-__all__ = ["CHANNEL", "ROOM_CHECK_S", "PollWhen", "listen"]
+__all__ = ["CHANNEL", "ROOM_CHECK_S", "WOKEN_GAP_S", "PollWhen", "listen"]
 
 #: the PostgreSQL notification channel on which a queued run wakes the workers
 CHANNEL = "relay_runs_queued"
 #: how often a wait woken for a run looks again for a free slot
 ROOM_CHECK_S = 0.003
+#: the least time between the end of one wait and a wish ending the next (at most 50 woken
+#: polls a second, whatever is sent on the channel)
+WOKEN_GAP_S = 0.02
 
 
 class PollWhen:
@@ -48,11 +56,13 @@ class PollWhen:
     the worker can take a run; a wait that reaches its timeout forgets the wish (the regular
     poll follows anyway)."""
 
-    def __init__(self, room: Callable[[], bool]) -> None:
+    def __init__(self, room: Callable[[], bool], gap_s: float = WOKEN_GAP_S) -> None:
         self._room = room
+        self._gap_s = gap_s
         self._cond = threading.Condition()
         self._stopped = False
         self._wanted = False
+        self._polled_at = float("-inf")  # when the last wait ended (a poll followed)
 
     def is_set(self) -> bool:
         return self._stopped
@@ -71,19 +81,26 @@ class PollWhen:
     def wait(self, timeout: float | None = None) -> bool:
         """``True`` when stopped; ``False`` when the interval ran out or a wish came true."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        earliest = self._polled_at + self._gap_s  # for a wish to end this wait
         with self._cond:
             while not self._stopped:
-                if self._wanted and self._room():
-                    self._wanted = False
-                    return False
-                left = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                if self._wanted and now >= earliest and self._room():
+                    return self._polls(now)
+                left = None if deadline is None else deadline - now
                 if left is not None and left <= 0:
-                    self._wanted = False
-                    return False
-                if self._wanted:  # no room yet: DBOS is recording a run's outcome
-                    left = ROOM_CHECK_S if left is None else min(left, ROOM_CHECK_S)
+                    return self._polls(now)
+                if self._wanted:  # too soon, or no room yet (DBOS records a run's outcome)
+                    step = max(earliest - now, ROOM_CHECK_S)
+                    left = step if left is None else min(left, step)
                 self._cond.wait(left)
             return True
+
+    def _polls(self, now: float) -> bool:
+        """End the wait (DBOS polls next): the wish, if any, is answered by that poll."""
+        self._wanted = False
+        self._polled_at = now
+        return False
 
 
 def listen(

@@ -54,6 +54,18 @@ def test_a_wish_is_forgotten_when_the_interval_runs_out() -> None:
     assert answers == [False]
 
 
+def test_woken_polls_keep_their_gap_however_often_a_wish_comes() -> None:
+    wake = PollWhen(lambda: True, gap_s=0.5)
+    wake.soon()
+    assert wake.wait(LONG) is False  # the first wish ends the wait at once
+    wake.soon()  # a flood of notifications right after that poll
+    thread, answers = _waiter(wake)
+    thread.join(0.2)
+    assert thread.is_alive() and answers == []  # not before the gap has passed
+    thread.join(10)
+    assert answers == [False]
+
+
 def test_set_stops_the_loop() -> None:
     wake = PollWhen(lambda: False)
     thread, answers = _waiter(wake)
