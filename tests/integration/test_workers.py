@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -95,11 +97,47 @@ def pool(
         started.append(proc)
         return proc
 
-    yield workspace, backend, start
+    with _failing_fast(started, tmp_path):
+        yield workspace, backend, start
     for proc in started:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+class WorkerFailed(AssertionError):
+    """A worker the test started exited with an error while the test went on."""
+
+
+@contextlib.contextmanager
+def _failing_fast(started: list[subprocess.Popen[bytes]], logs: Path) -> Iterator[None]:
+    """While the test runs, a worker that exited with an error status (one that failed to
+    start, say) fails it with the worker's log at the test's next sleep (every wait here polls
+    with ``time.sleep``: ``wait_until``, a queued run's ``wait``), instead of leaving it to wait
+    out its timeouts for runs no worker will take. A worker the test kills or stops exits on a
+    signal or with 0, which is not an error."""
+    main = threading.main_thread()
+    real_sleep = time.sleep
+
+    def failure() -> str | None:
+        for proc in started:
+            code = proc.poll()
+            if code is not None and code > 0:
+                name = proc.executor_id  # type: ignore[attr-defined]
+                tail = (logs / f"{name}.log").read_text(errors="replace")[-2000:]
+                return f"worker {name} exited {code}:\n{tail}"
+        return None
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is main and (failed := failure()) is not None:
+            raise WorkerFailed(failed)
+        real_sleep(seconds)
+
+    time.sleep = sleep  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        time.sleep = real_sleep  # type: ignore[assignment]
 
 
 def _steps_done(ws: Workspace, run_id: str, attempt: int) -> int:
