@@ -460,7 +460,7 @@ def test_without_confinement_the_run_goes_on(workspace: Workspace) -> None:
     assert meta["attempts"][0]["confined"] is False
 
 
-FROZEN = '''
+FROZEN = """
 import gc
 
 from dbos import DBOS
@@ -474,7 +474,7 @@ async def count_frozen():
 @DBOS.workflow()
 async def run(INPUT):
     return {"frozen": await count_frozen()}
-'''
+"""
 
 
 def test_an_attempt_keeps_what_it_made_to_start_out_of_collections(tmp_path: Path) -> None:
