@@ -89,7 +89,10 @@ def main(plan_path: str, spec_path: str) -> None:
     """Enter the sandbox ``plan_path`` describes, then run the child on ``spec_path``."""
     name_process("relay-leader")
     parent = os.getppid()
-    die_with_parent()  # as bubblewrap's --die-with-parent: a supervisor killed takes us along
+    # a supervisor killed while we start takes us along; entering the sandbox changes our
+    # credentials, which clears this, and from then on the attempt finishes alone if its
+    # supervisor dies, as a forked one does (runner.warm_parent): the next recovery settles it
+    die_with_parent()
     if os.getppid() != parent:
         os._exit(FAILED)
     try:  # (the supervisor started us in a session of our own: the attempt's process group)
