@@ -53,7 +53,8 @@ SUPERVISOR = textwrap.dedent(
 
 
 def _orphan_run(ws: Workspace, *, confined: bool = True) -> tuple[str, int]:
-    # bubblewrap ends the child with its parent; unconfined, the child outlives the supervisor
+    # the child outlives its supervisor (the kit's sandbox, forked or spawned, and unconfined;
+    # only the bubblewrap fallback ends it with its parent): the tests kill it where they must
     argv = [sys.executable, "-c", SUPERVISOR, str(ws.home), "1" if confined else "0"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
