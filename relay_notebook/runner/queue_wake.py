@@ -121,7 +121,8 @@ def listen(
                 for _ in conn.notifies():
                     wake.soon()
         except Exception as exc:  # psycopg's, or RelayError: the server went away
-            if not said:
-                log(f"worker: not woken by queued runs until PostgreSQL answers again ({exc})")
+            if not said:  # one line, password-free, as every driver error the kit shows
+                why = backend.sentence(str(exc)).strip()
+                log(f"worker: not woken by queued runs until PostgreSQL answers again: {why}")
                 said = True
         time.sleep(1.0)

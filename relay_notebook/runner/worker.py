@@ -86,7 +86,7 @@ def default_executor_id() -> str:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """How a worker runs: its executor id, concurrency and lease."""
+    """How a worker runs: its executor id, concurrency, lease and queue poll interval."""
 
     executor_id: str
     concurrency: int = 2
