@@ -10,6 +10,26 @@ sandbox's uid, never as root, started as it so that it dies with the helper even
 is killed (a change of uid would clear its parent-death signal). A warm parent keeps one
 **spare** namespace with pasta already attached (``make_spare``) for its next attempt that
 declares no endpoint, so that attempt does not wait for pasta at all.
+
+**A spare serves one relay's attempts in turn** (``Spare.reclaim``). Starting pasta, its helper
+and the namespace's keeper for every attempt was about 30 ms of CPU of every queued run (perf,
+``benchmarks/profile_attempt.py``), so once an attempt that took a spare has ended, the warm
+parent keeps the namespace, pasta still attached, for the next attempt of the **same relay**
+(its code folder) whose plan names the same network (a PostgreSQL run's names its server),
+never another relay's and never two attempts at once. It hands it over only if nothing of the
+last attempt is left in it, checked when the next one asks (``Spare.reusable``): the attempt's
+processes are gone (its leader waited for the sandbox's init, whose end ends every process of
+its PID namespace), and no socket of the namespace is still open in any process or in flight
+(every socket the kernel lists for it, ``/proc/PID/net/*``, with an inode, that was not there
+when the spare was first claimed: the kernel's own and pasta's); sockets that are only closing
+(``TIME_WAIT``, ``FIN_WAIT``) have no inode and take no connection. A relay, without
+capabilities in the namespace's user namespace, can change nothing else in it (addresses,
+routes, filters, its settings); and the namespace keeps no TCP metrics
+(``net.ipv4.tcp_no_metrics_save``), which would tell the next attempt which addresses the last
+one reached. What pasta still holds for a while is its UDP flows: a late answer to the last
+attempt's datagram could reach the next one if it listens on that port, which is why only
+attempts of one relay share. A namespace whose pasta has gone (no interface but ``lo``) or whose
+keeper has changed is never reused.
 """
 
 from __future__ import annotations
@@ -36,9 +56,20 @@ from relay_notebook.runner.namespaces import (
     unshare_user,
 )
 
-__all__ = ["Spare", "make_spare", "network_helper", "pasta_command", "wait_for_network"]
+__all__ = [
+    "OUTSIDE",
+    "Spare",
+    "make_spare",
+    "namespace_sockets",
+    "network_helper",
+    "pasta_command",
+    "tcp_in_use",
+    "wait_for_network",
+]
 
 _PASTA_WAIT_S = 20
+#: the namespace's own setting (``/proc/sys/net`` shows the namespace of whoever opens it)
+_NO_METRICS = "/proc/sys/net/ipv4/tcp_no_metrics_save"
 
 
 def pasta_command(
@@ -120,15 +151,34 @@ def _await_pasta(pasta: subprocess.Popen[bytes], pidfile: str) -> bytes:
     return b"pasta: not ready after %d s" % _PASTA_WAIT_S
 
 
+#: the socket tables of a network namespace (``/proc/PID/net/NAME``), each with the column of
+#: its sockets' inode (0: a socket no descriptor refers to, only closing)
+_SOCKET_TABLES = {
+    **dict.fromkeys(("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6"), 9),
+    **dict.fromkeys(("raw", "raw6", "icmp", "icmp6"), 9),
+    "unix": 6, "packet": 8, "netlink": 9,
+}  # fmt: skip
+#: the TCP tables: reading one walks the kernel's hash of every namespace's connections (about
+#: 3 ms each here), so they are read only when the namespace's own count of TCP sockets
+#: (``sockstat``) is not what it was when the spare was claimed
+_TCP_TABLES = ("tcp", "tcp6")
+
+
 class Spare:
     """A network namespace made ahead of an attempt, pasta attached and ready (see
     ``make_spare``): the warm parent hands it to its next attempt whose relay declares no
-    endpoint, so that attempt does not wait for pasta. ``hold_w`` is held by whoever uses it:
-    when the last holder ends, the namespace's keeper stops pasta and leaves."""
+    endpoint, so that attempt does not wait for pasta, and may hand it again to that relay's
+    next attempt once the first has ended (``reusable``, ``reclaim``). ``hold_w`` is held by
+    whoever uses it: when the last holder ends, the namespace's keeper stops pasta and leaves."""
 
     def __init__(self, keeper: int, ready_r: int, hold_w: int) -> None:
         self.keeper, self._ready_r, self.hold_w = keeper, ready_r, hold_w
         self.netns_fd: int | None = None
+        #: the namespace's identity (its inode), its sockets and its count of TCP sockets when
+        #: first claimed
+        self._netns: int | None = None
+        self._own_sockets: frozenset[tuple[str, int]] = frozenset()
+        self._own_tcp: tuple[int, int] | None = None
 
     def ready(self) -> bool:
         """Whether the keeper has said its word (ready, or failed), without waiting."""
@@ -142,10 +192,54 @@ class Spare:
             return False
         try:
             self.netns_fd = os.open(f"/proc/{self.keeper}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            self._netns = os.fstat(self.netns_fd).st_ino
+            self._own_tcp = tcp_in_use(self.keeper)
+            self._own_sockets = frozenset(namespace_sockets(self.keeper))
         except OSError:
             self.close()
             return False
         return True
+
+    def reusable(self) -> bool:
+        """Whether this namespace, given to an attempt that has ended, may serve the same
+        relay's next attempt: its keeper is the one that made it, pasta is still attached, and
+        no socket is open in it that was not there when it was first claimed (see the note)."""
+        if self._netns is None:
+            return False
+        try:
+            if os.stat(f"/proc/{self.keeper}/ns/net").st_ino != self._netns:
+                return False  # the keeper is gone (its pid may name another process now)
+            with open(f"/proc/{self.keeper}/net/dev", encoding="ascii") as fh:
+                links = [line.split(":")[0].strip() for line in fh.readlines()[2:]]
+            if [name for name in links if name != "lo"] == []:
+                return False  # pasta has gone: no way out any more
+            tcp = tcp_in_use(self.keeper) != self._own_tcp
+            return namespace_sockets(self.keeper, tcp=tcp) <= self._own_sockets
+        except (OSError, ValueError):
+            return False
+
+    def reclaim(self) -> bool:
+        """Open the namespace again for the next attempt (``netns_fd``), if it is
+        ``reusable`` now."""
+        if not self.reusable():
+            return False
+        try:
+            fd = os.open(f"/proc/{self.keeper}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        if os.fstat(fd).st_ino != self._netns:
+            os.close(fd)
+            return False
+        self.netns_fd = fd
+        return True
+
+    def let_go(self) -> None:
+        """The attempt it was given to has its own copies: close the namespace here, keep the
+        hold (the namespace and pasta stay, for ``reclaim``)."""
+        if self.netns_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.netns_fd)
+        self.netns_fd = None
 
     def close(self) -> None:
         """Let go of it here (the attempt that took it holds its own copies)."""
@@ -156,15 +250,52 @@ class Spare:
         self.netns_fd = None
 
 
-def make_spare() -> Spare | None:
-    """A spare network namespace starting (``None``: none can be made here); never raises."""
+def namespace_sockets(pid: int, *, tcp: bool = True) -> set[tuple[str, int]]:
+    """Every socket some descriptor or message in flight still refers to in ``pid``'s network
+    namespace: (table, inode) pairs, read from the kernel's tables for that namespace (without
+    ``tcp``, none of its TCP sockets)."""
+    found: set[tuple[str, int]] = set()
+    for table, column in _SOCKET_TABLES.items():
+        if not tcp and table in _TCP_TABLES:
+            continue
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii", errors="replace") as fh:
+                lines = fh.readlines()[1:]
+        except FileNotFoundError:
+            continue  # a protocol this kernel does not have
+        for line in lines:
+            fields = line.split()
+            if len(fields) > column and fields[column].isdigit() and int(fields[column]):
+                found.add((table, int(fields[column])))
+    return found
+
+
+#: a spare's network when none is named: the outside, no endpoint of this machine's loopback
+OUTSIDE: dict[str, Any] = {"mode": "outside", "allow": []}
+
+
+def tcp_in_use(pid: int) -> tuple[int, int]:
+    """How many TCP sockets (IPv4, IPv6) ``pid``'s network namespace has that are not only
+    waiting out their close (``TIME_WAIT``): the namespace's own counts, cheap to read."""
+    counts = []
+    for name, label in (("sockstat", "TCP:"), ("sockstat6", "TCP6:")):
+        with open(f"/proc/{pid}/net/{name}", encoding="ascii") as fh:
+            fields = next(line.split() for line in fh if line.startswith(label))
+        counts.append(int(fields[fields.index("inuse") + 1]))
+    return counts[0], counts[1]
+
+
+def make_spare(network: dict[str, Any] | None = None) -> Spare | None:
+    """A spare network namespace starting, for an attempt whose plan's ``network`` is
+    ``network`` (its mode and allowed endpoints; by default ``OUTSIDE``); ``None``: none can be
+    made here. Never raises."""
     try:
-        return _start_spare()
+        return _start_spare(OUTSIDE if network is None else network)
     except OSError:
         return None
 
 
-def _start_spare() -> Spare | None:
+def _start_spare(network: dict[str, Any]) -> Spare | None:
     """Start a spare network namespace (root only): a keeper process, on its own, that enters
     a new network namespace, attaches pasta for the outside with no loopback endpoint, says
     ``ok`` and keeps both until its hold pipe is closed by every holder."""
@@ -181,7 +312,7 @@ def _start_spare() -> Spare | None:
             if os.fork() == 0:  # the keeper, reparented away from the warm parent
                 name_process("relay-net")
                 close_from(3, keep={ready_w, hold_r})
-                _keep_spare(ready_w, hold_r)
+                _keep_spare(ready_w, hold_r, network)
         finally:
             os._exit(0)
     os.close(ready_w)
@@ -201,7 +332,7 @@ def _keeper_pid(ready_r: int) -> int:
     return int(said)
 
 
-def _keep_spare(ready_w: int, hold_r: int) -> NoReturn:
+def _keep_spare(ready_w: int, hold_r: int, network: dict[str, Any]) -> NoReturn:
     """The keeper: a holder child of its own enters the new network namespace (pasta must run
     outside it, in the host's), the keeper attaches pasta to it; both end with the hold pipe."""
     up_r, up_w = os.pipe()
@@ -218,6 +349,10 @@ def _keep_spare(ready_w: int, hold_r: int) -> NoReturn:
             become(SANDBOX_UID)
             unshare_user(CLONE_NEWNET, "unshare a network namespace")
             loopback_up()
+            # it may serve several attempts in turn: the kernel keeps no TCP metrics in it,
+            # which would say to the next attempt which addresses the last one reached
+            with contextlib.suppress(OSError), open(_NO_METRICS, "w", encoding="ascii") as fh:
+                fh.write("1")
             os.write(up_w, b"up")
             os.close(up_w)
             while os.read(hold_r, 64):
@@ -232,7 +367,7 @@ def _keep_spare(ready_w: int, hold_r: int) -> NoReturn:
     go_r, go_w = os.pipe()
     os.write(go_w, str(holder).encode())
     os.close(go_w)  # the helper reads the holder's pid, then waits on hold_r for its end
-    network_helper(go_r, ready_w, {"mode": "outside", "allow": []}, SANDBOX_UID, hold_r)
+    network_helper(go_r, ready_w, network, SANDBOX_UID, hold_r)
 
 
 def wait_for_network(fd: int) -> str:

@@ -204,6 +204,9 @@ def make_plan(
         "cwd": str(cwd),
         "network": {"mode": network, "allow": list(allow)},
         "net_fd": net_fd,
+        # whose attempt it is: only one relay's attempts share a network, in turn (see
+        # runner.sandbox_net)
+        "relay": code,
     }
 
 

@@ -43,7 +43,7 @@ from relay_notebook.runner.dbos_engines import connect_ahead, rehearse
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
 from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox, name_process
 from relay_notebook.runner.sandbox import close_from as _close_from
-from relay_notebook.runner.sandbox_net import Spare, make_spare
+from relay_notebook.runner.sandbox_net import OUTSIDE, Spare, make_spare
 from relay_notebook.runner.warm_launch import FRAMEWORK_MODULES
 
 __all__ = ["main"]
@@ -84,6 +84,12 @@ _PRELOAD_MANY = ("relay_notebook.workspace.releases", *PRELOAD_POSTGRES)
 _FRAMEWORKS = frozenset(n for names in FRAMEWORK_MODULES.values() for n in names)
 _FAILED = FAILED  # the forked child could not set itself up (its stderr says why)
 _REQUEST_LIMIT = 1 << 20
+#: networks kept for their relay's next attempt at most (each is pasta, its helper and the
+#: namespace's keeper, idle): a worker's concurrency of one relay's runs, or a few relays'
+KEPT_NETWORKS = 4
+#: spare networks at most: the outside's, and a few other networks plans named (a PostgreSQL
+#: run's server, a relay's declared endpoints)
+SPARE_NETWORKS = 3
 
 
 def _preload(*, one_attempt: bool = False) -> None:
@@ -208,10 +214,10 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     gc.enable()
     control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
     _make_template_aside()
-    spare = make_spare()  # the next attempt's network, made ahead (see runner.sandbox)
+    networks = _Networks()  # spare networks made ahead, and those kept for a relay's next
     poller = select.poll()
     poller.register(control, select.POLLIN)
-    waiting: dict[int, tuple[int, socket.socket]] = {}
+    waiting: dict[int, tuple[int, socket.socket, Spare | None, tuple[str, str] | None]] = {}
     listening = True
     while listening or waiting:
         for fd, _ in poller.poll():
@@ -223,14 +229,11 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 if not msg:
                     poller.unregister(control)
                     listening = False  # the supervisor is gone: finish what runs, then leave
+                    networks.close()
                     continue
                 request = json.loads(msg)
                 _preload_frameworks(request.get("preload") or ())
-                given = spare if spare is not None and _takes_spare(request) else None
-                if given is not None and not given.ready():
-                    given = None  # still starting: this attempt attaches its own pasta
-                if given is not None and not given.claim():
-                    given = spare = None  # it failed: the attempt attaches its own pasta
+                given, owner = networks.give(request)
                 led_r, led_w = os.pipe()  # closed by the child once it leads its own group
                 pid = os.fork()
                 if pid == 0:
@@ -238,7 +241,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     _attempt(request, fds, led_w, given)
                 os.close(led_w)
                 if given is not None:
-                    given.close()  # the attempt holds it now
+                    given.let_go()  # the attempt holds it now; we keep the hold, for its next
                 # Report the pid only once its process group exists: a supervisor that kills the
                 # group at once must not find it missing and so kill nothing.
                 os.read(led_r, 1)
@@ -249,12 +252,10 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 pidfd = os.pidfd_open(pid)
                 with contextlib.suppress(OSError):
                     status.send(json.dumps({"pid": pid}).encode())
-                waiting[pidfd] = (pid, status)
+                waiting[pidfd] = (pid, status, given, owner)
                 poller.register(pidfd, select.POLLIN)
-                if given is not None:
-                    spare = None  # the next one is made once an attempt ends (fewer at once)
             elif fd in waiting:
-                pid, status = waiting.pop(fd)
+                pid, status, given, owner = waiting.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
                 _, code, usage = os.wait4(pid, 0)
@@ -265,20 +266,98 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 with contextlib.suppress(OSError):
                     status.send(json.dumps(end).encode())
                 status.close()
-                if spare is None and listening:
-                    spare = make_spare()
+                # its leader has ended, and so every process of its sandbox (runner.sandbox_net)
+                networks.ended(given, owner, listening=listening)
     control.close()
 
 
 # -- in the forked child ----------------------------------------------------------------------
 
 
-def _takes_spare(request: dict[str, Any]) -> bool:
-    """Whether the attempt's sandbox is one a spare network serves: the outside, and no
-    endpoint of this machine's loopback (those need pasta told their ports)."""
-    confine = request.get("confine")
-    network = confine["plan"]["network"] if confine else None
-    return network is not None and network["mode"] == "outside" and not network["allow"]
+class _Networks:
+    """The warm parent's networks (see ``runner.sandbox_net``): **spares**, made ahead, one for
+    each network the plans ask for (the outside by default; a PostgreSQL run's plan names its
+    server), each for the next attempt whose plan names that network; and networks **kept**
+    once their attempt has ended, each for the same relay's next attempt with that network. An
+    attempt that finds neither attaches its own pasta, and the next one finds a spare."""
+
+    def __init__(self) -> None:
+        self._spares: dict[str, Spare] = {}
+        self._kept: list[tuple[tuple[str, str], Spare]] = []
+        self._wanted: dict[str, dict[str, Any]] = {}
+        self._make(_key(OUTSIDE), OUTSIDE)
+
+    def give(self, request: dict[str, Any]) -> tuple[Spare | None, tuple[str, str] | None]:
+        """A network for the attempt ``request`` asks for, ready, and whose it is (its relay
+        and network), if one serves its plan; else ``(None, None)``."""
+        confine = request.get("confine")
+        plan: dict[str, Any] = confine["plan"] if confine else {}
+        network = plan.get("network")
+        if network is None or network["mode"] not in PASTA_MODES:
+            return None, None
+        owner = (str(plan.get("relay") or ""), _key(network))
+        kept = self._take_kept(owner)
+        if kept is not None:
+            return kept, owner
+        spare = self._spares.pop(owner[1], None)
+        if spare is not None and not spare.ready():
+            self._spares[owner[1]] = spare  # still starting: this attempt attaches its own pasta
+            return None, None
+        self._wanted[owner[1]] = network  # made once an attempt ends (fewer at once)
+        if spare is not None and spare.claim():
+            return spare, owner
+        return None, None  # none, or it failed (claim let it go): the attempt attaches its own
+
+    def ended(self, given: Spare | None, owner: tuple[str, str] | None, *, listening: bool) -> None:
+        """An attempt has ended (its leader reaped): its network kept for the relay's next
+        attempt (which takes it only if nothing of this one is left in it: ``Spare.reclaim``,
+        checked then, once the attempt's connections have had time to close); the spares
+        wanted since made."""
+        if given is not None:
+            if listening and owner is not None:
+                self._kept.append((owner, given))
+                while len(self._kept) > KEPT_NETWORKS:
+                    self._kept.pop(0)[1].close()
+            else:
+                given.close()
+        if listening:
+            for key, network in self._wanted.items():
+                if key not in self._spares:
+                    self._make(key, network)
+        self._wanted.clear()
+
+    def close(self) -> None:
+        for _, network in self._kept:
+            network.close()
+        for spare in self._spares.values():
+            spare.close()
+        self._kept.clear()
+        self._spares.clear()
+
+    def _make(self, key: str, network: dict[str, Any]) -> None:
+        spare = make_spare(network)
+        if spare is None:
+            return
+        self._spares[key] = spare
+        while len(self._spares) > SPARE_NETWORKS:  # the longest made let go first
+            self._spares.pop(next(iter(self._spares))).close()
+
+    def _take_kept(self, owner: tuple[str, str]) -> Spare | None:
+        """One of ``owner``'s kept networks, open again (``None``: none is kept, or none is
+        still fit: those are let go)."""
+        for i in reversed(range(len(self._kept))):
+            if self._kept[i][0] != owner:
+                continue
+            network = self._kept.pop(i)[1]
+            if network.reclaim():
+                return network
+            network.close()
+        return None
+
+
+def _key(network: dict[str, Any]) -> str:
+    """One string per network a plan can name: its mode and its allowed endpoints."""
+    return json.dumps([network["mode"], sorted(network["allow"])])
 
 
 def _attempt(

@@ -95,6 +95,34 @@ def plant_module(name, marker):
     return "planted"
 
 
+def leave_listening(port, name):
+    """Leave a TCP and a UDP socket on ``port`` of the sandbox's loopback and an abstract unix
+    socket ``name`` listening, held by a daemon of their own that outlives this step."""
+    ready_r, ready_w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tcp.bind(("127.0.0.1", port))
+            tcp.listen(8)
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            udp.bind(("127.0.0.1", port))
+            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            unix.bind("\0" + name)
+            unix.listen(8)
+            os.write(ready_w, b"listening")
+            while True:
+                conn, _ = tcp.accept()
+                conn.sendall(b"left behind by an earlier attempt")
+                conn.close()
+        os._exit(0)
+    os.close(ready_w)
+    said = os.read(ready_r, 64)
+    os.close(ready_r)
+    return said.decode()
+
+
 ATTACKS = {
     "read": lambda a: attempt(lambda: Path(a["path"]).read_bytes()[:64]),
     "list": lambda a: attempt(lambda: sorted(os.listdir(a["path"]))),
@@ -108,6 +136,11 @@ ATTACKS = {
     "stop": lambda a: attempt(lambda: os.kill(a["pid"], 19)),
     "setuid": lambda a: attempt(lambda: setuid_shell(a["execution"])),
     "uid": lambda a: f"done: {uid_outside()}",
+    "network namespace": lambda a: f"done: {os.readlink('/proc/self/ns/net')}",
+    "tcp metrics kept": lambda a: attempt(
+        lambda: Path("/proc/sys/net/ipv4/tcp_no_metrics_save").read_text().strip() == "0"
+    ),
+    "leave listening": lambda a: attempt(lambda: leave_listening(a["port"], a["name"])),
     "swap database": lambda a: attempt(lambda: swap_database(a["path"])),
     "plant module": lambda a: attempt(lambda: plant_module(a["name"], a["marker"])),
 }

@@ -32,6 +32,7 @@ from relay_notebook.history import list_runs
 from relay_notebook.runner import RunOutcome, start_run
 from relay_notebook.runner.backend import resolve_backend
 from relay_notebook.runner.crash import parse_crash_spec
+from relay_notebook.runner.namespaces import CLONE_NEWNET, call, libc
 from relay_notebook.runner.runs import create_run, start_recovery
 from relay_notebook.runner.sandbox import SANDBOX_UID, sandbox_uid
 from relay_notebook.runner.sandbox_net import make_spare
@@ -345,6 +346,122 @@ def test_the_outside_is_reached_by_default_and_not_with_network_none(
     cut_off = attack(workspace, probes, Manifest(network="none"))
     assert cut_off["outside"].startswith("refused: ENETUNREACH"), cut_off
     assert cut_off["loopback"].startswith("refused: ECONNREFUSED"), cut_off
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_one_relays_attempts_share_a_network_in_turn_and_nothing_of_the_last_is_left(
+    confined: tuple[str, Workspace],
+    outside_server: tuple[str, int],
+    store: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """A forked attempt takes the network its relay's last attempt had (pasta kept attached;
+    on PostgreSQL, with the run's server as its declared endpoint): what that attempt left
+    listening (TCP, abstract unix sockets, held by a daemon of its own) is gone, the outside
+    (and the run's server) is still reached, no TCP metrics are kept for the next one to read,
+    and another relay's attempt never gets it. A spawned attempt always has a new network (what
+    it left is gone all the same)."""
+    if not pasta_available():
+        pytest.skip("pasta (Debian's passt) is not installed: no way out of the sandbox")
+    mechanism, workspace = confined
+    host, port = outside_server
+    backend = None
+    probes: dict[str, Any] = {"outside": {"kind": "connect", "host": host, "port": port}}
+    if store == "postgresql":
+        database_url = request.getfixturevalue("database_url")
+        backend = resolve_backend(database_url)
+        server = {"kind": "connect", "host": "127.0.0.1", "port": urlsplit(database_url).port}
+        probes["database"] = server
+
+    def attack_on(relay: str, more: dict[str, Any]) -> Any:
+        draft = workspace.save_draft(relay, relay_source("hostile"))
+        handle = start_run(workspace, draft, run_input={"probes": more}, backend=backend)
+        out: RunOutcome = handle.wait(120)
+        assert out.status == "succeeded", out.error
+        return out.result
+
+    name, left_port = f"relay-test-{uuid.uuid4().hex[:8]}", _free_port()
+    netns, metrics = {"kind": "network namespace"}, {"kind": "tcp metrics kept"}
+    shared = mechanism == "landlock" and sandbox_uid() == SANDBOX_UID  # spare networks
+    # attempts until one has a spare network (the warm parent makes one for a network once an
+    # attempt has asked for it: the first attempts attach their own pasta): it is kept after
+    for _ in range(5):
+        warm = attack_on("hostile", {"netns": netns, "metrics": metrics})
+        if not shared or warm["metrics"] == "done: False":
+            break
+    else:
+        pytest.fail(f"no attempt of five was given a spare network: {warm}")
+    # the attempt that leaves sockets behind (in the network kept from the last one)
+    first = attack_on(
+        "hostile",
+        {
+            "netns": netns,
+            "leave": {"kind": "leave listening", "port": left_port, "name": name},
+        },
+    )
+    assert first["leave"] == "done: listening", first
+    second = attack_on(
+        "hostile",
+        {
+            "netns": netns,
+            "tcp": {"kind": "connect", "host": "127.0.0.1", "port": left_port},
+            "abstract": {"kind": "abstract", "name": name},
+            **probes,
+        },
+    )
+    assert second["tcp"].startswith("refused: ECONNREFUSED"), second
+    assert second["abstract"].startswith("refused: ECONNREFUSED"), second
+    assert second["outside"].startswith("done: HTTP/1.0 200"), second
+    if store == "postgresql":
+        assert second["database"].startswith("done"), second
+    if not shared:
+        return  # spawned: a new network each time (a freed one's number may come back)
+    assert first["netns"] == warm["netns"], (warm, first)  # kept, and taken again
+    assert second["netns"] == first["netns"], (first, second)
+    # another relay's attempt, while this relay's network is kept: never that one
+    other = attack_on("other", {"netns": netns})
+    assert other["netns"] != first["netns"], other
+
+
+@pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM], ids=["tcp", "udp"])
+def test_a_network_with_a_socket_still_open_is_not_kept(kind: int) -> None:
+    """A spare network is reusable only once no process holds a socket in it: one held by a
+    process that entered it (as an attempt's would be) makes it unfit until that ends."""
+    if not pasta_available() or sandbox_uid() != SANDBOX_UID:
+        pytest.skip("a spare network needs root and pasta (Debian's passt)")
+    spare = make_spare()
+    assert spare is not None and spare.claim(), "the spare network did not start"
+    try:
+        spare.let_go()  # as after its attempt's fork
+        assert spare.netns_fd is None
+        assert spare.reusable()
+        ready_r, ready_w = os.pipe()
+        holder = os.fork()
+        if holder == 0:  # pragma: no cover - a child that enters the namespace
+            try:
+                os.close(ready_r)
+                fd = os.open(f"/proc/{spare.keeper}/ns/net", os.O_RDONLY)
+                call(libc().setns(fd, CLONE_NEWNET), "setns")
+                sock = socket.socket(socket.AF_INET, kind)
+                sock.bind(("127.0.0.1", 0))
+                if kind == socket.SOCK_STREAM:
+                    sock.listen(1)
+                os.write(ready_w, b"bound")
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        os.close(ready_w)
+        assert os.read(ready_r, 16) == b"bound"
+        assert not spare.reusable()  # a socket is open in it
+        assert not spare.reclaim()
+        os.kill(holder, signal.SIGKILL)
+        os.waitpid(holder, 0)
+        assert spare.reusable()
+        assert spare.reclaim() and spare.netns_fd is not None
+        assert os.fstat(spare.netns_fd).st_ino == os.stat(f"/proc/{spare.keeper}/ns/net").st_ino
+    finally:
+        spare.close()
+    wait_until(lambda: not spare.reusable(), timeout=10, what="the closed network to end")
 
 
 def test_network_none_on_postgresql_reaches_its_runs_database_and_nothing_else(
