@@ -423,6 +423,26 @@ def test_one_relays_attempts_share_a_network_in_turn_and_nothing_of_the_last_is_
     assert other["netns"] != first["netns"], other
 
 
+def test_a_network_whose_pasta_has_gone_is_not_kept() -> None:
+    """A kept network whose pasta has ended (no way out any more) is not handed over again:
+    its next attempt attaches pasta of its own instead of finding no outside."""
+    if not pasta_available() or sandbox_uid() != SANDBOX_UID:
+        pytest.skip("a spare network needs root and pasta (Debian's passt)")
+    spare = make_spare()
+    assert spare is not None and spare.claim(), "the spare network did not start"
+    try:
+        spare.let_go()
+        assert spare.reusable()
+        helper = parent_of(spare.keeper)
+        assert helper is not None
+        (pasta,) = [pid for pid in children_of(helper) if command(pid).startswith(b"pasta")]
+        os.kill(pasta, signal.SIGKILL)
+        wait_until(lambda: not spare.reusable(), timeout=10, what="the network to be unfit")
+        assert not spare.reclaim() and spare.netns_fd is None
+    finally:
+        spare.close()
+
+
 @pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM], ids=["tcp", "udp"])
 def test_a_network_with_a_socket_still_open_is_not_kept(kind: int) -> None:
     """A spare network is reusable only once no process holds a socket in it: one held by a
