@@ -7,9 +7,10 @@ which gives the namespace a route to the outside while mapping no host loopback 
 the plan allows (``-T PORT``); the helper says ``ok`` on a pipe the child reads before the
 relay's code runs, and stops pasta when the attempt's leader is gone. pasta runs as the
 sandbox's uid, never as root, started as it so that it dies with the helper even when the helper
-is killed (a change of uid would clear its parent-death signal). A warm parent keeps one
-**spare** namespace with pasta already attached (``make_spare``) for its next attempt that
-declares no endpoint, so that attempt does not wait for pasta at all.
+is killed (a change of uid would clear its parent-death signal). A warm parent keeps a
+**spare** namespace with pasta already attached (``make_spare``) for each network its attempts'
+plans name (the outside; the outside and a PostgreSQL run's server...), so that its next attempt
+with that network does not wait for pasta at all.
 
 **A spare serves one relay's attempts in turn** (``Spare.reclaim``). Starting pasta, its helper
 and the namespace's keeper for every attempt was about 30 ms of CPU of every queued run (perf,
@@ -68,6 +69,8 @@ __all__ = [
 ]
 
 _PASTA_WAIT_S = 20
+#: where the kernel's process files are (a test points it at files of its own)
+_PROC = "/proc"
 #: the namespace's own setting (``/proc/sys/net`` shows the namespace of whoever opens it)
 _NO_METRICS = "/proc/sys/net/ipv4/tcp_no_metrics_save"
 
@@ -166,8 +169,8 @@ _TCP_TABLES = ("tcp", "tcp6")
 
 class Spare:
     """A network namespace made ahead of an attempt, pasta attached and ready (see
-    ``make_spare``): the warm parent hands it to its next attempt whose relay declares no
-    endpoint, so that attempt does not wait for pasta, and may hand it again to that relay's
+    ``make_spare``): the warm parent hands it to its next attempt whose plan names its network,
+    so that attempt does not wait for pasta, and may hand it again to that relay's
     next attempt once the first has ended (``reusable``, ``reclaim``). ``hold_w`` is held by
     whoever uses it: when the last holder ends, the namespace's keeper stops pasta and leaves."""
 
@@ -259,7 +262,7 @@ def namespace_sockets(pid: int, *, tcp: bool = True) -> set[tuple[str, int]]:
         if not tcp and table in _TCP_TABLES:
             continue
         try:
-            with open(f"/proc/{pid}/net/{table}", encoding="ascii", errors="replace") as fh:
+            with open(f"{_PROC}/{pid}/net/{table}", encoding="ascii", errors="replace") as fh:
                 lines = fh.readlines()[1:]
         except FileNotFoundError:
             continue  # a protocol this kernel does not have
@@ -276,12 +279,16 @@ OUTSIDE: dict[str, Any] = {"mode": "outside", "allow": []}
 
 def tcp_in_use(pid: int) -> tuple[int, int]:
     """How many TCP sockets (IPv4, IPv6) ``pid``'s network namespace has that are not only
-    waiting out their close (``TIME_WAIT``): the namespace's own counts, cheap to read."""
+    waiting out their close (``TIME_WAIT``): the namespace's own counts, cheap to read (0 for
+    IPv6 on a kernel without it: no ``sockstat6``)."""
     counts = []
     for name, label in (("sockstat", "TCP:"), ("sockstat6", "TCP6:")):
-        with open(f"/proc/{pid}/net/{name}", encoding="ascii") as fh:
-            fields = next(line.split() for line in fh if line.startswith(label))
-        counts.append(int(fields[fields.index("inuse") + 1]))
+        try:
+            with open(f"{_PROC}/{pid}/net/{name}", encoding="ascii") as fh:
+                fields = next((line.split() for line in fh if line.startswith(label)), [])
+        except FileNotFoundError:
+            fields = []
+        counts.append(int(fields[fields.index("inuse") + 1]) if "inuse" in fields else 0)
     return counts[0], counts[1]
 
 
@@ -297,8 +304,8 @@ def make_spare(network: dict[str, Any] | None = None) -> Spare | None:
 
 def _start_spare(network: dict[str, Any]) -> Spare | None:
     """Start a spare network namespace (root only): a keeper process, on its own, that enters
-    a new network namespace, attaches pasta for the outside with no loopback endpoint, says
-    ``ok`` and keeps both until its hold pipe is closed by every holder."""
+    a new network namespace, attaches pasta for ``network`` (as an attempt's helper would),
+    says ``ok`` and keeps both until its hold pipe is closed by every holder."""
     if sandbox_uid() != SANDBOX_UID:
         return None
     ready_r, ready_w = os.pipe()

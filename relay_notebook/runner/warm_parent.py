@@ -292,11 +292,11 @@ class _Networks:
         and network), if one serves its plan; else ``(None, None)``."""
         confine = request.get("confine")
         plan: dict[str, Any] = confine["plan"] if confine else {}
-        network = plan.get("network")
+        network, relay = plan.get("network"), plan.get("relay")
         if network is None or network["mode"] not in PASTA_MODES:
             return None, None
-        owner = (str(plan.get("relay") or ""), _key(network))
-        kept = self._take_kept(owner)
+        owner = (str(relay), _key(network))
+        kept = self._take_kept(owner) if relay else None
         if kept is not None:
             return kept, owner
         spare = self._spares.pop(owner[1], None)
@@ -305,7 +305,7 @@ class _Networks:
             return None, None
         self._wanted[owner[1]] = network  # made once an attempt ends (fewer at once)
         if spare is not None and spare.claim():
-            return spare, owner
+            return spare, owner if relay else None  # (a plan that names no relay: not kept)
         return None, None  # none, or it failed (claim let it go): the attempt attaches its own
 
     def ended(self, given: Spare | None, owner: tuple[str, str] | None, *, listening: bool) -> None:

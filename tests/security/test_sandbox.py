@@ -29,13 +29,13 @@ import pytest
 
 from relay_notebook.errors import DatabaseOutOfReachError
 from relay_notebook.history import list_runs
-from relay_notebook.runner import RunOutcome, start_run
+from relay_notebook.runner import RunOutcome, start_run, warm_parent
 from relay_notebook.runner.backend import resolve_backend
 from relay_notebook.runner.crash import parse_crash_spec
 from relay_notebook.runner.namespaces import CLONE_NEWNET, call, libc
 from relay_notebook.runner.runs import create_run, start_recovery
 from relay_notebook.runner.sandbox import SANDBOX_UID, sandbox_uid
-from relay_notebook.runner.sandbox_net import make_spare
+from relay_notebook.runner.sandbox_net import OUTSIDE, make_spare
 from relay_notebook.runner.sandbox_plan import pasta_available
 from relay_notebook.workspace import Manifest, Workspace
 from tests.polling import wait_until
@@ -441,6 +441,26 @@ def test_a_network_whose_pasta_has_gone_is_not_kept() -> None:
         assert not spare.reclaim() and spare.netns_fd is None
     finally:
         spare.close()
+
+
+def test_a_plan_that_names_no_relay_gets_a_spare_that_is_never_kept() -> None:
+    """Networks are kept per relay: an attempt whose plan names none may take the spare, but
+    its network is let go when it ends, never kept for whoever comes next."""
+    if not pasta_available() or sandbox_uid() != SANDBOX_UID:
+        pytest.skip("a spare network needs root and pasta (Debian's passt)")
+    networks = warm_parent._Networks()
+    try:
+        request = {"confine": {"plan": {"network": dict(OUTSIDE)}}}
+        wait_until(lambda: networks._spares[warm_parent._key(OUTSIDE)].ready(), timeout=20,
+                   what="the spare network")  # fmt: skip
+        given, owner = networks.give(request)
+        assert given is not None and owner is None
+        given.let_go()
+        networks.ended(given, owner, listening=True)
+        assert networks._kept == []
+        wait_until(lambda: not given.reusable(), timeout=10, what="its keeper to end")
+    finally:
+        networks.close()
 
 
 @pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM], ids=["tcp", "udp"])
