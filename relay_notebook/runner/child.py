@@ -38,7 +38,12 @@ from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.ledger_events import Event
 from relay_notebook.runner.child_logs import route_logs
 from relay_notebook.runner.crash import CrashSpec
-from relay_notebook.runner.dbos_engines import postgres_engine, sessions_ahead, sqlite_engine_for
+from relay_notebook.runner.dbos_engines import (
+    engine_ahead_rehearsed,
+    postgres_engine,
+    sessions_ahead,
+    sqlite_engine_for,
+)
 from relay_notebook.runner.dbos_private import (
     internal_queue_poll,
     recover_pending_workflows,
@@ -494,6 +499,8 @@ def _report_confinement(check: dict[str, Any], fd: int) -> None:
     ahead = sessions_ahead()
     if ahead:  # PostgreSQL sessions its leader opened outside the sandbox's network
         report["database_sessions_ahead"] = ahead
+        if engine_ahead_rehearsed():  # DBOS's statements compiled by the warm parent
+            report["database_engine"] = "rehearsed"
     with contextlib.suppress(OSError):
         os.write(fd, (json.dumps(report) + "\n").encode())
     os.close(fd)

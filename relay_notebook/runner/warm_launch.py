@@ -27,6 +27,7 @@ __all__ = [
     "kit_files",
     "kit_files_under",
     "launch",
+    "rehearse_on",
     "stamp",
     "stamps_differ",
 ]
@@ -36,6 +37,19 @@ WARM_PARENT_MODULE = "relay_notebook.runner.warm_parent"
 #: ``record.backend.ENV_VAR`` (importing it costs what this module avoids; a test keeps the two
 #: equal): the database URL, password and all, never reaches the parent or what it forks
 DATABASE_URL_ENV = "RELAY_DATABASE_URL"
+#: a PostgreSQL database every warm parent this process starts rehearses DBOS on before it
+#: says it is ready (``dbos_engines.rehearse_postgres``): a worker's, set by ``rehearse_on``
+_rehearse_url: str | None = None
+
+
+def rehearse_on(database_url: str | None) -> None:
+    """Have every warm parent this process starts from now rehearse DBOS on ``database_url``
+    before it says it is ready (a worker's database: its attempts all run there). The URL is
+    sent on the parent's control socket, as a fork request's is, never in its environment."""
+    global _rehearse_url
+    _rehearse_url = database_url
+
+
 _ROOTS = ("relay_notebook", "agentworks")
 #: the agent frameworks a warm parent imports once an attempt of a relay that imports one is
 #: asked of it, for that attempt and the ones after (about 2.5 s of CPU each, otherwise paid
@@ -172,6 +186,11 @@ def launch(*, one_attempt: bool = False) -> Launched:
     finally:
         theirs.close()
     started = time.monotonic()
+    if _rehearse_url and not one_attempt:  # read by the parent once it has imported
+        import json  # (a worker's: not on ``relay run``'s way)
+
+        pg = {k: v for k, v in os.environ.items() if k.startswith("PG")}
+        ours.send(json.dumps({"rehearse": _rehearse_url, "env": pg}).encode())
     files = kit_files()
     launched = Launched(pid, ours, files, stamp(files))
     launched.started = started

@@ -2,8 +2,11 @@
 
 Design note: spawning a child costs a Python start and the imports of DBOS and SQLAlchemy, on
 every attempt. The warm parent pays them once: started by the supervisor (``runner.warm``),
-it imports the child's modules, never a relay, never launches DBOS, holds no thread, database
-connection or relay file, and then forks on request. A request comes on its control socket
+it imports the child's modules, never a relay, holds no thread, database connection or relay
+file when it forks, and then forks on request. It launches DBOS only to rehearse on it
+(``runner.dbos_engines``: on a scratch SQLite file before it is ready; on a PostgreSQL
+database a worker sent as it started, before it is ready, or once idle after its first attempt
+on one), and a rehearsal that leaves a thread of DBOS's running means it forks no more. A request comes on its control socket
 with the descriptors the child needs (``socket.send_fds``: the attempt's status socket, stdin,
 stdout, stderr, the run lock, the events pipe, the lifeline, the confinement report); the
 child puts them at the numbers the spec names, closes everything else (the control socket
@@ -34,12 +37,18 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from relay_notebook.runner.dbos_engines import connect_ahead, rehearse
+from relay_notebook.runner.dbos_engines import (
+    connect_ahead,
+    rehearse,
+    rehearse_postgres,
+    tried_postgres,
+)
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
 from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox, name_process
 from relay_notebook.runner.sandbox import close_from as _close_from
@@ -212,6 +221,9 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
         gc.collect()  # tens of ms: not worth it for one fork, whose child exits soon
     gc.freeze()  # what was imported stays out of the children's collections (fewer copied pages)
     gc.enable()
+    asked = _asked_to_rehearse(control)  # a worker's database, sent as we started
+    if asked is not None and not _rehearse_postgres(*asked):
+        os._exit(1)  # a thread of DBOS's outlived the rehearsal: never fork (attempts spawn)
     control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
     _make_template_aside()
     networks = _Networks()  # spare networks made ahead, and those kept for a relay's next
@@ -219,8 +231,18 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     poller.register(control, select.POLLIN)
     waiting: dict[int, tuple[int, socket.socket, Spare | None, tuple[str, str] | None]] = {}
     listening = True
+    #: a PostgreSQL database an attempt ran on, to rehearse DBOS on once nothing else is asked
+    rehearsal: tuple[str, dict[str, str]] | None = None
     while listening or waiting:
-        for fd, _ in poller.poll():
+        events = poller.poll(0 if rehearsal is not None else None)
+        if rehearsal is not None and not events:
+            if not _rehearse_postgres(*rehearsal):  # a thread of DBOS's outlived it: no forks
+                poller.unregister(control)
+                listening = False
+                networks.close()
+            rehearsal = None
+            continue
+        for fd, _ in events:
             if listening and fd == control.fileno():
                 try:
                     msg, fds, _, _ = socket.recv_fds(control, _REQUEST_LIMIT, 64)
@@ -232,6 +254,10 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     networks.close()
                     continue
                 request = json.loads(msg)
+                if "rehearse" in request:  # sent as we started, read only now (see above)
+                    if not one_attempt and not tried_postgres(request["rehearse"]):
+                        rehearsal = (request["rehearse"], request["env"])
+                    continue
                 _preload_frameworks(request.get("preload") or ())
                 given, owner = networks.give(request)
                 led_r, led_w = os.pipe()  # closed by the child once it leads its own group
@@ -254,6 +280,9 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     status.send(json.dumps({"pid": pid}).encode())
                 waiting[pidfd] = (pid, status, given, owner)
                 poller.register(pidfd, select.POLLIN)
+                database_url = request.get("database_url")
+                if not one_attempt and database_url and not tried_postgres(database_url):
+                    rehearsal = (database_url, request["env"])
             elif fd in waiting:
                 pid, status, given, owner = waiting.pop(fd)
                 poller.unregister(fd)
@@ -269,6 +298,43 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 # its leader has ended, and so every process of its sandbox (runner.sandbox_net)
                 networks.ended(given, owner, listening=listening)
     control.close()
+
+
+def _asked_to_rehearse(control: socket.socket) -> tuple[str, dict[str, str]] | None:
+    """The database a worker's ``rehearse_on`` sent before we were ready, if it is there yet
+    (nothing else comes before the ready message; a later one is read in the loop)."""
+    control.setblocking(False)
+    try:
+        msg = control.recv(_REQUEST_LIMIT)
+    except (BlockingIOError, InterruptedError):
+        return None
+    finally:
+        control.setblocking(True)
+    try:
+        asked = json.loads(msg)
+        return str(asked["rehearse"]), dict(asked["env"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _rehearse_postgres(database_url: str, env: dict[str, str]) -> bool:
+    """DBOS rehearsed on an attempt's PostgreSQL database (``dbos_engines.rehearse_postgres``),
+    libpq reading the attempt's ``PG*`` settings; False if a thread of it is left running (this
+    process must then fork no more)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("PG")}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update({k: v for k, v in env.items() if k.startswith("PG")})
+    try:
+        with contextlib.suppress(Exception):
+            rehearse_postgres(database_url)
+    finally:
+        for key in [k for k in os.environ if k.startswith("PG")]:
+            del os.environ[key]
+        os.environ.update(saved)
+    gc.collect()
+    gc.freeze()  # the engine and its compiled statements: out of the children's collections
+    return threading.active_count() == 1
 
 
 # -- in the forked child ----------------------------------------------------------------------

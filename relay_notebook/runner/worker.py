@@ -71,6 +71,7 @@ from relay_notebook.runner.queue_wake import PollWhen, listen
 from relay_notebook.runner.runs import MAX_ATTEMPTS, advance_run, record_refusal
 from relay_notebook.runner.wake import WaitingScan, due_runs
 from relay_notebook.runner.warm import WarmParent, restart_warm_parent
+from relay_notebook.runner.warm_launch import rehearse_on
 from relay_notebook.workspace import Workspace
 
 __all__ = ["Worker", "WorkerSettings", "default_executor_id"]
@@ -146,13 +147,15 @@ class Worker:
         if _worker is not None:
             raise RuntimeError("one worker per process")
         _worker = self
+        prepare_database(self.backend, self.workspace.home)
         if self.workspace.warm_start:
-            # a worker lives for many attempts: its warm parent imports while it starts up
+            # a worker lives for many attempts: its warm parent imports while it starts up, and
+            # rehearses DBOS on the database they all run on (runner.dbos_engines)
+            rehearse_on(self.backend.url)
             parent = restart_warm_parent()
             threading.Thread(
                 target=self._say_when_warm, args=(parent,), name="relay-warm-log", daemon=True
             ).start()
-        prepare_database(self.backend, self.workspace.home)
         self._lease_conn = connect(self.backend)
         self._renew_lease()
         DBOS(

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psycopg
+
 # a warm parent's part (rehearse), then a forked attempt's (a run on its own database)
 REHEARSED = textwrap.dedent(
     """
@@ -110,3 +112,99 @@ def test_without_a_template_there_is_no_rehearsal_and_dbos_makes_its_engine(
     assert out["rehearsed"] is False and out["threads"] == 1 and out["dbos"] is False
     assert out["child"] == {"result": 42, "given": False}
     assert out["rows"] == [["run-1", "SUCCESS"]]
+
+
+# a worker's warm parent rehearses on its PostgreSQL database, then forks an attempt there
+REHEARSED_POSTGRES = textwrap.dedent(
+    """
+    import asyncio, json, os, sys, threading
+    import dbos, psycopg
+    from relay_notebook.runner import dbos_engines
+
+    url = sys.argv[1]
+    first = dbos_engines.rehearse_postgres(url)
+    out = {"rehearsed": first, "again": dbos_engines.rehearse_postgres(url),
+           "threads": threading.active_count(),
+           "dbos": dbos._dbos._dbos_global_instance is not None,
+           "registry": dbos._dbos._dbos_global_registry is not None}
+    engine = dbos_engines._rehearsed_pg[url]
+    out["compiled"] = len(engine._compiled_cache)
+    out["connections"] = engine.pool.checkedout()
+    out["dialect_ready"] = engine.dialect.server_version_info is not None
+    r, w = os.pipe()
+    if os.fork() == 0:  # as a forked attempt does (runner.child), its leader connecting ahead
+        from dbos import DBOS, SetWorkflowID
+        sockets = dbos_engines.connect_ahead(url, above=60)
+        given = dbos_engines.postgres_engine(url)
+
+        @DBOS.step()
+        async def double(x):
+            return 2 * x
+
+        @DBOS.workflow()
+        async def run(x):
+            return await double(x)
+
+        async def go():
+            with SetWorkflowID("run-1"):
+                return await run(21)
+
+        DBOS(config={"name": "relay-run-1", "system_database_url": url,
+                     "system_database_engine": given, "application_version": "v1",
+                     "executor_id": "x", "log_level": "WARNING"})
+        DBOS.launch()
+        child = {"result": asyncio.run(go()), "same": given is engine,
+                 "ahead": len(sockets), "compiled": len(given._compiled_cache)}
+        os.write(w, json.dumps(child).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as pipe:
+        out["child"] = json.loads(pipe.read())
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT workflow_uuid, name, status FROM dbos.workflow_status "
+                            "ORDER BY workflow_uuid").fetchall()
+    out["rows"] = [list(row) for row in rows]
+    print(json.dumps(out))
+    """
+)
+
+
+def test_a_postgres_rehearsal_leaves_no_workflow_and_its_fork_compiles_nothing_again(
+    database_url: str,
+) -> None:
+    """Rehearsed once per database (asked again, it does nothing), on the database itself: no
+    thread, no connection and no DBOS left, the dialect set up, and none of the rehearsal's
+    rows left. A forked attempt connecting ahead gets that engine and compiles no statement
+    the rehearsal had not compiled."""
+    server, _, name = database_url.rpartition("/")
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    argv = [sys.executable, "-c", REHEARSED_POSTGRES, database_url]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["rehearsed"] is True and out["again"] is True
+    assert out["threads"] == 1 and out["dbos"] is False and out["registry"] is False
+    assert out["connections"] == 0 and out["dialect_ready"] is True
+    compiled = out["compiled"]
+    assert isinstance(compiled, int) and compiled >= 10
+    child = out["child"]
+    assert child == {"result": 42, "same": True, "ahead": 3, "compiled": compiled}, child
+    assert out["rows"] == [["run-1", "run", "SUCCESS"]]
+
+
+def test_a_postgres_rehearsal_on_a_missing_database_keeps_nothing(database_url: str) -> None:
+    """The database does not exist: nothing is kept (attempts make their own engine, as
+    before), it is not tried again, and no thread is left."""
+    script = (
+        "import sys, threading\n"
+        "from relay_notebook.runner import dbos_engines\n"
+        "url = sys.argv[1]\n"
+        "print(dbos_engines.rehearse_postgres(url), dbos_engines.tried_postgres(url),\n"
+        "      dbos_engines.rehearsed_postgres(url), threading.active_count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, database_url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "False", "1"]

@@ -227,3 +227,33 @@ def test_a_confined_run_on_postgres_records_its_sessions_opened_ahead(
         assert report["network_namespace"] is True  # the sandbox's own network all the same
     else:
         assert "database_sessions_ahead" not in report
+
+
+def test_a_kernels_warm_parent_rehearses_on_the_database_of_its_first_postgres_attempt(
+    workspace: Workspace, database_url: str
+) -> None:
+    """A warm parent that no worker started learns the database from its first PostgreSQL
+    attempt and rehearses DBOS on it once that attempt is forked: the next attempt's engine
+    is the rehearsed one, its statements compiled by the parent (runner.dbos_engines)."""
+    let_go_warm_parent(restart_warm_parent())
+    parent = restart_warm_parent()
+    try:
+        assert parent.wait_ready(120), "the warm parent did not start"
+        if not parent.can_confine():
+            pytest.skip(f"no Landlock or namespaces here: {parent.info}")
+        ws = Workspace(workspace.home, warm_start=True)
+        draft = ws.save_draft("loop", LOOP)
+        engines = []
+        for n in (3, 4):
+            handle = start_run(ws, draft, run_input=n, backend=resolve_backend(database_url))
+            outcome = handle.wait(timeout=120)
+            assert outcome.status == "succeeded" and outcome.result == n, outcome
+            (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
+            assert attempt["start"]["how"] == "forked"
+            engines.append(attempt["confinement"].get("database_engine"))
+        assert engines == [None, "rehearsed"]
+        with psycopg.connect(resolve_backend(database_url).libpq_url) as conn:
+            names = conn.execute("SELECT DISTINCT name FROM dbos.workflow_status").fetchall()
+        assert names == [("run",)]  # the rehearsal's workflow was deleted
+    finally:
+        let_go_warm_parent(parent)

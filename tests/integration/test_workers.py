@@ -336,8 +336,17 @@ def test_a_worker_forks_its_attempts_from_its_warm_parent(
         (attempt,) = find_run(ws, q.run_id).read_meta()["attempts"]
         assert attempt["executor_id"] == "warm" and attempt["confined"]
         assert attempt["confinement"]["mechanism"] == "landlock"
-        # its PostgreSQL sessions opened before the sandbox's network (runner.dbos_engines)
+        # its PostgreSQL sessions opened before the sandbox's network (runner.dbos_engines),
+        # on the engine its warm parent rehearsed DBOS on as it started (DBOS's statements
+        # compiled there once, not in each attempt)
         assert attempt["confinement"]["database_sessions_ahead"] == SESSIONS_AHEAD
+        assert attempt["confinement"]["database_engine"] == "rehearsed"
+    # the rehearsal left none of its workflows in the database
+    with psycopg.connect(backend.libpq_url) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM dbos.workflow_status WHERE name = 'relay_rehearsal_workflow'"
+        ).fetchone()
+    assert left == (0,)
 
 
 def test_the_attempt_budget_ends_a_run_that_always_crashes(pool: Any) -> None:
