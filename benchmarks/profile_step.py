@@ -51,19 +51,34 @@ def _profiled_loop(name: str, profile_path: str, save_times: str) -> str:
 
 @DBOS.workflow()
 async def {name}(INPUT):
+    def threads():
+        clocks = {{}}
+        for each in threading.enumerate():
+            try:
+                clock = time.pthread_getcpuclockid(each.ident)
+                clocks[f"{{each.name}}#{{each.ident}}"] = time.clock_gettime(clock)
+            except (OSError, TypeError):
+                pass
+        return clocks
     wall, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
+    before = threads()
     total = 0
     for i in range(INPUT["steps"]):
         total += await tick(i)
     wall = time.perf_counter() - wall
     thread, process = time.thread_time() - thread, time.process_time() - process
+    after = threads()
+    per_thread = {{}}
+    for key, end in after.items():
+        name = key.split("#")[0].rstrip("0123456789_-")
+        per_thread[name] = per_thread.get(name, 0.0) + end - before.get(key, 0.0)
     profile = cProfile.Profile(time.thread_time)
     profile.enable()
     for i in range(INPUT["steps"]):
         total += await tick(i)
     profile.disable()
     profile.dump_stats({profile_path})
-    times = {{"wall": wall, "thread": thread, "process": process}}
+    times = {{"wall": wall, "thread": thread, "process": process, "threads": per_thread}}
     {save_times}
     return {{"total": total}}
 """
@@ -73,6 +88,7 @@ async def {name}(INPUT):
 PROFILED_LOOP = """
 import cProfile
 import json
+import threading
 import time
 
 from agentworks import run_dir
@@ -87,6 +103,7 @@ import cProfile
 import json
 import os
 import sqlite3
+import threading
 import sys
 import time
 
@@ -135,6 +152,8 @@ class Profile:
     thread_us: float  # CPU of the loop thread per step, unprofiled
     process_us: float  # CPU of every thread of the process per step, unprofiled
     stats: pstats.Stats
+    #: CPU per step of each kind of Python thread (named as ``threading`` names it), unprofiled
+    threads_us: dict[str, float]
 
 
 def _profile(folder: Path, steps: int) -> Profile:
@@ -144,6 +163,7 @@ def _profile(folder: Path, steps: int) -> Profile:
         cpu["thread"] / steps * 1e6,
         cpu["process"] / steps * 1e6,
         pstats.Stats(str(folder / "steps.prof")),
+        {name: cpu / steps * 1e6 for name, cpu in cpu.get("threads", {}).items()},
     )
 
 
@@ -198,6 +218,8 @@ def print_profile(title: str, profile: Profile, steps: int, top: int) -> None:
         f"{profile.thread_us:.0f} us, process {profile.process_us:.0f} us; profiled: loop "
         f"thread {total / steps * 1e6:.0f} us"
     )
+    named = sorted(profile.threads_us.items(), key=lambda item: -item[1])
+    print("  threads: " + ", ".join(f"{name} {us:.0f} us" for name, us in named if us >= 1))
     rows = sorted(table.items(), key=lambda item: -item[1][3])
     kit = [r for r in rows if any(p in r[0][0] for p in KIT_PACKAGES)]
     for heading, chosen in (("top by cumulative", rows[:top]), ("the kit's own", kit[:top])):
