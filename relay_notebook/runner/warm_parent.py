@@ -1,19 +1,19 @@
 """The warm parent: a process that has imported what a child needs and forks one per attempt.
 
-Design note: spawning a child costs a Python start and the imports of DBOS and SQLAlchemy, on
-every attempt. The warm parent pays them once: started by the supervisor (``runner.warm``),
-it imports the child's modules, never a relay, holds no thread, database connection or relay
-file when it forks, and then forks on request. It launches DBOS only to rehearse on it
-(``runner.dbos_engines``: on a scratch SQLite file before it is ready; on a PostgreSQL
-database a worker sent as it started, before it is ready, or once idle after its first attempt
-on one), and a rehearsal that leaves a thread of DBOS's running means it forks no more. A request comes on its control socket
-with the descriptors the child needs (``socket.send_fds``: the attempt's status socket, stdin,
-stdout, stderr, the run lock, the events pipe, the lifeline, the confinement report); the
-child puts them at the numbers the spec names, closes everything else (the control socket
-first: relay code can never ask for a fork) and runs the same ``child.main`` as a spawned
-child. The forked child is the warm parent's own, so the warm parent reports its pid (once the
-child leads its own process group, ``setsid``, so a kill sent at once reaches it) and then its
-exit status on the attempt's socket; the supervisor signals that group, exactly as before.
+Design note: spawning a child costs a Python start and the imports of DBOS and SQLAlchemy, on every
+attempt. The warm parent pays them once: started by the supervisor (``runner.warm``), it imports
+the child's modules, never a relay, holds no thread, database connection or relay file when it
+forks, and then forks on request. It launches DBOS only to rehearse on it (``runner.dbos_engines``:
+on a scratch SQLite file before it is ready; on a PostgreSQL database a worker sent as it started,
+before it is ready, or once idle after its first attempt on one), and a rehearsal that leaves a
+thread of DBOS's running means it forks no more. A request comes on its control socket with the
+descriptors the child needs (``socket.send_fds``: the attempt's status socket, stdin, stdout,
+stderr, the run lock, the events pipe, the lifeline, the confinement report); the child puts them
+at the numbers the spec names, closes everything else (the control socket first: relay code can
+never ask for a fork) and runs the same ``child.main`` as a spawned child. The forked child is the
+warm parent's own, so the warm parent reports its pid (once the child leads its own process group,
+``setsid``, so a kill sent at once reaches it) and then its exit status on the attempt's socket;
+the supervisor signals that group, exactly as before.
 
 Confined (``request["confine"]``), the attempt enters the sandbox its plan describes
 (``runner.sandbox``): the group leader, which later exits with the relay's exact status; the
