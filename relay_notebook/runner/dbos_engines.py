@@ -39,6 +39,9 @@ Design note: three reasons to make DBOS's engine rather than let ``DBOS.launch``
   to DBOS: launching DBOS and a one-step workflow cost the relay's process about 8 ms less CPU
   than with a new engine. Tried once per database and process: a server that cannot be
   reached, or a database that does not exist yet, keeps nothing, and attempts make their own.
+  The rehearsal blocks the parent's forks, so its sessions wait for no statement or lock
+  longer than ``REHEARSAL_LIMIT_MS`` (a session of the workspace's holding a lock on DBOS's
+  tables cannot stall the parent; DBOS's migration lock it tries for its own 30 s).
 
 And one reason to connect it early (``connect_ahead``): a confined attempt has a network
 namespace of its own, which reaches the host's loopback through pasta, a userspace process. A
@@ -125,6 +128,8 @@ SESSIONS_AHEAD = 3
 _rehearsed_pg: dict[str, Any] = {}
 #: what the rehearsal on a run's database names itself: DBOS's rows of its own application
 REHEARSAL_APP = "relay-rehearsal"
+#: the longest a statement or a lock wait of the rehearsal's may take (it blocks the parent)
+REHEARSAL_LIMIT_MS = 5_000
 #: what ``connect_ahead`` made: the URL, the engine, its sessions (DBAPI connections) not yet
 #: handed to the pool, each socket's (fd, device, inode)
 _ahead: dict[str, Any] = {}
@@ -346,10 +351,20 @@ def rehearse_postgres(database_url: str) -> bool:
     _rehearsed_pg[database_url] = None  # tried: a failure is not tried again
     if threading.active_count() != 1:
         return False
+    import sqlalchemy as sa
     from dbos import DBOS, SetWorkflowID
 
     engine = _new_postgres_engine(database_url)
     workflow_id = f"{REHEARSAL_APP}-{os.getpid()}"
+
+    def bounded(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        # the rehearsal's own sessions wait for no lock and no statement longer than this
+        # (a relay of the same workspace holding DBOS's migration lock must not stop the
+        # parent's forks); removed before any attempt takes the engine
+        limit = f" -c statement_timeout={REHEARSAL_LIMIT_MS} -c lock_timeout={REHEARSAL_LIMIT_MS}"
+        cparams["options"] = cparams.get("options", "") + limit
+
+    sa.event.listen(engine, "do_connect", bounded)
     try:
         DBOS(
             config={
@@ -381,6 +396,7 @@ def rehearse_postgres(database_url: str) -> bool:
     finally:
         DBOS.destroy(destroy_registry=True)
         engine.dispose()
+        sa.event.remove(engine, "do_connect", bounded)
     deadline = time.monotonic() + _THREADS_END_S
     while threading.active_count() > 1 and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -189,8 +189,7 @@ def launch(*, one_attempt: bool = False) -> Launched:
     if _rehearse_url and not one_attempt:  # read by the parent once it has imported
         import json  # (a worker's: not on ``relay run``'s way)
 
-        pg = {k: v for k, v in os.environ.items() if k.startswith("PG")}
-        ours.send(json.dumps({"rehearse": _rehearse_url, "env": pg}).encode())
+        ours.send(json.dumps({"rehearse": _rehearse_url}).encode())
     files = kit_files()
     launched = Launched(pid, ours, files, stamp(files))
     launched.started = started

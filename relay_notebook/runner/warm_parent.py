@@ -222,7 +222,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     gc.freeze()  # what was imported stays out of the children's collections (fewer copied pages)
     gc.enable()
     asked = _asked_to_rehearse(control)  # a worker's database, sent as we started
-    if asked is not None and not _rehearse_postgres(*asked):
+    if asked is not None and not _rehearse_postgres(asked):
         os._exit(1)  # a thread of DBOS's outlived the rehearsal: never fork (attempts spawn)
     control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
     _make_template_aside()
@@ -232,11 +232,11 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     waiting: dict[int, tuple[int, socket.socket, Spare | None, tuple[str, str] | None]] = {}
     listening = True
     #: a PostgreSQL database an attempt ran on, to rehearse DBOS on once nothing else is asked
-    rehearsal: tuple[str, dict[str, str]] | None = None
+    rehearsal: str | None = None
     while listening or waiting:
         events = poller.poll(0 if rehearsal is not None else None)
         if rehearsal is not None and not events:
-            if not _rehearse_postgres(*rehearsal):  # a thread of DBOS's outlived it: no forks
+            if not _rehearse_postgres(rehearsal):  # a thread of DBOS's outlived it: no forks
                 poller.unregister(control)
                 listening = False
                 networks.close()
@@ -256,7 +256,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 request = json.loads(msg)
                 if "rehearse" in request:  # sent as we started, read only now (see above)
                     if not one_attempt and not tried_postgres(request["rehearse"]):
-                        rehearsal = (request["rehearse"], request["env"])
+                        rehearsal = request["rehearse"]
                     continue
                 _preload_frameworks(request.get("preload") or ())
                 given, owner = networks.give(request)
@@ -282,7 +282,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 poller.register(pidfd, select.POLLIN)
                 database_url = request.get("database_url")
                 if not one_attempt and database_url and not tried_postgres(database_url):
-                    rehearsal = (database_url, request["env"])
+                    rehearsal = database_url
             elif fd in waiting:
                 pid, status, given, owner = waiting.pop(fd)
                 poller.unregister(fd)
@@ -300,7 +300,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     control.close()
 
 
-def _asked_to_rehearse(control: socket.socket) -> tuple[str, dict[str, str]] | None:
+def _asked_to_rehearse(control: socket.socket) -> str | None:
     """The database a worker's ``rehearse_on`` sent before we were ready, if it is there yet
     (nothing else comes before the ready message; a later one is read in the loop)."""
     control.setblocking(False)
@@ -311,27 +311,18 @@ def _asked_to_rehearse(control: socket.socket) -> tuple[str, dict[str, str]] | N
     finally:
         control.setblocking(True)
     try:
-        asked = json.loads(msg)
-        return str(asked["rehearse"]), dict(asked["env"])
+        return str(json.loads(msg)["rehearse"])
     except (ValueError, KeyError, TypeError):
         return None
 
 
-def _rehearse_postgres(database_url: str, env: dict[str, str]) -> bool:
+def _rehearse_postgres(database_url: str) -> bool:
     """DBOS rehearsed on an attempt's PostgreSQL database (``dbos_engines.rehearse_postgres``),
-    libpq reading the attempt's ``PG*`` settings; False if a thread of it is left running (this
-    process must then fork no more)."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith("PG")}
-    for key in saved:
-        del os.environ[key]
-    os.environ.update({k: v for k, v in env.items() if k.startswith("PG")})
-    try:
-        with contextlib.suppress(Exception):
-            rehearse_postgres(database_url)
-    finally:
-        for key in [k for k in os.environ if k.startswith("PG")]:
-            del os.environ[key]
-        os.environ.update(saved)
+    libpq reading this process's own settings (an attempt's leader adopts the attempt's before
+    it connects: a rehearsal that cannot connect with ours keeps nothing); False if a thread of
+    it is left running (this process must then fork no more)."""
+    with contextlib.suppress(Exception):
+        rehearse_postgres(database_url)
     gc.collect()
     gc.freeze()  # the engine and its compiled statements: out of the children's collections
     return threading.active_count() == 1

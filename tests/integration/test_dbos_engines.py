@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psycopg
 
+from relay_notebook.runner import dbos_engines
+
 # a warm parent's part (rehearse), then a forked attempt's (a run on its own database)
 REHEARSED = textwrap.dedent(
     """
@@ -208,3 +210,51 @@ def test_a_postgres_rehearsal_on_a_missing_database_keeps_nothing(database_url: 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "False", "1"]
+
+
+def test_a_postgres_rehearsal_waits_for_no_lock_longer_than_its_limit(database_url: str) -> None:
+    """Another session holds a lock the rehearsal needs (as a relay of the workspace could, to
+    stall the warm parent that forks the next attempts): the rehearsal gives up after its
+    limit, keeps nothing and leaves no thread; the engine's later sessions carry no limit."""
+    server, _, name = database_url.rpartition("/")
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    script = textwrap.dedent(
+        """
+        import json, sys, threading, time
+        from dbos import DBOS
+        from relay_notebook.runner import dbos_engines
+
+        url = sys.argv[1]
+        DBOS(config={"name": "relay-setup", "system_database_url": url})
+        DBOS.launch()  # DBOS's tables, as the worker's own DBOS makes them
+        DBOS.destroy(destroy_registry=True)
+        print("ready", flush=True)
+        sys.stdin.readline()  # the table is locked now
+        started = time.monotonic()
+        kept = dbos_engines.rehearse_postgres(url)
+        print(json.dumps({"kept": kept, "seconds": time.monotonic() - started,
+                          "threads": threading.active_count()}), flush=True)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, database_url],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with psycopg.connect(database_url) as holder:
+            holder.execute("LOCK TABLE dbos.application_versions IN ACCESS EXCLUSIVE MODE")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            holder.rollback()
+        assert line, proc.communicate(timeout=30)[1]
+        out = json.loads(line)
+        assert out["kept"] is False and out["threads"] == 1, out
+        limit_s = dbos_engines.REHEARSAL_LIMIT_MS / 1000
+        assert limit_s <= out["seconds"] < limit_s + 10, out
+    finally:
+        proc.kill()
+        proc.wait()
