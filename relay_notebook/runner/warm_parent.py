@@ -236,8 +236,9 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     while listening or waiting:
         events = poller.poll(0 if rehearsal is not None else None)
         if rehearsal is not None and not events:
-            if not _rehearse_postgres(rehearsal):  # a thread of DBOS's outlived it: no forks
-                poller.unregister(control)
+            # (not once the supervisor has gone: no attempt would take it)
+            if listening and not _rehearse_postgres(rehearsal):  # a thread outlived it
+                poller.unregister(control)  # no more forks: this process has a thread now
                 listening = False
                 networks.close()
             rehearsal = None
