@@ -76,6 +76,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,21 @@ def _connect() -> sqlite3.Connection:
     return sqlite3.connect(_target["path"], check_same_thread=False)
 
 
+def _rehearsal_workflow() -> Callable[[int], Coroutine[Any, Any, int]]:
+    """The one-step workflow a rehearsal runs, registered with the DBOS just configured."""
+    from dbos import DBOS
+
+    @DBOS.step(name="relay_rehearsal_step")
+    async def step(x: int) -> int:
+        return x + 1
+
+    @DBOS.workflow(name="relay_rehearsal_workflow")
+    async def workflow(x: int) -> int:
+        return await step(x)
+
+    return workflow
+
+
 def rehearse() -> bool:
     """In a warm parent where no other thread runs: make the SQLite engine and compile DBOS's
     statements on it. Whether it is kept for the children (they let DBOS make one if not)."""
@@ -313,15 +329,7 @@ def rehearse() -> bool:
                     "notification_listener_polling_interval_sec": 0.01,
                 }
             )
-
-            @DBOS.step(name="relay_rehearsal_step")
-            async def step(x: int) -> int:
-                return x + 1
-
-            @DBOS.workflow(name="relay_rehearsal_workflow")
-            async def workflow(x: int) -> int:
-                return await step(x)
-
+            workflow = _rehearsal_workflow()
             DBOS.launch()
             asyncio.run(workflow(1))
         finally:
@@ -376,15 +384,7 @@ def rehearse_postgres(database_url: str) -> bool:
                 "log_level": "WARNING",
             }
         )
-
-        @DBOS.step(name="relay_rehearsal_step")
-        async def step(x: int) -> int:
-            return x + 1
-
-        @DBOS.workflow(name="relay_rehearsal_workflow")
-        async def workflow(x: int) -> int:
-            return await step(x)
-
+        workflow = _rehearsal_workflow()
         DBOS.launch()
         try:
             with SetWorkflowID(workflow_id):
