@@ -164,8 +164,7 @@ def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD)
         while fillers[-1] <= above:
             fillers.append(os.dup(null))
         os.close(fillers.pop())
-        rehearsed = _rehearsed_pg.get(database_url)
-        engine = rehearsed or _new_postgres_engine(database_url)
+        engine = _rehearsed_pg.get(database_url) or _new_postgres_engine(database_url)
         # what the engine's pool would connect with: the dialect's arguments for the URL, and
         # the engine's own (``sqlalchemy.create_engine`` joins them so)
         cargs, cparams = engine.dialect.create_connect_args(engine.url)
@@ -184,13 +183,7 @@ def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD)
     if any(fd <= above for fd, _, _ in sockets):  # (cannot be: the numbers were taken)
         _parked.append(opened)
         return set()
-    _ahead.update(
-        url=database_url,
-        engine=engine,
-        connections=opened,
-        sockets=sockets,
-        rehearsed=rehearsed is not None,
-    )
+    _ahead.update(url=database_url, engine=engine, connections=opened, sockets=sockets)
     return {fd for fd, _, _ in sockets}
 
 
@@ -203,7 +196,7 @@ def sessions_ahead() -> int:
 def engine_ahead_rehearsed() -> bool:
     """Whether the engine ``connect_ahead`` made in this process's leader is one its warm
     parent rehearsed DBOS on (for the attempt's confinement record)."""
-    return bool(_ahead.get("rehearsed")) and sessions_ahead() > 0
+    return sessions_ahead() > 0 and _ahead["engine"] is _rehearsed_pg.get(_ahead["url"])
 
 
 def _take_ahead(database_url: str) -> Any | None:
@@ -412,7 +405,7 @@ def tried_postgres(database_url: str) -> bool:
 
 
 def rehearsed_postgres(database_url: str) -> bool:
-    """Whether this process has a rehearsed engine for ``database_url`` (its attempts' record)."""
+    """Whether this process keeps a rehearsed engine for ``database_url``."""
     return _rehearsed_pg.get(database_url) is not None
 
 
