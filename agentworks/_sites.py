@@ -5,100 +5,37 @@ Design note: the flow graph draws one node per call site, inlining helpers at ea
 to it and then its own line, outermost first. At run time that is the stack of the relay
 module's frames: the innermost frame's line is the call, and an outer frame's line counts only
 where it calls another function of the module (a comprehension or generator expression is
-part of the function it sits in). A call awaited directly still has its caller on the stack;
-one scheduled as a task (``asyncio.gather``) has not, so coroutine origin tracking keeps the
-stack where the coroutine was made (``sys.set_coroutine_origin_tracking_depth``), read from
-the running task when the frames end before reaching the relay. Tracking costs every
-coroutine made, and a step's machinery (DBOS's wrappers, the kit's) makes several per call,
-none of them where a relay's call can start; ``untracked`` runs that machinery without it and
-``tracked`` turns it back on for the step's own body, which is the relay's code again.
+part of the function it sits in). A sync call has its caller on the stack when it runs; an
+async call's coroutine may run later as a task (``asyncio.gather``, ``create_task``), when
+the frames that made it are gone. So a call that can be scheduled is a ``Sited`` function:
+calling it reads the site at once, from the frames that make the coroutine, and gives it to
+the coroutine. That costs one walk of the stack per call, and nothing for any other
+coroutine (coroutine origin tracking, used before, cost every coroutine made while relay
+code ran, DBOS's machinery included, and the switching around that machinery cost every
+resumption of every step).
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextvars
+import functools
 import itertools
 import os
 import sys
 import types
-from collections.abc import Awaitable, Callable, Generator, Iterable
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
 
-__all__ = ["call_site", "track_origins", "tracked", "untracked"]
+__all__ = ["MAX_DEPTH", "Sited", "call_site", "made_at", "site_from"]
 
 #: frames searched for the relay's source; deeper stacks are cut off here
 MAX_DEPTH: Final = 64
 
-Frame = tuple[str, int, str]  # file, line, function name
-T = TypeVar("T")
-
-_origin_depth = 0  # what ``track_origins`` set: the depth ``tracked`` restores
-
-
-def track_origins(depth: int = MAX_DEPTH) -> None:
-    """Remember where coroutines are made, so calls run as tasks still have a call site."""
-    global _origin_depth
-    _origin_depth = depth
-    sys.set_coroutine_origin_tracking_depth(depth)
-
-
-@types.coroutine
-def _with_depth(depth: int, make: Callable[[], Awaitable[T]]) -> Generator[Any, Any, T]:
-    """Await what ``make`` returns with coroutine origin tracking at ``depth`` whenever it runs:
-    the delegation of ``yield from`` (PEP 380), setting the depth around each resumption and
-    restoring the caller's after it, so other tasks, run in between, keep theirs. What
-    ``make`` returns is awaited here, never run as a task, so it is made without an origin."""
-    get_depth = sys.get_coroutine_origin_tracking_depth
-    set_depth = sys.set_coroutine_origin_tracking_depth
-    inner: Any = None
-    sent: Any = None
-    thrown: BaseException | None = None
-    while True:
-        outer = get_depth()
-        try:
-            if inner is None:
-                set_depth(0)
-                made = make()  # a generator-based coroutine (``types.coroutine``) is its own
-                inner = made if isinstance(made, types.GeneratorType) else made.__await__()
-            set_depth(depth)
-            if thrown is None:
-                yielded = inner.send(sent)
-            else:
-                exc, thrown = thrown, None
-                yielded = inner.throw(exc)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            set_depth(outer)
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            outer = get_depth()
-            set_depth(depth)
-            try:
-                inner.close()
-            finally:
-                set_depth(outer)
-            raise
-        except BaseException as exc:
-            thrown, sent = exc, None
-
-
-def untracked(make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-    """What ``make`` returns, run without coroutine origin tracking (a step's machinery)."""
-    return _with_depth(0, make)
-
-
-def tracked(make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-    """What ``make`` returns, run with the origin tracking ``track_origins`` set (the relay's
-    own code, a step's body)."""
-    return _with_depth(_origin_depth, make)
-
-
-def _site(frames: Iterable[Frame], relay_file: str) -> list[int] | None:
-    """The call site in ``relay_file`` from frames innermost first, or None if none is there."""
-    mine = [(line, name) for file, line, name in frames if file == relay_file]
-    return _site_of(mine)
+#: the site a ``made_at`` coroutine was made at, while it runs (its inner calls, run in a task
+#: where no frame of the relay's is left, take it)
+_MADE_AT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "relay_made_at", default=None
+)
 
 
 def _site_of(mine: list[tuple[int, str]]) -> list[int] | None:
@@ -113,29 +50,77 @@ def _site_of(mine: list[tuple[int, str]]) -> list[int] | None:
     return site
 
 
-def call_site(relay_file: str | os.PathLike[str], skip: int = 1) -> list[int] | None:
-    """Where the call being made now came from in ``relay_file``: see the module's note.
-
-    ``skip`` frames (this function's caller by default) are left out of the search.
-    """
-    target = os.fspath(relay_file)
-    frame: types.FrameType | None = sys._getframe(skip + 1)
+def site_from(frame: types.FrameType | None, relay_file: str) -> list[int] | None:
+    """The call site in ``relay_file`` of a call made in ``frame`` (see the module's note);
+    with no frame of the relay's on the stack, the site of the ``made_at`` call this runs in."""
     mine: list[tuple[int, str]] = []
     for _ in range(MAX_DEPTH):  # only the relay's frames are read: the walk is the cost
         if frame is None:
             break
         code = frame.f_code
-        if code.co_filename == target:
+        if code.co_filename == relay_file:
             mine.append((frame.f_lineno, code.co_name))
         frame = frame.f_back
     if mine:
         return _site_of(mine)
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return None
-    coro = task.get_coro() if task is not None else None
-    origin = getattr(coro, "cr_origin", None)
-    if not origin:
-        return None
-    return _site(((f, line, name) for f, line, name in origin), target)
+    return _MADE_AT.get()
+
+
+def call_site(relay_file: str | os.PathLike[str], skip: int = 1) -> list[int] | None:
+    """Where the call being made now came from in ``relay_file``: see ``site_from``.
+
+    ``skip`` frames (this function's caller by default) are left out of the search.
+    """
+    return site_from(sys._getframe(skip + 1), os.fspath(relay_file))
+
+
+Start = Callable[[list[int] | None, tuple[Any, ...], dict[str, Any]], Coroutine[Any, Any, Any]]
+
+
+class Sited:
+    """Stands for the async function ``like``: a call reads its call site at once, in the
+    frames that make it, and returns the coroutine ``start(site, args, kwargs)``.
+
+    To ``inspect`` it is ``like``: an async function (``iscoroutinefunction``: its code is
+    ``like``'s, as a function-like object's may be), with ``like``'s name, signature and
+    attributes; as a class attribute it binds as a method does. ``relay_file`` is the relay's
+    module file, or a function giving it (``None``: not in a run, no site).
+    """
+
+    def __init__(
+        self, like: Callable[..., Any], start: Start, relay_file: str | Callable[[], str | None]
+    ) -> None:
+        functools.update_wrapper(self, like)
+        for name in ("__code__", "__defaults__", "__kwdefaults__"):
+            if hasattr(like, name):
+                setattr(self, name, getattr(like, name))
+        self._sited_start = start
+        self._sited_file = relay_file
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, Any]:
+        where = self._sited_file
+        file = where if type(where) is str else where()  # type: ignore[operator]
+        site = None if file is None else site_from(sys._getframe(1), file)
+        return self._sited_start(site, args, kwargs)
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __repr__(self) -> str:
+        return f"<sited {self.__wrapped__!r}>"  # type: ignore[attr-defined]
+
+
+def made_at(
+    func: Callable[..., Coroutine[Any, Any, Any]], relay_file: Callable[[], str | None]
+) -> Sited:
+    """``func`` (async) as a ``Sited`` whose coroutine runs with its site known to
+    ``call_site``: a call it makes in a task, with no frame of the relay's left, gets it."""
+
+    async def start(site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        token = _MADE_AT.set(site)
+        try:
+            return await func(*args, **kwargs)
+        finally:
+            _MADE_AT.reset(token)
+
+    return Sited(func, start, relay_file)

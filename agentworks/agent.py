@@ -10,7 +10,13 @@ from typing import Any
 
 from agentworks._runtime import Runtime, current
 from agentworks.errors import AgentError, AgentOutputError, AgentworksError, ToolError
-from agentworks.platform import current_call_key, in_tool, journal_of, platform_call
+from agentworks.platform import (
+    current_call_key,
+    in_tool,
+    journal_of,
+    platform_call,
+    platform_entry,
+)
 from agentworks.providers.base import AssistantTurn, Provider, ToolCall
 from agentworks.restart import ToolJournal
 
@@ -194,6 +200,7 @@ async def _tool_table(
     return table
 
 
+@platform_entry
 async def agent(
     *,
     name: str,

@@ -16,7 +16,7 @@ from agentworks.agent import agent
 from agentworks.context import run_dir, variables
 from agentworks.errors import AgentError
 from agentworks.mcp import mcp
-from agentworks.platform import platform_call
+from agentworks.platform import platform_call, platform_entry
 from agentworks.vault import vault
 
 __all__ = ["Context"]
@@ -39,10 +39,12 @@ class Context:
     def vault(self, name: str) -> str:
         return vault(name)
 
+    @platform_entry
     async def call_agent(self, **kwargs: Any) -> Any:
         """``agent(...)`` with the same arguments, checkpointed as one call."""
         return await agent(**kwargs)
 
+    @platform_entry
     async def call_mcp(
         self,
         *,
@@ -54,6 +56,7 @@ class Context:
         """``mcp(...)``, checkpointed as one call."""
         return await mcp(server=server, tool=tool, arguments=arguments, replay_safe=replay_safe)
 
+    @platform_entry
     async def step(
         self,
         name: str,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agentworks._runtime import Runtime, current
 from agentworks.errors import AgentError, MCPError, VaultError
 from agentworks.mcp_servers import MCP_SERVERS_FILE
-from agentworks.platform import platform_call
+from agentworks.platform import platform_call, platform_entry
 
 if TYPE_CHECKING:
     from agentworks.mcp_servers import MCPServerConfig
@@ -96,6 +96,7 @@ async def close_pools() -> None:
         await pool.aclose()
 
 
+@platform_entry
 async def mcp(
     *,
     server: str,

@@ -16,15 +16,15 @@ import asyncio
 import contextvars
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from agentworks import codes
+from agentworks import _runtime, codes
 from agentworks._runtime import Runtime, StepCall, current
-from agentworks._sites import call_site
+from agentworks._sites import call_site, made_at
 from agentworks.errors import AgentworksError, NestedCallError, SecretLeakError
 from agentworks.journal import Journal
 
-__all__ = ["begin_step_body", "in_tool", "platform_call"]
+__all__ = ["begin_step_body", "in_tool", "platform_call", "platform_entry"]
 
 _step_calls: contextvars.ContextVar[itertools.count[int] | None] = contextvars.ContextVar(
     "agentworks_step_calls", default=None
@@ -35,8 +35,21 @@ in_tool: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 _call_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentworks_call_key", default=None
 )
+F = TypeVar("F", bound=Callable[..., Any])
+
 _locks: dict[int, asyncio.Lock] = {}
 _occurrences: dict[str, int] = {}
+
+
+def _relay_file() -> str | None:
+    rt = _runtime._current
+    return None if rt is None else rt.relay_file
+
+
+def platform_entry(func: F) -> F:
+    """A public async function making a platform call (``agent``, ``mcp``): its calls know
+    their call site when run as tasks too (``agentworks._sites``). Typed as ``func`` is."""
+    return cast(F, made_at(func, _relay_file))
 
 
 def begin_step_body() -> None:

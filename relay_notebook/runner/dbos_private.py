@@ -42,6 +42,7 @@ __all__ = [
     "serve_queue",
     "set_internal_queue_poll",
     "sqlite_engine",
+    "step_context",
     "wrap_serializers",
 ]
 
@@ -110,6 +111,29 @@ def declared_queue(name: str) -> Any:
     from dbos._queue import _INTERNAL_QUEUE_CONSTRUCTION, Queue
 
     return Queue(name, database_backed_queue=True, token=_INTERNAL_QUEUE_CONSTRUCTION)
+
+
+# -- the step running now (the child's instrumentation, on the path of every step) ------------
+
+#: what ``step_context``'s reader gives outside a workflow
+_NO_STEP: Final = (None, None, None)
+
+
+def step_context() -> Callable[[], tuple[str | None, int | None, Any]]:
+    """A reader of the step running now: ``(DBOS.workflow_id, DBOS.step_id, DBOS.step_status)``
+    as those three give them, from one read of DBOS's context (each of them reads it again,
+    and the child reads all three for every step)."""
+    from dbos._context import get_local_dbos_context
+
+    def read() -> tuple[str | None, int | None, Any]:
+        ctx = get_local_dbos_context()
+        if ctx is None or not ctx.workflow_id:
+            return _NO_STEP
+        if ctx.curr_step_function_id < 0:  # ``ctx.is_step()``
+            return ctx.workflow_id, None, None
+        return ctx.workflow_id, ctx.function_id, ctx.step_status
+
+    return read
 
 
 # -- a client's database (the worker pool) ----------------------------------------------------

@@ -33,7 +33,7 @@ from dbos import DBOS
 from dbos import error as dbos_error
 
 from agentworks._runtime import Runtime, StepCall
-from agentworks._sites import call_site, track_origins, tracked, untracked
+from agentworks._sites import Sited, call_site
 from agentworks.errors import SecretLeakError
 from agentworks.framework_calls import framework_owned, framework_step
 from agentworks.platform import begin_step_body
@@ -42,6 +42,7 @@ from relay_notebook.record.backend import database_error, error_text
 from relay_notebook.record.ledger import EventWriter
 from relay_notebook.record.ledger_events import StepInfo, StepReused
 from relay_notebook.runner.crash import CrashSpec
+from relay_notebook.runner.dbos_private import step_context
 from relay_notebook.runner.guards import withheld
 from relay_notebook.runner.leave import crash_point
 from relay_notebook.runner.waits import WaitWatch
@@ -131,11 +132,12 @@ class Instrumentation:
         self._calls: dict[str, int] = {}
         self._original_step = DBOS.step
         self._original_workflow = DBOS.workflow
+        #: the workflow, step id and step status of the step running now, in one read
+        self._step_context = step_context()
 
     def install(self, runtime: Runtime | None = None) -> None:
         """Replace ``DBOS.step`` and ``DBOS.workflow``; ``runtime``'s platform calls made in the
         workflow body wrap their own steps' bodies as native steps' are wrapped."""
-        track_origins()
         setattr(DBOS, "step", staticmethod(self._step_decorator))  # noqa: B010
         setattr(DBOS, "workflow", staticmethod(self._workflow_decorator))  # noqa: B010
         self._wrap_step_runners()
@@ -179,13 +181,13 @@ class Instrumentation:
         return withheld(exc, self.redactor)
 
     def _step_info(self, name: str, occurrence: int | None, site: list[int] | None) -> StepInfo:
-        status = DBOS.step_status
+        workflow_id, step_id, status = self._step_context()
         return StepInfo(
             step=name,
             occurrence=occurrence,
             site=site,
-            step_id=DBOS.step_id,
-            workflow_id=DBOS.workflow_id,
+            step_id=step_id,
+            workflow_id=workflow_id,
             step_attempt=(status.current_attempt or 0) + 1 if status else 1,
             max_attempts=status.max_attempts if status else None,
         )
@@ -297,8 +299,7 @@ class Instrumentation:
                 try:
                     if not framework:
                         self._refuse_arguments(name, args, kwargs)
-                    # the body is the relay's code again: calls it makes get their call sites
-                    result = await tracked(lambda: func(*args, **kwargs))
+                    result = await func(*args, **kwargs)
                     self._refuse_secret(result_is, result)
                 except BaseException as exc:
                     safe = self._body_raised(info, started, exc)
@@ -332,12 +333,14 @@ class Instrumentation:
 
         return sync_body
 
-    def _begin_call(self, name: str, function: str) -> tuple[_Call, contextvars.Token[Any]]:
-        """A call of a step (run or replayed) starts; the wait watch is told a step runs.
-        Called by the wrapper the relay called, so the relay's frames start two above."""
+    def _begin_call(
+        self, name: str, function: str, site: list[int] | None
+    ) -> tuple[_Call, contextvars.Token[Any]]:
+        """A call of a step (run or replayed), made at ``site``, starts; the wait watch is
+        told a step runs."""
         n = self._calls.get(name, 0) + 1
         self._calls[name] = n
-        call = _Call(name, function, n, call_site(self.relay_file, skip=2))
+        call = _Call(name, function, n, site)
         token = _CALL.set(call)
         if self.watch is not None:
             self.watch.step_started()
@@ -378,27 +381,28 @@ class Instrumentation:
             self._reused(call, raised=type(exc).__name__)
 
     def _wrap_calls(self, wrapped: Any, name: str, func: Callable[..., Any]) -> Any:
-        """Around every call of a step: see ``_begin_call``. An async step's machinery (DBOS's
-        wrappers, the body's) runs without coroutine origin tracking (``agentworks._sites``)."""
+        """Around every call of a step: see ``_begin_call``. An async step is ``Sited``: its
+        call site is read where its coroutine is made (``agentworks._sites``)."""
         function = func.__name__
         if inspect.iscoroutinefunction(func):
 
-            @functools.wraps(wrapped)
-            async def async_call(*args: Any, **kwargs: Any) -> Any:
-                call, token = self._begin_call(name, function)
+            async def async_call(
+                site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+            ) -> Any:
+                call, token = self._begin_call(name, function, site)
                 try:
-                    result = await untracked(lambda: wrapped(*args, **kwargs))
+                    result = await wrapped(*args, **kwargs)
                 except BaseException as exc:
                     self._end_call(call, token, exc)
                     raise
                 self._end_call(call, token)
                 return result
 
-            return async_call
+            return Sited(wrapped, async_call, self.relay_file)
 
         @functools.wraps(wrapped)
         def sync_call(*args: Any, **kwargs: Any) -> Any:
-            call, token = self._begin_call(name, function)
+            call, token = self._begin_call(name, function, call_site(self.relay_file))
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as exc:
@@ -431,7 +435,7 @@ class Instrumentation:
             if not relays(func):
                 return run_step(options, func, *a, **kw)
             name, body = names(options, func)
-            call, token = self._begin_call(name, func.__name__)
+            call, token = self._begin_call(name, func.__name__, call_site(self.relay_file))
             try:
                 result = run_step(options, body, *a, **kw)
             except BaseException as exc:
@@ -440,16 +444,16 @@ class Instrumentation:
             self._end_call(call, token)
             return result
 
-        @functools.wraps(run_step_async)  # type: ignore[arg-type]
         async def run_step_async_wrapped(
-            options: Any, func: Callable[..., Any], *a: Any, **kw: Any
+            site: list[int] | None, args: tuple[Any, ...], kw: dict[str, Any]
         ) -> Any:
+            options, func, *a = args
             if not relays(func):
                 return await run_step_async(options, func, *a, **kw)
             name, body = names(options, func)
-            call, token = self._begin_call(name, func.__name__)
+            call, token = self._begin_call(name, func.__name__, site)
             try:
-                result = await untracked(lambda: run_step_async(options, body, *a, **kw))
+                result = await run_step_async(options, body, *a, **kw)
             except BaseException as exc:
                 self._end_call(call, token, exc)
                 raise
@@ -457,7 +461,8 @@ class Instrumentation:
             return result
 
         setattr(DBOS, "run_step", staticmethod(run_step_wrapped))  # noqa: B010
-        setattr(DBOS, "run_step_async", staticmethod(run_step_async_wrapped))  # noqa: B010
+        sited = Sited(run_step_async, run_step_async_wrapped, self.relay_file)
+        setattr(DBOS, "run_step_async", staticmethod(sited))  # noqa: B010
 
     def _wrap_transactions(self) -> None:
         """``@ds.transaction()`` of a DBOS datasource: its body and its calls wrapped as a native

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from agentworks._sites import call_site, track_origins
+from agentworks._sites import Sited, call_site
 
 __all__ = ["main"]
 
@@ -68,13 +68,12 @@ class _Replay:
     def install(self) -> None:
         from dbos import DBOS
 
-        track_origins()
         setattr(DBOS, "step", staticmethod(self.step))  # noqa: B010
         setattr(DBOS, "run_step", staticmethod(self.run_step))  # noqa: B010
-        setattr(DBOS, "run_step_async", staticmethod(self.run_step_async))  # noqa: B010
+        sited = Sited(self.original_run_step_async, self.run_step_async, self.relay_file)
+        setattr(DBOS, "run_step_async", staticmethod(sited))  # noqa: B010
 
-    def _note(self, name: str) -> dict[str, Any]:
-        site = call_site(self.relay_file, skip=2)
+    def _note(self, name: str, site: list[int] | None) -> dict[str, Any]:
         call = {"name": name, "line": site[-1] if site else None}
         _CALLS.append(call)
         return call
@@ -106,19 +105,20 @@ class _Replay:
 
         if asyncio.iscoroutinefunction(wrapped):
 
-            @functools.wraps(wrapped)
-            async def async_call(*args: Any, **kwargs: Any) -> Any:
-                self._note(name)
+            async def async_call(
+                site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+            ) -> Any:
+                self._note(name, site)
                 try:
                     return await wrapped(*args, **kwargs)
                 except dbos_error.DBOSUnexpectedStepError as exc:
                     self._diverged(exc)
 
-            return async_call
+            return Sited(wrapped, async_call, self.relay_file)
 
         @functools.wraps(wrapped)
         def call(*args: Any, **kwargs: Any) -> Any:
-            self._note(name)
+            self._note(name, call_site(self.relay_file))
             try:
                 return wrapped(*args, **kwargs)
             except dbos_error.DBOSUnexpectedStepError as exc:
@@ -137,7 +137,7 @@ class _Replay:
 
     def run_step(self, options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
-        self._note(name)
+        self._note(name, call_site(self.relay_file))
         from dbos import error as dbos_error
 
         try:
@@ -146,15 +146,17 @@ class _Replay:
             self._diverged(exc)
 
     async def run_step_async(
-        self, options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any
+        self, site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        """``DBOS.run_step_async`` (a ``Sited``: ``site`` is where the call was made)."""
+        options, func, *rest = args
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
-        self._note(name)
+        self._note(name, site)
         from dbos import error as dbos_error
 
         try:
             return await self.original_run_step_async(
-                options, self._stopper(func, name), *args, **kwargs
+                options, self._stopper(func, name), *rest, **kwargs
             )
         except dbos_error.DBOSUnexpectedStepError as exc:
             self._diverged(exc)

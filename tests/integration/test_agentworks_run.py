@@ -271,7 +271,8 @@ def test_a_call_that_cannot_be_made_fails_the_run_saying_why(
 
 
 def test_gathered_agent_calls_are_serialized(workspace: Workspace) -> None:
-    """Two agents under asyncio.gather both answer, and their receipts are in call order."""
+    """Two agents under asyncio.gather both answer, and their receipts are in call order;
+    each call's step keeps the line that made it, though it ran as a task."""
     setup_relay(
         workspace,
         """
@@ -296,6 +297,10 @@ def test_gathered_agent_calls_are_serialized(workspace: Workspace) -> None:
     # one after the other: the second started after the first ended
     first, second = sorted(receipts, key=lambda e: e["ts"])
     assert second["ts"] - second["duration_ms"] >= first["ts"] - 1
+    lines = workspace.load_draft("r").source.splitlines()
+    made = {n: 1 + next(i for i, x in enumerate(lines) if f'agent(name="{n}"' in x) for n in "ab"}
+    sites = {e["step"]: e["site"] for e in events if e["kind"] == "step_start"}
+    assert sites == {"agent:a": [made["a"]], "agent:b": [made["b"]]}, (sites, made)
 
 
 def test_openai_compatible_provider_over_loopback(workspace: Workspace) -> None:

@@ -455,7 +455,61 @@ def _check_declared_queue() -> None:
     assert callable(queue.enqueue) and callable(queue.enqueue_async)
 
 
+def _check_step_context(tmp_path: Path) -> None:
+    # runner/instrument.py reads the step running now once per step, as the public
+    # DBOS.workflow_id, DBOS.step_id and DBOS.step_status give it
+    from relay_notebook.runner.dbos_private import step_context
+
+    def now(workflow_id: Any, step_id: Any, status: Any) -> tuple[Any, ...]:
+        attempt = status and (status.step_id, status.current_attempt, status.max_attempts)
+        return workflow_id, step_id, attempt  # the status as it is now: DBOS resets it after
+
+    def read() -> tuple[Any, ...]:
+        return now(*step_context()())
+
+    def public() -> tuple[Any, ...]:
+        return now(DBOS.workflow_id, DBOS.step_id, DBOS.step_status)
+
+    seen: list[tuple[Any, Any]] = []
+    DBOS.destroy(destroy_registry=True)
+    DBOS(config={"name": "canary-step", "system_database_url": f"sqlite:///{tmp_path}/s.db"})
+
+    @DBOS.step(retries_allowed=True, max_attempts=3)
+    async def flaky() -> int:
+        seen.append((read(), public()))
+        if len(seen) < 3:
+            raise ValueError("again")
+        return 1
+
+    @DBOS.step()
+    def plain() -> int:
+        seen.append((read(), public()))
+        return 2
+
+    @DBOS.workflow()
+    async def flow() -> int:
+        seen.append((read(), public()))
+        return await flaky() + await asyncio.to_thread(plain)
+
+    DBOS.launch()
+    try:
+        from dbos import SetWorkflowID
+
+        with SetWorkflowID("canary-step-1"):
+            assert asyncio.run(flow()) == 3
+        assert read() == public() == (None, None, None)
+    finally:
+        DBOS.destroy(destroy_registry=True)
+    assert [ours == theirs for ours, theirs in seen] == [True] * 4, seen
+    (workflow_level, _), (first, _), (retried, _), (sync_step, _) = seen
+    assert workflow_level == ("canary-step-1", None, None)
+    assert (first, retried) == (("canary-step-1", 1, (1, 0, 3)), ("canary-step-1", 1, (1, 1, 3)))
+    assert sync_step == ("canary-step-1", 2, (2, None, None))
+
+
 _PRIVATE_CHECKS: dict[str, Any] = {
+    "dbos._context.get_local_dbos_context and its workflow_id, curr_step_function_id, "
+    "function_id and step_status (the step running now)": _check_step_context,
     "dbos._queue._INTERNAL_QUEUE_CONSTRUCTION (a relay's queue before launch)": (
         _check_declared_queue
     ),

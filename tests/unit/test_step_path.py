@@ -1,18 +1,18 @@
-"""The fast paths on every step's way: origin tracking switched per awaitable, call sites from
+"""The fast paths on every step's way: call sites read where a call is made (``Sited``), from
 the relay's frames, the secret search skipping bare numbers, the ledger's prebuilt encoder."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentworks._sites import MAX_DEPTH, call_site, track_origins, tracked, untracked
+from agentworks._sites import Sited, call_site, made_at
 from agentworks.redact import Redactor
 from relay_notebook.record.ledger import (
     HEADER,
@@ -30,36 +30,75 @@ RELAY = "/relays/demo/relay.py"
 HEADER_KEYS = frozenset(HEADER)
 
 
-@pytest.fixture
-def origins() -> Iterator[None]:
-    """Coroutine origins tracked as the child tracks them, and off again afterwards."""
-    before = sys.get_coroutine_origin_tracking_depth()
-    track_origins()
-    yield
-    track_origins(before)
+def _sited_step() -> Sited:
+    """A step's stand-in as the child makes one: its coroutine returns the site it was given."""
+
+    async def tick(n: int, *, scale: int = 1) -> int:
+        """Doubles ``n``."""
+        return 2 * n * scale
+
+    async def start(site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        await asyncio.sleep(0)  # run after the frames that made it are gone, when gathered
+        return site, await tick(*args, **kwargs)
+
+    return Sited(tick, start, RELAY)
 
 
-async def _depth_now() -> int:
-    await asyncio.sleep(0)  # suspended once: the depth is read after a resumption
-    return sys.get_coroutine_origin_tracking_depth()
+GATHER = compile(
+    "async def run(step):\n"  # line 1
+    "    return await gather(\n"  # line 2
+    "        step(1),\n"  # line 3
+    "        step(2),\n"  # line 4
+    "    )\n"
+    "async def direct(step):\n"  # line 6
+    "    return await step(3)\n",  # line 7
+    RELAY,
+    "exec",
+)
 
 
-def test_untracked_runs_without_origins_and_gives_other_tasks_theirs(origins: None) -> None:
-    """Inside ``untracked`` coroutines get no origin, inside a ``tracked`` in it they do again,
-    and a task run while the untracked one is suspended keeps the caller's tracking."""
-
-    async def main() -> tuple[int, int, int, int]:
-        other = asyncio.ensure_future(_depth_now())
-        inside = await untracked(_depth_now)
-        nested = await untracked(lambda: tracked(_depth_now))
-        return inside, nested, await other, sys.get_coroutine_origin_tracking_depth()
-
-    assert asyncio.run(main()) == (0, MAX_DEPTH, MAX_DEPTH, MAX_DEPTH)
+def _relay() -> dict[str, Any]:
+    relay: dict[str, Any] = {"gather": asyncio.gather}
+    exec(GATHER, relay)
+    return relay
 
 
-def test_untracked_passes_results_errors_and_cancellation_through(origins: None) -> None:
-    """What the awaitable returns or raises reaches the caller unchanged, and a cancellation
-    reaches the awaitable, whose cleanup runs with the tracking restored afterwards."""
+def test_a_gathered_call_keeps_the_site_it_was_made_at_without_origin_tracking() -> None:
+    """Calls run as tasks by ``asyncio.gather`` have no frame of the relay's when they run:
+    each still gets the line that made it, and no coroutine origin is tracked for that."""
+    relay, step = _relay(), _sited_step()
+    assert sys.get_coroutine_origin_tracking_depth() == 0
+    assert asyncio.run(relay["run"](step)) == [([3], 2), ([4], 4)]
+    assert asyncio.run(relay["direct"](step)) == ([7], 6)
+    assert asyncio.run(step(5)) == (None, 10)  # made outside the relay: no site
+
+
+def test_a_sited_function_looks_to_inspect_like_the_async_function_it_stands_for() -> None:
+    """Frameworks decide how to call a function by inspecting it (Pydantic AI runs a tool in
+    a thread unless ``inspect.iscoroutinefunction``): a step's stand-in must pass as async,
+    with its name, signature and documentation; as a class attribute it binds as a method."""
+    step = _sited_step()
+    assert inspect.iscoroutinefunction(step) and asyncio.iscoroutinefunction(step)
+    assert (step.__name__, step.__doc__) == ("tick", "Doubles ``n``.")
+    assert str(inspect.signature(step)) == "(n: 'int', *, scale: 'int' = 1) -> 'int'"
+
+    class Holder:
+        async def method(self, n: int) -> tuple[Holder, int]:
+            return self, n
+
+    async def start(site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return await Holder.__dict__["plain"](*args, **kwargs)
+
+    Holder.plain = Holder.method  # type: ignore[attr-defined]
+    Holder.sited = Sited(Holder.method, start, RELAY)  # type: ignore[attr-defined]
+    holder = Holder()
+    assert inspect.iscoroutinefunction(holder.sited)  # type: ignore[attr-defined]
+    assert asyncio.run(holder.sited(4)) == (holder, 4)  # type: ignore[attr-defined]
+
+
+def test_a_sited_call_passes_results_errors_and_cancellation_through() -> None:
+    """What the coroutine returns or raises reaches the caller unchanged, and a cancellation
+    reaches it, whose cleanup runs."""
     cleaned: list[str] = []
 
     async def fails() -> None:
@@ -72,11 +111,14 @@ def test_untracked_passes_results_errors_and_cancellation_through(origins: None)
         finally:
             cleaned.append("blocks")
 
+    def sited(func: Any) -> Sited:
+        return Sited(func, lambda site, args, kwargs: func(*args, **kwargs), RELAY)
+
     async def main() -> tuple[int, str, bool]:
-        value = await untracked(lambda: asyncio.sleep(0, result=7))
+        value = await sited(asyncio.sleep)(0, result=7)
         with pytest.raises(KeyError, match="boom") as raised:
-            await untracked(fails)
-        task = asyncio.ensure_future(untracked(blocks))
+            await sited(fails)()
+        task = asyncio.ensure_future(sited(blocks)())
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -85,29 +127,22 @@ def test_untracked_passes_results_errors_and_cancellation_through(origins: None)
 
     assert asyncio.run(main()) == (7, "fails", True)
     assert cleaned == ["blocks"]
-    assert sys.get_coroutine_origin_tracking_depth() == MAX_DEPTH
 
 
-def test_a_gathered_call_made_in_relay_code_keeps_its_site(origins: None) -> None:
-    """A call run as a task finds its site in its coroutine's origin, though the machinery
-    around it ran untracked."""
-    code = compile(
-        "async def run(step):\n"  # line 1
-        "    return await gather(\n"  # line 2
-        "        step(1),\n"  # line 3
-        "        step(2),\n"  # line 4
-        "    )\n",
-        RELAY,
-        "exec",
-    )
-    relay: dict[str, Any] = {"gather": asyncio.gather}
-    exec(code, relay)
+def test_a_call_made_inside_a_gathered_platform_call_takes_its_site() -> None:
+    """A platform call that makes another (``ctx.call_agent`` makes ``agent``) runs it where
+    no frame of the relay's is left when gathered: the inner call takes the outer's site."""
 
-    async def step(n: int) -> list[int] | None:
-        site = call_site(RELAY, skip=0)
-        return await untracked(lambda: asyncio.sleep(0, result=site))
+    async def inner() -> list[int] | None:
+        await asyncio.sleep(0)
+        return call_site(RELAY)
 
-    assert asyncio.run(relay["run"](step)) == [[3], [4]]
+    async def outer(n: int = 0) -> list[int] | None:
+        return await made_at(inner, lambda: RELAY)()
+
+    relay = _relay()
+    assert asyncio.run(relay["run"](made_at(outer, lambda: RELAY))) == [[3], [4]]
+    assert asyncio.run(made_at(outer, lambda: None)()) is None  # not in a run: no site
 
 
 def test_call_site_names_helper_calls_outermost_first() -> None:
@@ -123,7 +158,7 @@ def test_call_site_names_helper_calls_outermost_first() -> None:
     relay: dict[str, Any] = {}
     exec(code, relay)
     assert relay["run"](lambda: call_site(RELAY)) == [[2, 4]]
-    assert call_site(RELAY) is None  # no frame of the relay's here, and no task
+    assert call_site(RELAY) is None  # no frame of the relay's here, in no sited call
 
 
 @pytest.mark.parametrize("value", [None, True, 7, 2.5, 1j])
