@@ -26,6 +26,8 @@ from agentworks.journal import Journal
 
 __all__ = ["begin_step_body", "in_tool", "platform_call", "platform_entry"]
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 _step_calls: contextvars.ContextVar[itertools.count[int] | None] = contextvars.ContextVar(
     "agentworks_step_calls", default=None
 )
@@ -35,8 +37,6 @@ in_tool: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 _call_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentworks_call_key", default=None
 )
-F = TypeVar("F", bound=Callable[..., Any])
-
 _locks: dict[int, asyncio.Lock] = {}
 _occurrences: dict[str, int] = {}
 
