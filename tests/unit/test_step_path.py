@@ -96,6 +96,23 @@ def test_a_sited_function_looks_to_inspect_like_the_async_function_it_stands_for
     assert asyncio.run(holder.sited(4)) == (holder, 4)  # type: ignore[attr-defined]
 
 
+def test_pydantic_ai_calls_a_sited_step_as_a_tool_and_awaits_it() -> None:
+    """A step given to a Pydantic AI agent as a tool is awaited, not run in a thread (where its
+    coroutine would be the tool's result)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    async def lookup(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    async def start(site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return await lookup(*args, **kwargs)
+
+    result = Agent(TestModel(), tools=[Sited(lookup, start, RELAY)]).run_sync("weather?")
+    assert result.output == '{"lookup":"sunny in a"}'
+
+
 def test_a_sited_call_passes_results_errors_and_cancellation_through() -> None:
     """What the coroutine returns or raises reaches the caller unchanged, and a cancellation
     reaches it, whose cleanup runs."""
