@@ -18,8 +18,30 @@ import psycopg
 
 from relay_notebook.runner import dbos_engines
 
+# both scripts' forked attempt runs one workflow of one step, with the id "run-1"
+ONE_STEP_RUN = textwrap.dedent(
+    """
+    def one_step_run():
+        from dbos import DBOS, SetWorkflowID
+
+        @DBOS.step()
+        async def double(x):
+            return 2 * x
+
+        @DBOS.workflow(name="run")  # as a relay's module names it, not this function's local
+        async def run(x):
+            return await double(x)
+
+        async def go():
+            with SetWorkflowID("run-1"):
+                return await run(21)
+
+        return go
+    """
+)
+
 # a warm parent's part (rehearse), then a forked attempt's (a run on its own database)
-REHEARSED = textwrap.dedent(
+REHEARSED = ONE_STEP_RUN + textwrap.dedent(
     """
     import asyncio, json, os, sqlite3, sys, tempfile, threading
     from pathlib import Path
@@ -41,7 +63,7 @@ REHEARSED = textwrap.dedent(
     folder = Path(tempfile.mkdtemp())
     r, w = os.pipe()
     if os.fork() == 0:  # as a forked attempt does (runner.child)
-        from dbos import DBOS, SetWorkflowID
+        from dbos import DBOS
         database = folder / "run.sqlite"
         copy_template(database)
         given = dbos_engines.sqlite_engine_for(database)
@@ -49,18 +71,7 @@ REHEARSED = textwrap.dedent(
                   "application_version": "v1", "executor_id": "x", "log_level": "WARNING"}
         if given is not None:
             config["system_database_engine"] = given
-
-        @DBOS.step()
-        async def double(x):
-            return 2 * x
-
-        @DBOS.workflow()
-        async def run(x):
-            return await double(x)
-
-        async def go():
-            with SetWorkflowID("run-1"):
-                return await run(21)
+        go = one_step_run()
 
         DBOS(config=config)
         DBOS.launch()
@@ -117,7 +128,7 @@ def test_without_a_template_there_is_no_rehearsal_and_dbos_makes_its_engine(
 
 
 # a worker's warm parent rehearses on its PostgreSQL database, then forks an attempt there
-REHEARSED_POSTGRES = textwrap.dedent(
+REHEARSED_POSTGRES = ONE_STEP_RUN + textwrap.dedent(
     """
     import asyncio, json, os, sys, threading
     import dbos, psycopg
@@ -135,21 +146,10 @@ REHEARSED_POSTGRES = textwrap.dedent(
     out["dialect_ready"] = engine.dialect.server_version_info is not None
     r, w = os.pipe()
     if os.fork() == 0:  # as a forked attempt does (runner.child), its leader connecting ahead
-        from dbos import DBOS, SetWorkflowID
+        from dbos import DBOS
         sockets = dbos_engines.connect_ahead(url, above=60)
         given = dbos_engines.postgres_engine(url)
-
-        @DBOS.step()
-        async def double(x):
-            return 2 * x
-
-        @DBOS.workflow()
-        async def run(x):
-            return await double(x)
-
-        async def go():
-            with SetWorkflowID("run-1"):
-                return await run(21)
+        go = one_step_run()
 
         DBOS(config={"name": "relay-run-1", "system_database_url": url,
                      "system_database_engine": given, "application_version": "v1",

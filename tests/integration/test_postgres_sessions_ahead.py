@@ -7,6 +7,7 @@ purpose and check that no byte lands in the file that took one."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -175,12 +176,7 @@ def test_a_forked_attempts_sessions_use_the_runs_environment_not_the_warm_parent
     """A warm parent started while ``PGSSLMODE=require`` was set (this server has no TLS) forks
     an attempt after it was unset: the leader connects as the run's own process would."""
     monkeypatch.setenv("PGSSLMODE", "require")
-    let_go_warm_parent(restart_warm_parent())
-    parent = restart_warm_parent()
-    try:
-        assert parent.wait_ready(120), "the warm parent did not start"
-        if not parent.can_confine():
-            pytest.skip(f"no Landlock or namespaces here: {parent.info}")
+    with _fresh_warm_parent():
         monkeypatch.delenv("PGSSLMODE")
         ws = Workspace(workspace.home, warm_start=True)
         draft = ws.save_draft("loop", LOOP)
@@ -190,8 +186,22 @@ def test_a_forked_attempts_sessions_use_the_runs_environment_not_the_warm_parent
         (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
         assert attempt["start"]["how"] == "forked"
         assert attempt["confinement"]["database_sessions_ahead"] == dbos_engines.SESSIONS_AHEAD
+
+
+@contextlib.contextmanager
+def _fresh_warm_parent() -> Iterator[None]:
+    """A warm parent started now, from this process's environment as it is now, ready and
+    able to confine (else the test is skipped); let go afterwards, so that the next test
+    starts one from its usual environment."""
+    let_go_warm_parent(restart_warm_parent())
+    parent = restart_warm_parent()
+    try:
+        assert parent.wait_ready(120), "the warm parent did not start"
+        if not parent.can_confine():
+            pytest.skip(f"no Landlock or namespaces here: {parent.info}")
+        yield
     finally:
-        let_go_warm_parent(parent)  # the next test starts one from its usual environment
+        let_go_warm_parent(parent)
 
 
 def _close_all(engine: Any) -> None:
@@ -235,12 +245,7 @@ def test_a_kernels_warm_parent_rehearses_on_the_database_of_its_first_postgres_a
     """A warm parent that no worker started learns the database from its first PostgreSQL
     attempt and rehearses DBOS on it once that attempt is forked: the next attempt's engine
     is the rehearsed one, its statements compiled by the parent (runner.dbos_engines)."""
-    let_go_warm_parent(restart_warm_parent())
-    parent = restart_warm_parent()
-    try:
-        assert parent.wait_ready(120), "the warm parent did not start"
-        if not parent.can_confine():
-            pytest.skip(f"no Landlock or namespaces here: {parent.info}")
+    with _fresh_warm_parent():
         ws = Workspace(workspace.home, warm_start=True)
         draft = ws.save_draft("loop", LOOP)
         engines = []
@@ -255,5 +260,3 @@ def test_a_kernels_warm_parent_rehearses_on_the_database_of_its_first_postgres_a
         with psycopg.connect(resolve_backend(database_url).libpq_url) as conn:
             names = conn.execute("SELECT DISTINCT name FROM dbos.workflow_status").fetchall()
         assert names == [("run",)]  # the rehearsal's workflow was deleted
-    finally:
-        let_go_warm_parent(parent)
