@@ -92,7 +92,6 @@ __all__ = [
     "postgres_engine",
     "rehearse",
     "rehearse_postgres",
-    "rehearsed_postgres",
     "sessions_ahead",
     "sharing_pool",
     "sqlite_engine_for",
@@ -291,6 +290,15 @@ def _rehearsal_workflow() -> Callable[[int], Coroutine[Any, Any, int]]:
     return workflow
 
 
+def _left_nothing(engine: Any) -> bool:
+    """After a rehearsal: whether DBOS's threads ended (given ``_THREADS_END_S``) and
+    ``engine`` holds no connection. A parent never forks with either alive."""
+    deadline = time.monotonic() + _THREADS_END_S
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return threading.active_count() == 1 and not engine.pool.checkedout()
+
+
 def rehearse() -> bool:
     """In a warm parent where no other thread runs: make the SQLite engine and compile DBOS's
     statements on it. Whether it is kept for the children (they let DBOS make one if not)."""
@@ -312,7 +320,7 @@ def rehearse() -> bool:
         try:
             DBOS(
                 config={
-                    "name": "relay-rehearsal",
+                    "name": REHEARSAL_APP,
                     "system_database_url": url,
                     "system_database_engine": engine,
                     "application_version": "rehearsal",
@@ -329,11 +337,8 @@ def rehearse() -> bool:
             DBOS.destroy(destroy_registry=True)
             engine.dispose()
             _target.clear()
-    deadline = time.monotonic() + _THREADS_END_S
-    while threading.active_count() > 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if threading.active_count() > 1 or engine.pool.checkedout():
-        return False  # never fork with DBOS's threads or connections alive
+    if not _left_nothing(engine):
+        return False
     _rehearsed = engine
     return True
 
@@ -390,10 +395,7 @@ def rehearse_postgres(database_url: str) -> bool:
         DBOS.destroy(destroy_registry=True)
         engine.dispose()
         sa.event.remove(engine, "do_connect", bounded)
-    deadline = time.monotonic() + _THREADS_END_S
-    while threading.active_count() > 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if threading.active_count() > 1 or engine.pool.checkedout():
+    if not _left_nothing(engine):
         return False
     _rehearsed_pg[database_url] = engine
     return True
@@ -402,11 +404,6 @@ def rehearse_postgres(database_url: str) -> bool:
 def tried_postgres(database_url: str) -> bool:
     """Whether ``rehearse_postgres`` was tried for ``database_url`` in this process."""
     return database_url in _rehearsed_pg
-
-
-def rehearsed_postgres(database_url: str) -> bool:
-    """Whether this process keeps a rehearsed engine for ``database_url``."""
-    return _rehearsed_pg.get(database_url) is not None
 
 
 def sqlite_engine_for(database: Path) -> Any | None:

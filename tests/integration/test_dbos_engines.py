@@ -203,7 +203,7 @@ def test_a_postgres_rehearsal_on_a_missing_database_keeps_nothing(database_url: 
         "from relay_notebook.runner import dbos_engines\n"
         "url = sys.argv[1]\n"
         "print(dbos_engines.rehearse_postgres(url), dbos_engines.tried_postgres(url),\n"
-        "      dbos_engines.rehearsed_postgres(url), threading.active_count())\n"
+        "      dbos_engines._rehearsed_pg[url] is not None, threading.active_count())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, database_url], capture_output=True, text=True, timeout=120
