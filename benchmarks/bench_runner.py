@@ -1,22 +1,27 @@
 """Benchmark: the runner against a bare DBOS script of the same relays, side by side in one run.
 
-Run ``python benchmarks/bench_runner.py [--quick] [--repeats N] [--steps N]``. Three rows: a cold
-run of a one-step relay (``start_run(...).wait()`` against ``python bare.py`` that configures
-DBOS on a fresh SQLite file, runs the workflow with an id and exits with ``os._exit``), a
-recovery attempt after a crash in step 2 (against the kit's own fresh run, and bare DBOS's
-relaunch that waits for the recovered result), and the steps per second of a loop of trivial
-async steps (against bare DBOS on WAL and on DBOS's default journal). Bare DBOS gets every
-public advantage the kit has: WAL, ``log_level`` WARNING, a pinned version, ``os._exit`` after
-flushing, a 10 ms result poll. One kit advantage it does not get: the kit starts a new run's
-SQLite file as a copy of a migrated, empty DBOS database (``runner.dbos_template``), where the
-bare script, as a user writes it, lets ``DBOS.launch`` migrate its fresh file (about 50 ms; the
-report says so). Contestants alternate within each round, and which goes first
-alternates between rounds, so machine noise hits them alike. Wall times are taken on the
-caller's side; steps per second come from the step checkpoints' own timestamps in
-``operation_outputs`` (first to last), so process start-up counts for neither. CPU seconds of
-every process a run involves (``RUSAGE_SELF`` for the supervisor threads, ``RUSAGE_CHILDREN``)
-are shown beside, as they suffer less from a busy machine; the benchmark is the child subreaper,
-so a spawned child's inner processes, which bubblewrap leaves as orphans, are reaped and counted
+Run ``python benchmarks/bench_runner.py [--quick] [--repeats N] [--steps N] [--loop-samples N]``.
+Three rows: a cold run of a one-step relay (``start_run(...).wait()`` against ``python bare.py``
+that configures DBOS on a fresh SQLite file, runs the workflow with an id and exits with
+``os._exit``), a recovery attempt after a crash in step 2 (against the kit's own fresh run, and
+bare DBOS's relaunch that waits for the recovered result), and the steps per second of a loop of
+trivial async steps (against bare DBOS on WAL and on DBOS's default journal). Bare DBOS gets
+every public advantage the kit has: WAL, ``log_level`` WARNING, a pinned version, ``os._exit``
+after flushing, a 10 ms result poll. One kit advantage it does not get: the kit starts a new
+run's SQLite file as a copy of a migrated, empty DBOS database (``runner.dbos_template``), where
+the bare script, as a user writes it, lets ``DBOS.launch`` migrate its fresh file (about 50 ms;
+the report says so). Contestants alternate within each round, and which goes first alternates
+between rounds, so machine noise hits them alike. Wall times are taken on the caller's side;
+steps per second come from the step checkpoints' own timestamps in ``operation_outputs`` (first
+to last), so process start-up counts for neither. The loop is measured ``--loop-samples`` times
+a round (default 3), its order flipped each time, as its rows' targets are within this machine's
+noise. Each row is judged on its paired ratios (the kit's sample over the one it was measured
+beside) with ``verdict``: their median and the interval that holds the true median at 95% (with
+5 rounds, rows other than the loop's take the range of their 5 pairs: 94%), ``yes`` or ``NO``
+only when the whole interval is on one side of the target, else ``unsure``. CPU seconds of every
+process a run involves (``RUSAGE_SELF`` for the supervisor threads, ``RUSAGE_CHILDREN``) are
+shown beside, as they suffer less from a busy machine; the benchmark is the child subreaper, so
+a spawned child's inner processes, which bubblewrap leaves as orphans, are reaped and counted
 here too (before, they went to init and their CPU was counted nowhere). Three more rows measure
 warm start (issue #17): a cold run and a recovery forked from a ready warm parent (confined by
 Landlock), and a process's first run, whose warm parent is not started yet (spawned, as before).
@@ -52,6 +57,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from proc_stat import process_stats  # noqa: E402
 from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
+from verdict import judge, median_interval  # noqa: E402
 
 from relay_notebook.record.folders import find_run  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
@@ -155,9 +161,10 @@ def _cpu() -> float:
 class Bench:
     """The contestants, their scratch folders and every sample taken."""
 
-    def __init__(self, root: Path, steps: int) -> None:
+    def __init__(self, root: Path, steps: int, loop_samples: int = 1) -> None:
         self.root = root
         self.steps = steps
+        self.loop_samples = loop_samples
         self.workspace = Workspace(root / "kit", warm_start=False)  # spawned, as before #17
         self.warm = Workspace(root / "kit", warm_start=True)
         self.drafts: dict[str, Draft] = {
@@ -337,10 +344,13 @@ class Bench:
             ],
             [self._kit_fresh, self._bare_fresh],
             [self._kit_recovery, self._bare_recovery, self._warm_recovery],
-            [self._kit_loop, self._bare_loop("WAL"), self._bare_loop("default")],
         ]
         for group in groups:
             for measure in group if number % 2 == 0 else reversed(group):
+                measure()
+        loop = [self._kit_loop, self._bare_loop("WAL"), self._bare_loop("default")]
+        for sample in range(self.loop_samples):
+            for measure in loop if (number * self.loop_samples + sample) % 2 == 0 else loop[::-1]:
                 measure()
 
     # -- where the cold run's start-up goes ---------------------------------------------------
@@ -491,34 +501,45 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
         f"{'ratio':>6} {'paired':>7} {'CPU':>6}  {'target':<8} met?"
     )
     print("-" * 110)
+    intervals = []
     for label, kit, base, op, target in rows:
         ratio = med[kit] / med[base]
-        paired = statistics.median(a / b for a, b in zip(v[kit], v[base], strict=True))
+        paired = median_interval(a / b for a, b in zip(v[kit], v[base], strict=True))
         cpu_ratio = f"{mcpu[kit] / mcpu[base]:.2f}x" if kit not in RATES else "-"
-        met = ratio <= target if op == "<=" else ratio >= target
+        intervals.append((f"{label} against {base}", paired))
         print(
             f"{label:<25} {_fmt(kit, med[kit]):<15} {base + ' ' + _fmt(base, med[base]):<32} "
-            f"{ratio:>5.2f}x {paired:>6.2f}x {cpu_ratio:>6}  {op} {target:g}x{'':<3} "
-            f"{'yes' if met else 'NO'}"
+            f"{ratio:>5.2f}x {paired.median:>6.2f}x {cpu_ratio:>6}  {op} {target:g}x{'':<3} "
+            f"{judge(paired, target, op)}"
         )
-    per_step = {
-        name: (mcpu[loop_key] - mcpu[cold]) / bench.steps * 1e6
-        for name, loop_key, cold in (
-            ("kit", "kit loop", "kit cold run"),
-            ("bare DBOS WAL", "bare loop WAL", "bare cold run"),
-        )
-    }
-    step_cpu = per_step["kit"] / per_step["bare DBOS WAL"]
+
+    def per_step(loop_cpu: float, cold: str) -> float:  # microseconds
+        return (loop_cpu - mcpu[cold]) / bench.steps * 1e6
+
+    kit_us, bare_us = (
+        per_step(mcpu["kit loop"], "kit cold run"),
+        per_step(mcpu["bare loop WAL"], "bare cold run"),
+    )
+    step_cpu = median_interval(
+        per_step(k, "kit cold run") / per_step(b, "bare cold run")
+        for k, b in zip(cpu["kit loop"], cpu["bare loop WAL"], strict=True)
+    )
+    intervals.append(("8 CPU per loop step against bare loop WAL", step_cpu))
     print(
-        f"{'8 CPU per loop step':<25} {format(per_step['kit'], '.0f') + ' us':<15} "
-        f"{'bare loop WAL ' + format(per_step['bare DBOS WAL'], '.0f') + ' us':<32} "
-        f"{step_cpu:>5.2f}x {'-':>7} {'-':>6}  <= {STEP_CPU_TARGET:g}x{'':<2} "
-        f"{'yes' if step_cpu <= STEP_CPU_TARGET else 'NO'}"
+        f"{'8 CPU per loop step':<25} {format(kit_us, '.0f') + ' us':<15} "
+        f"{'bare loop WAL ' + format(bare_us, '.0f') + ' us':<32} "
+        f"{kit_us / bare_us:>5.2f}x {step_cpu.median:>6.2f}x {'-':>6}  "
+        f"<= {STEP_CPU_TARGET:g}x{'':<2} {judge(step_cpu, STEP_CPU_TARGET, '<=')}"
     )
     print(
-        "(ratio of medians is judged; paired = median of per-round ratios; CPU = ratio of CPU; "
-        "row 8: the loop run's CPU minus the cold run's, per step, of every process)"
+        "(paired = median of the kit's sample over the one measured beside it; met? = yes or NO "
+        "when the paired median's 95% interval below is all on one side of the target, unsure "
+        "when the target is inside it; ratio = ratio of medians; CPU = ratio of CPU; row 8: the "
+        "loop run's CPU minus the cold run's median, per step, of every process)"
     )
+    print("paired medians' intervals (low-high, their coverage, pairs):")
+    for name, interval in intervals:
+        print(f"  {name:<52} {interval}")
     print(
         f"info: bare DBOS recovery {_fmt('', med['bare recovery'])} = "
         f"{med['bare recovery'] / med['bare fresh run']:.2f}x its fresh run "
@@ -561,13 +582,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 rounds, 200-step loop (CI)")
     parser.add_argument("--repeats", type=int, help="timed rounds (default 5, quick 2)")
     parser.add_argument("--steps", type=int, help="steps in the loop relay (default 1000)")
+    parser.add_argument(
+        "--loop-samples", type=int, help="loop runs of each contestant a round (default 3, quick 1)"
+    )
     args = parser.parse_args(argv)
     rounds = args.repeats or (2 if args.quick else 5)
     steps = args.steps or (200 if args.quick else 1000)
+    loop_samples = args.loop_samples or (1 if args.quick else 3)
     started = time.perf_counter()
     become_subreaper()
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
-        bench = Bench(Path(tmp), steps)
+        bench = Bench(Path(tmp), steps, loop_samples)
         imports = bench.import_profile()  # also warms the page cache for both contestants
         for number in range(rounds):
             bench.round(number)

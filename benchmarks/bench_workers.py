@@ -1,8 +1,9 @@
 """Benchmark: the worker pool and a long relay on PostgreSQL, beside bare DBOS, in one run.
 
 Run ``python benchmarks/bench_workers.py [--quick] [--repeats N] [--runs M] [--steps N]
-[--fsync on|off]``. Everything runs on one private PostgreSQL server (``relay_notebook.testing``;
-fsync on by default, as a production server runs). Two groups of rows:
+[--loop-samples N] [--fsync on|off]``. Everything runs on one private PostgreSQL server
+(``relay_notebook.testing``; fsync on by default, as a production server runs). Two groups of
+rows:
 
 1. Throughput of many short relays: for 1, 2 and 4 ``relay worker`` processes (concurrency 2
    each) on a fresh database and workspace, once every worker printed its "serving" line, M
@@ -17,8 +18,10 @@ fsync on by default, as a production server runs). Two groups of rows:
    ``start_run`` on the PostgreSQL backend against a bare DBOS script that runs the same
    workflow on a fresh PostgreSQL database (pinned version, ``log_level`` WARNING,
    ``SetWorkflowID``, ``os._exit``). Both rates come from the ``tick`` checkpoints' own
-   ``completed_at_epoch_ms`` (first to last), so process start-up counts for neither. The
-   kit's loop runs once more with the sandbox off, printed beside as an info line. Each kit
+   ``completed_at_epoch_ms`` (first to last), so process start-up counts for neither. Both
+   loops run ``--loop-samples`` times a round (default 3), the order flipped each time: this
+   row's target is within the machine's noise. The kit's loop runs once more a round with the
+   sandbox off, printed beside as an info line. Each kit
    loop's attempt is forked from this process's warm parent, as a worker's are (its first
    attempt would otherwise be spawned, and a spawned attempt's sessions all go through pasta,
    the sandbox's network); a loop that was not is an error.
@@ -34,8 +37,11 @@ is why the spawned pool's CPU per run once read lower than the warm pool's.
 Which contestant goes first alternates between rounds. Beside the rows, per queued run: the
 caller's enqueue call, the slot time (a worker's dequeue to the invocation's end) split into
 its phases from DBOS's rows, ``run.json`` and the ledger, and the CPU time of every process
-involved (caller, workers, runs, PostgreSQL; from ``/proc``) during the timed window. Benchmarks
-report, they do not assert: the exit status is 0 whatever the numbers.
+involved (caller, workers, runs, PostgreSQL; from ``/proc``) during the timed window. Each row
+is judged with ``verdict``: a ratio row on its paired ratios (the kit's sample over the one
+measured beside it), row 4 on its samples; ``yes`` or ``NO`` only when the 95% interval of
+their median (with 5 rounds, their range: 94%) is all on one side of the target, else
+``unsure``. Benchmarks report, they do not assert: the exit status is 0 whatever the numbers.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from proc_stat import process_stats  # noqa: E402
 from runner_sources import RELAYS  # noqa: E402
+from verdict import judge, median_interval  # noqa: E402
 
 from relay_notebook import commands  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
@@ -358,11 +365,14 @@ def _invocations(url: str, names: list[str]) -> dict[str, tuple[float, float, fl
 class Bench:
     """The contestants, their scratch folders and every sample taken."""
 
-    def __init__(self, root: Path, server: PostgresServer, runs: int, steps: int) -> None:
+    def __init__(
+        self, root: Path, server: PostgresServer, runs: int, steps: int, loop_samples: int = 1
+    ) -> None:
         self.root = root
         self.server = server
         self.runs = runs
         self.steps = steps
+        self.loop_samples = loop_samples
         self.script = root / "bare.py"
         self.script.write_text(BARE_SCRIPT, encoding="utf-8")
         self.bursts: dict[str | int, list[Burst]] = {}
@@ -517,7 +527,10 @@ class Bench:
         burst: list[Callable[[], None]] = (
             [self.bare_burst, *kit] if number % 2 else [*kit, self.bare_burst]
         )
-        loops = [self.bare_loop, self.kit_loop] if number % 2 else [self.kit_loop, self.bare_loop]
+        loops: list[Callable[[], None]] = []
+        for sample in range(self.loop_samples):
+            pair = [self.kit_loop, self.bare_loop]
+            loops += pair if (number * self.loop_samples + sample) % 2 == 0 else pair[::-1]
         loops.append(functools.partial(self.kit_loop, confine=False))  # where row 2's gap is
         for measure in [*burst, *loops]:
             measure()
@@ -670,36 +683,45 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         f"{'target':<8} met?"
     )
     print("-" * 100)
+    intervals: list[tuple[str, str]] = []
     for label, xs, base, bs, unit, target, op in rows:
         if (
             unit == "CPU ms" and base == "" and target is not None
         ):  # an absolute target (ms), not a ratio
             figure = f"{med(xs):.0f} {unit}"
-            met = "yes" if med(xs) <= target else "NO"
+            spread = median_interval(xs)
+            intervals.append(
+                (label, f"{spread.low:.0f}-{spread.high:.0f} ms ({spread.coverage:.0%}, "
+                        f"n={spread.n})")
+            )  # fmt: skip
             print(
                 f"{label:<24} {figure:>14}  {'(absolute)':<28} {'-':>6} {'-':>7}  "
-                f"<= {target:g} ms {met}"
+                f"<= {target:g} ms {judge(spread, target, op)}"
             )
             continue
         ratio = med(xs) / med(bs)
-        paired = med(x / b for x, b in zip(xs, bs, strict=True))
+        paired = median_interval(x / b for x, b in zip(xs, bs, strict=True))
         figure = f"{med(xs):.2f} {unit}" if unit == "runs/s" else f"{med(xs):.0f} {unit}"
         against = f"{med(bs):.2f} {unit}" if unit == "runs/s" else f"{med(bs):.0f} {unit}"
         judged = f"{op} {target:g}x" if target else "-"
-        met = "-"
+        met = judge(paired, target, op) if target else "-"
         if target:
-            met = "yes" if (ratio >= target if op == ">=" else ratio <= target) else "NO"
+            intervals.append((f"{label} against {base}", str(paired)))
         print(
             f"{label:<24} {figure:>14}  {base + ' ' + against:<28} {ratio:>5.2f}x "
-            f"{paired:>6.2f}x  {judged:<8} {met}"
+            f"{paired.median:>6.2f}x  {judged:<8} {met}"
         )
     print(
         "(rows 1: runs/s of the pool, against the kit with 1 worker; row 2: the kit's steps/s "
         "against bare DBOS's; rows 3: one warm worker against one spawning worker (warm start "
         "off), throughput and CPU of every process per queued run; row 4: that CPU, one warm "
-        "worker, against an absolute target; ratio of medians is judged; paired = median of "
-        "per-round ratios)"
+        "worker, against an absolute target; paired = median of the kit's sample over the one "
+        "measured beside it; met? = yes or NO when the interval below is all on one side of "
+        "the target, unsure when the target is inside it; ratio = ratio of medians)"
     )
+    print("intervals of the judged medians (low-high, their coverage, samples):")
+    for name, shown in intervals:
+        print(f"  {name:<44} {shown}")
     unconfined = bench.rates["unconfined"]
     print(
         f"info: row 2 without the sandbox (confine off): {med(unconfined):.0f} steps/s, "
@@ -722,12 +744,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="queued runs per burst (default 24, quick 8)")
     parser.add_argument("--steps", type=int, help="steps in the loop relay (default 1000)")
     parser.add_argument(
+        "--loop-samples", type=int, help="loop runs of each contestant a round (default 3, quick 1)"
+    )
+    parser.add_argument(
         "--fsync", choices=("on", "off"), default="on", help="PostgreSQL fsync (default on)"
     )
     args = parser.parse_args(argv)
     rounds = args.repeats or (2 if args.quick else 5)
     runs = args.runs or (8 if args.quick else 24)
     steps = args.steps or (200 if args.quick else 1000)
+    loop_samples = args.loop_samples or (1 if args.quick else 3)
     started = time.perf_counter()
     # SIGTERM unwinds like Ctrl-C, so the workers, the server and the scratch folders go too
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -736,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp,
         postgres_server(fsync=args.fsync == "on") as server,
     ):
-        bench = Bench(Path(tmp), server, runs, steps)
+        bench = Bench(Path(tmp), server, runs, steps, loop_samples)
         for number in range(rounds):
             bench.round(number)
         report(bench, rounds, _server_settings(server), time.perf_counter() - started)

@@ -34,11 +34,12 @@ def test_quick_history_benchmark_prints_every_row() -> None:
 
 @pytest.mark.slow
 def test_quick_runner_benchmark_prints_every_row() -> None:
-    """`bench_runner.py --quick`, one round with a 40-step loop (the rows, not the figures: kept
-    small for the suite's time), exits 0 and prints the cold-run, recovery, steps/s, warm start
-    and terminal `relay run` rows."""
-    out = quick("bench_runner", "--repeats", "1", "--steps", "40")
-    rows = numbered(out, 7)
+    """`bench_runner.py --quick`, one round with a 40-step loop measured twice (the rows, not
+    the figures: kept small for the suite's time), exits 0 and prints the cold-run, recovery,
+    steps/s, warm start and terminal `relay run` rows, each with its paired samples' interval;
+    one round decides no row, so each says unsure."""
+    out = quick("bench_runner", "--repeats", "1", "--steps", "40", "--loop-samples", "2")
+    rows = numbered(out, 8)
     assert labels(rows) == [
         "1 cold run, one-step",
         "2 recovery after crash",
@@ -48,7 +49,24 @@ def test_quick_runner_benchmark_prints_every_row() -> None:
         "5 warm recovery",
         "6 first run, cold parent",
         "7 relay run, terminal",
+        "8 CPU per loop step",
     ], out
     for line in rows:
-        assert line.rstrip().endswith(("yes", "NO")), line
+        assert line.rstrip().endswith("unsure"), line
+    lines = out.splitlines()
+    at = lines.index("paired medians' intervals (low-high, their coverage, pairs):")
+    intervals = [line.split("  ")[1] for line in lines[at + 1 : at + 10]]
+    assert intervals == [
+        "1 cold run, one-step against bare cold run",
+        "2 recovery after crash against kit fresh run",
+        "3 40-step relay against bare loop WAL",
+        "3 40-step relay against bare loop default",
+        "4 warm cold run against bare cold run",
+        "5 warm recovery against bare fresh run",
+        "6 first run, cold parent against bare cold run",
+        "7 relay run, terminal against bare cold run",
+        "8 CPU per loop step against bare loop WAL",
+    ], out
+    pairs = [line.rsplit("n=", 1)[1].rstrip(")") for line in lines[at + 1 : at + 10]]
+    assert pairs == ["1", "1", "2", "2", "1", "1", "1", "1", "2"], out  # the loop's twice
     assert "bare DBOS recovery" in out
