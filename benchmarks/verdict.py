@@ -49,7 +49,7 @@ class Interval:
 
 def _below(n: int, k: int) -> float:
     """P(B <= k) for B ~ Binomial(n, 1/2)."""
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return math.ldexp(sum(math.comb(n, i) for i in range(k + 1)), -n)
 
 
 def median_interval(samples: Iterable[float], confidence: float = CONFIDENCE) -> Interval:
