@@ -44,7 +44,7 @@ class Interval:
     n: int
 
     def __str__(self) -> str:
-        return f"{self.low:.2f}-{self.high:.2f}x ({self.coverage:.0%}, n={self.n})"
+        return f"{self.low:.3f}-{self.high:.3f}x ({self.coverage:.0%}, n={self.n})"
 
 
 def _below(n: int, k: int) -> float:
