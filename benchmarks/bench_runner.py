@@ -57,7 +57,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from proc_stat import process_stats  # noqa: E402
 from runner_sources import BARE_SCRIPT, RELAYS  # noqa: E402
-from verdict import judge, median_interval  # noqa: E402
+from verdict import judge, median_interval, too_few  # noqa: E402
 
 from relay_notebook.record.folders import find_run  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
@@ -540,6 +540,8 @@ def report(bench: Bench, rounds: int, imports: dict[str, float], elapsed: float)
     print("paired medians' intervals (low-high, their coverage, pairs):")
     for name, interval in intervals:
         print(f"  {name:<52} {interval}")
+    if (few := too_few(i for _, i in intervals)) is not None:
+        print(few)
     print(
         f"info: bare DBOS recovery {_fmt('', med['bare recovery'])} = "
         f"{med['bare recovery'] / med['bare fresh run']:.2f}x its fresh run "

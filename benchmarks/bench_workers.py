@@ -67,7 +67,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from proc_stat import process_stats  # noqa: E402
 from runner_sources import RELAYS  # noqa: E402
-from verdict import judge, median_interval  # noqa: E402
+from verdict import Interval, judge, median_interval, too_few  # noqa: E402
 
 from relay_notebook import commands  # noqa: E402
 from relay_notebook.record.ledger import read_events  # noqa: E402
@@ -684,12 +684,14 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
     )
     print("-" * 100)
     intervals: list[tuple[str, str]] = []
+    decided: list[Interval] = []
     for label, xs, base, bs, unit, target, op in rows:
         if (
             unit == "CPU ms" and base == "" and target is not None
         ):  # an absolute target (ms), not a ratio
             figure = f"{med(xs):.0f} {unit}"
             spread = median_interval(xs)
+            decided.append(spread)
             intervals.append(
                 (label, f"{spread.low:.0f}-{spread.high:.0f} ms ({spread.coverage:.0%}, "
                         f"n={spread.n})")
@@ -706,6 +708,7 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         judged = f"{op} {target:g}x" if target else "-"
         met = judge(paired, target, op) if target else "-"
         if target:
+            decided.append(paired)
             intervals.append((f"{label} against {base}", str(paired)))
         print(
             f"{label:<24} {figure:>14}  {base + ' ' + against:<28} {ratio:>5.2f}x "
@@ -722,6 +725,8 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
     print("intervals of the judged medians (low-high, their coverage, samples):")
     for name, shown in intervals:
         print(f"  {name:<44} {shown}")
+    if (few := too_few(decided)) is not None:
+        print(few)
     unconfined = bench.rates["unconfined"]
     print(
         f"info: row 2 without the sandbox (confine off): {med(unconfined):.0f} steps/s, "

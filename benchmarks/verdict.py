@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["CONFIDENCE", "MIN_COVERAGE", "Interval", "judge", "median_interval"]
+__all__ = ["CONFIDENCE", "MIN_COVERAGE", "Interval", "judge", "median_interval", "too_few"]
 
 #: the coverage asked of an interval
 CONFIDENCE = 0.95
@@ -77,3 +77,14 @@ def judge(interval: Interval, target: float, op: str) -> str:
     else:
         raise ValueError(f"unknown comparison {op!r}")
     return "yes" if meets else "NO" if fails else "unsure"
+
+
+def too_few(intervals: Iterable[Interval]) -> str | None:
+    """A line to print under the rows if any of them had too few samples to be decided."""
+    fewest = min((i.n for i in intervals if i.coverage < MIN_COVERAGE), default=None)
+    if fewest is None:
+        return None
+    return (
+        f"(a row of {fewest} sample{'s' if fewest > 1 else ''} says unsure whatever its figures: "
+        "fewer than 5 decide nothing; the default 5 rounds, or more --repeats, decide them)"
+    )

@@ -41,6 +41,7 @@ def test_quick_workers_benchmark_prints_every_row() -> None:
         "3 warm pool, CPU per run against spawned": "1)",
         "4 CPU per queued run": "1)",
     }, out
+    assert lines[at + 5].startswith("(a row of 1 sample says unsure whatever its figures"), out
     assert "worker_concurrency 2, polling_interval_sec 0.5" in out
     without = [line for line in out.splitlines() if line.startswith("info: row 2 without")]
     assert len(without) == 1 and "steps/s" in without[0] and "x bare DBOS" in without[0], out

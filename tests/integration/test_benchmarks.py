@@ -69,4 +69,5 @@ def test_quick_runner_benchmark_prints_every_row() -> None:
     ], out
     pairs = [line.rsplit("n=", 1)[1].rstrip(")") for line in lines[at + 1 : at + 10]]
     assert pairs == ["1", "1", "2", "2", "1", "1", "1", "1", "2"], out  # the loop's twice
+    assert lines[at + 10].startswith("(a row of 1 sample says unsure whatever its figures"), out
     assert "bare DBOS recovery" in out

@@ -67,3 +67,12 @@ def test_too_few_samples_decide_nothing() -> None:
         verdict.median_interval([])
     with pytest.raises(ValueError, match="comparison"):
         verdict.judge(verdict.median_interval([1.0] * 5), 1.0, "==")
+
+
+def test_the_report_says_when_rows_had_too_few_samples() -> None:
+    two = verdict.median_interval([1.0, 1.1])
+    assert verdict.too_few([verdict.median_interval([1.0] * 5), two]) == (
+        "(a row of 2 samples says unsure whatever its figures: fewer than 5 decide nothing; the "
+        "default 5 rounds, or more --repeats, decide them)"
+    )
+    assert verdict.too_few([verdict.median_interval([1.0] * 5)]) is None
