@@ -51,11 +51,12 @@ system-deps:
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
-## lint, format check, types, layering, then the whole test suite
+## lint, format check, types (the kit and the benchmarks' scripts), layering
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks
 	$(BIN)/lint-imports
 
 ## two workers (pytest-xdist), each running whole test files: a file's module fixtures are built
