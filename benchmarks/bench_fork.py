@@ -43,7 +43,13 @@ def main() -> None:
     steps, at, repeats = args.steps, args.at, args.repeats
     if args.quick:
         steps, at, repeats = 100, 90, 3
-    ws = Workspace(Path(tempfile.mkdtemp(prefix="relay-bench-fork-")) / "relays")
+    # the workspace goes with the benchmark (it was left in the temporary folder, 7 MB a run)
+    with tempfile.TemporaryDirectory(prefix="relay-bench-fork-", ignore_cleanup_errors=True) as tmp:
+        measure(Workspace(Path(tmp) / "relays"), steps, at, repeats)
+
+
+def measure(ws: Workspace, steps: int, at: int, repeats: int) -> None:
+    """Time the parent run, then forks of it against fresh runs, round by round; print the rows."""
     ws.save_draft("long", RELAYS["loop"])
     ws.save_draft("one", RELAYS["one"])
     started = time.perf_counter()

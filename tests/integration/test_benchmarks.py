@@ -4,6 +4,9 @@ two halves run on different test workers)."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from tests.integration.benchmark_output import labels, numbered, quick
@@ -11,11 +14,15 @@ from tests.integration.benchmark_output import labels, numbered, quick
 
 @pytest.mark.slow
 def test_quick_fork_benchmark_prints_every_row() -> None:
-    """`bench_fork.py --quick` exits 0 with the fresh, fork and floor rows and a verdict."""
+    """`bench_fork.py --quick` exits 0 with the fresh, fork and floor rows and a verdict, and
+    takes its workspace with it (it once left 7 MB in the temporary folder each run)."""
+    scratch = Path(tempfile.gettempdir())
+    before = set(scratch.glob("relay-bench-fork-*"))
     out = quick("bench_fork")
     assert "fresh one-step run" in out and "copy and enqueue" in out, out
     assert "whole run (11 fresh)" in out and "fresh run of the same 11 steps" in out, out
     assert ("<= 1.5x: yes" in out) or ("<= 1.5x: NO" in out), out
+    assert set(scratch.glob("relay-bench-fork-*")) == before
 
 
 @pytest.mark.slow
