@@ -47,7 +47,7 @@ from relay_notebook.runner.guards import withheld
 from relay_notebook.runner.leave import crash_point
 from relay_notebook.runner.waits import WaitWatch
 
-__all__ = ["Instrumentation", "user_traceback"]
+__all__ = ["Instrumentation", "step_runner_arguments", "user_traceback"]
 
 
 @dataclass
@@ -88,6 +88,14 @@ def _ms_since(started: float) -> float:
 
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("relay_call", default=None)
+
+
+def step_runner_arguments(
+    dbos_step_options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any
+) -> tuple[Any, Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """``DBOS.run_step[_async]``'s arguments bound as DBOS binds them (its parameters' names:
+    ``func=`` or ``dbos_step_options=`` given by keyword work as they do in DBOS)."""
+    return dbos_step_options, func, args, kwargs
 
 
 def user_traceback(exc: BaseException, code_dir: Path) -> str:
@@ -431,7 +439,8 @@ class Instrumentation:
             return name, self._wrap_body(func, name)
 
         @functools.wraps(run_step)  # type: ignore[arg-type]
-        def run_step_wrapped(options: Any, func: Callable[..., Any], *a: Any, **kw: Any) -> Any:
+        def run_step_wrapped(*args: Any, **kwargs: Any) -> Any:
+            options, func, a, kw = step_runner_arguments(*args, **kwargs)
             if not relays(func):
                 return run_step(options, func, *a, **kw)
             name, body = names(options, func)
@@ -445,9 +454,9 @@ class Instrumentation:
             return result
 
         async def run_step_async_wrapped(
-            site: list[int] | None, args: tuple[Any, ...], kw: dict[str, Any]
+            site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            options, func, *a = args
+            options, func, a, kw = step_runner_arguments(*args, **kwargs)
             if not relays(func):
                 return await run_step_async(options, func, *a, **kw)
             name, body = names(options, func)

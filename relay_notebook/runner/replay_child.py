@@ -135,10 +135,14 @@ class _Replay:
 
         return wrap
 
-    def run_step(self, options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def run_step(self, *arguments: Any, **keywords: Any) -> Any:
+        from dbos import error as dbos_error
+
+        from relay_notebook.runner.instrument import step_runner_arguments
+
+        options, func, args, kwargs = step_runner_arguments(*arguments, **keywords)
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
         self._note(name, call_site(self.relay_file))
-        from dbos import error as dbos_error
 
         try:
             return self.original_run_step(options, self._stopper(func, name), *args, **kwargs)
@@ -149,14 +153,16 @@ class _Replay:
         self, site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         """``DBOS.run_step_async`` (a ``Sited``: ``site`` is where the call was made)."""
-        options, func, *rest = args
-        name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
-        self._note(name, site)
         from dbos import error as dbos_error
 
+        from relay_notebook.runner.instrument import step_runner_arguments
+
+        options, func, rest, keywords = step_runner_arguments(*args, **kwargs)
+        name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
+        self._note(name, site)
         try:
             return await self.original_run_step_async(
-                options, self._stopper(func, name), *rest, **kwargs
+                options, self._stopper(func, name), *rest, **keywords
             )
         except dbos_error.DBOSUnexpectedStepError as exc:
             self._diverged(exc)

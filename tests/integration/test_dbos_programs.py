@@ -157,6 +157,23 @@ async def run(INPUT):
     }
 """
 
+# DBOS.run_step_async with its options and function given by keyword, as DBOS names them
+KEYWORD_RUNNER = """\
+from dbos import DBOS
+
+
+def shout(text):
+    return text.upper()
+
+
+@DBOS.workflow()
+async def run(INPUT):
+    loud = await DBOS.run_step_async(
+        dbos_step_options={"name": "shouting"}, func=shout, text=INPUT["word"]
+    )
+    return {"loud": loud}
+"""
+
 TRANSACTIONS = """\
 import sqlalchemy as sa
 from dbos import DBOS, SQLAlchemyDatasource
@@ -496,6 +513,21 @@ def test_run_step_and_fan_outs_are_drawn_in_parallel_without_warnings(
     workspace.save_draft("fans", FAN_OUT)
     assert go(commands.run(workspace, "fans", run_input=inp)).result == expected
     final = crash_then_recover(workspace, "fans", inp, "after:shouting")
+    assert final.status == "succeeded" and final.result == expected
+    assert bodies_run(workspace, final.run_id, "shouting") == 1
+
+
+def test_run_step_async_given_its_function_by_keyword_runs_as_a_step_as_under_bare_dbos(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """`DBOS.run_step_async(dbos_step_options=..., func=...)`: DBOS's result, run as the relay's
+    step (its events, its crash point, reused after a crash)."""
+    inp = {"word": "hi"}
+    expected = bare_dbos(tmp_path, KEYWORD_RUNNER, inp)
+    assert expected == {"loud": "HI"}
+    workspace.save_draft("keywords", KEYWORD_RUNNER)
+    assert go(commands.run(workspace, "keywords", run_input=inp)).result == expected
+    final = crash_then_recover(workspace, "keywords", inp, "after:shouting")
     assert final.status == "succeeded" and final.result == expected
     assert bodies_run(workspace, final.run_id, "shouting") == 1
 
