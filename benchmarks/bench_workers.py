@@ -683,19 +683,14 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         f"{'target':<8} met?"
     )
     print("-" * 100)
-    intervals: list[tuple[str, str]] = []
-    decided: list[Interval] = []
+    intervals: list[tuple[str, Interval, str]] = []  # each judged row's, with its unit
     for label, xs, base, bs, unit, target, op in rows:
         if (
             unit == "CPU ms" and base == "" and target is not None
         ):  # an absolute target (ms), not a ratio
             figure = f"{med(xs):.0f} {unit}"
             spread = median_interval(xs)
-            decided.append(spread)
-            intervals.append(
-                (label, f"{spread.low:.0f}-{spread.high:.0f} ms ({spread.coverage:.0%}, "
-                        f"n={spread.n})")
-            )  # fmt: skip
+            intervals.append((label, spread, " ms"))
             print(
                 f"{label:<24} {figure:>14}  {'(absolute)':<28} {'-':>6} {'-':>7}  "
                 f"<= {target:g} ms {judge(spread, target, op)}"
@@ -708,8 +703,7 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         judged = f"{op} {target:g}x" if target else "-"
         met = judge(paired, target, op) if target else "-"
         if target:
-            decided.append(paired)
-            intervals.append((f"{label} against {base}", str(paired)))
+            intervals.append((f"{label} against {base}", paired, "x"))
         print(
             f"{label:<24} {figure:>14}  {base + ' ' + against:<28} {ratio:>5.2f}x "
             f"{paired.median:>6.2f}x  {judged:<8} {met}"
@@ -723,9 +717,9 @@ def report(bench: Bench, rounds: int, settings: str, elapsed: float) -> None:
         "the target, unsure when the target is inside it; ratio = ratio of medians)"
     )
     print("intervals of the judged medians (low-high, their coverage, samples):")
-    for name, shown in intervals:
-        print(f"  {name:<44} {shown}")
-    if (few := too_few(decided)) is not None:
+    for name, interval, unit in intervals:
+        print(f"  {name:<44} {interval.shown(unit)}")
+    if (few := too_few(i for _, i, _ in intervals)) is not None:
         print(few)
     unconfined = bench.rates["unconfined"]
     print(

@@ -44,7 +44,14 @@ class Interval:
     n: int
 
     def __str__(self) -> str:
-        return f"{self.low:.3f}-{self.high:.3f}x ({self.coverage:.0%}, n={self.n})"
+        return self.shown()
+
+    def shown(self, unit: str = "x") -> str:
+        """``low-high`` in ``unit`` (a ratio ``x`` to 3 decimals; else whole ``unit``s), its
+        coverage and its number of samples."""
+        digits = 3 if unit == "x" else 0
+        spread = f"{self.low:.{digits}f}-{self.high:.{digits}f}{unit}"
+        return f"{spread} ({self.coverage:.0%}, n={self.n})"
 
 
 def _below(n: int, k: int) -> float:
