@@ -47,7 +47,7 @@ from relay_notebook.runner.guards import withheld
 from relay_notebook.runner.leave import crash_point
 from relay_notebook.runner.waits import WaitWatch
 
-__all__ = ["Instrumentation", "step_runner_arguments", "user_traceback"]
+__all__ = ["Instrumentation", "step_runner_binder", "user_traceback"]
 
 
 @dataclass
@@ -90,12 +90,22 @@ def _ms_since(started: float) -> float:
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("relay_call", default=None)
 
 
-def step_runner_arguments(
-    dbos_step_options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any
-) -> tuple[Any, Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-    """``DBOS.run_step[_async]``'s arguments bound as DBOS binds them (its parameters' names:
-    ``func=`` or ``dbos_step_options=`` given by keyword work as they do in DBOS)."""
-    return dbos_step_options, func, args, kwargs
+StepRunnerArguments = tuple[Any, Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+def step_runner_binder(method: str) -> Callable[..., StepRunnerArguments]:
+    """A binder of ``DBOS.<method>``'s arguments (``run_step``, ``run_step_async``) as DBOS
+    binds them: by its parameters' names (``func=`` or ``dbos_step_options=`` given by keyword
+    work as they do in DBOS), and a missing one said as DBOS says it (``DBOS.run_step_async()
+    missing 1 required positional argument: 'func'``), not by the kit's name."""
+
+    def bind(
+        dbos_step_options: Any, func: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> StepRunnerArguments:
+        return dbos_step_options, func, args, kwargs
+
+    bind.__qualname__ = f"DBOS.{method}"
+    return bind
 
 
 def user_traceback(exc: BaseException, code_dir: Path) -> str:
@@ -438,9 +448,12 @@ class Instrumentation:
             name = (options or {}).get("name") or func.__qualname__
             return name, self._wrap_body(func, name)
 
+        bind_run_step = step_runner_binder("run_step")
+        bind_run_step_async = step_runner_binder("run_step_async")
+
         @functools.wraps(run_step)  # type: ignore[arg-type]
         def run_step_wrapped(*args: Any, **kwargs: Any) -> Any:
-            options, func, a, kw = step_runner_arguments(*args, **kwargs)
+            options, func, a, kw = bind_run_step(*args, **kwargs)
             if not relays(func):
                 return run_step(options, func, *a, **kw)
             name, body = names(options, func)
@@ -456,7 +469,7 @@ class Instrumentation:
         async def run_step_async_wrapped(
             site: list[int] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
-            options, func, a, kw = step_runner_arguments(*args, **kwargs)
+            options, func, a, kw = bind_run_step_async(*args, **kwargs)
             if not relays(func):
                 return await run_step_async(options, func, *a, **kw)
             name, body = names(options, func)

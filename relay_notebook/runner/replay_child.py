@@ -138,9 +138,9 @@ class _Replay:
     def run_step(self, *arguments: Any, **keywords: Any) -> Any:
         from dbos import error as dbos_error
 
-        from relay_notebook.runner.instrument import step_runner_arguments
+        from relay_notebook.runner.instrument import step_runner_binder
 
-        options, func, args, kwargs = step_runner_arguments(*arguments, **keywords)
+        options, func, args, kwargs = step_runner_binder("run_step")(*arguments, **keywords)
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
         self._note(name, call_site(self.relay_file))
 
@@ -155,9 +155,9 @@ class _Replay:
         """``DBOS.run_step_async`` (a ``Sited``: ``site`` is where the call was made)."""
         from dbos import error as dbos_error
 
-        from relay_notebook.runner.instrument import step_runner_arguments
+        from relay_notebook.runner.instrument import step_runner_binder
 
-        options, func, rest, keywords = step_runner_arguments(*args, **kwargs)
+        options, func, rest, keywords = step_runner_binder("run_step_async")(*args, **kwargs)
         name = str((options or {}).get("name") or getattr(func, "__qualname__", "step"))
         self._note(name, site)
         try:

@@ -22,7 +22,7 @@ from relay_notebook.record.ledger import (
     read_events,
 )
 from relay_notebook.record.ledger_events import FIELDS
-from relay_notebook.runner.instrument import PREVIEW_CHARS, _preview
+from relay_notebook.runner.instrument import PREVIEW_CHARS, _preview, step_runner_binder
 
 SECRET = "tok-5ecret-Value-77"
 REDACTOR = Redactor({"API_KEY": SECRET})
@@ -269,3 +269,19 @@ def test_writers_open_at_once_number_on_from_each_other(tmp_path: Path) -> None:
         (4, "step_start"),
         (5, "attempt_end"),
     ]
+
+
+def test_step_runner_arguments_bind_as_dbos_binds_them_and_say_what_is_missing_as_dbos() -> None:
+    """``DBOS.run_step_async``'s options and function by position or by DBOS's keyword names;
+    a missing one said in DBOS's words, not the kit's."""
+    bind = step_runner_binder("run_step_async")
+
+    def shout(text: str) -> str:
+        return text.upper()
+
+    by_position = bind({"name": "s"}, shout, "hi", loud=True)
+    by_keyword = bind(dbos_step_options={"name": "s"}, func=shout, loud=True)
+    assert by_position == ({"name": "s"}, shout, ("hi",), {"loud": True})
+    assert by_keyword == ({"name": "s"}, shout, (), {"loud": True})
+    with pytest.raises(TypeError, match=r"^DBOS\.run_step_async\(\) missing 1 .*'func'$"):
+        bind(dbos_step_options=None)
