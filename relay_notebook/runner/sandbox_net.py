@@ -38,9 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -103,13 +101,13 @@ def network_helper(
     until the leader is gone (``hold_r``'s end, if given), and say when it is ready."""
     said = os.read(go_r, 64).decode()  # the leader's pid; then, at its end, end of file
     word, pasta = b"none", None
-    # pasta writes its pid file as ``uid``, who may not reach the run folder (a 0700 parent)
-    # nor so TMPDIR, which a spawned attempt's supervisor points into it
-    folder = tempfile.mkdtemp(prefix="relay-pasta-", dir="/tmp")
-    pidfile = os.path.join(folder, "pasta.pid")
+    # pasta writes its pid file as ``uid``, who may not reach the run folder (a 0700 parent):
+    # into a memory file it inherits and opens as its own descriptor, so that nothing is left
+    # behind if we are killed (a folder in /tmp was, for every killed attempt)
+    pid_fd = os.memfd_create("relay-pasta-pid", os.MFD_CLOEXEC)
+    pidfile = f"/proc/self/fd/{pid_fd}"
     if said.isdigit():
         try:
-            os.chown(folder, uid, uid)
             # started as ``uid`` (not switched by pasta's --runas): a change of uid clears the
             # parent-death signal, which must outlive the exec, so that pasta dies with us even
             # if we are killed (SIGKILL) before we can stop it
@@ -122,9 +120,9 @@ def network_helper(
                     outside=network["mode"] == "outside",
                 ),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                close_fds=True, preexec_fn=die_with_parent, **as_uid,
+                close_fds=True, pass_fds=(pid_fd,), preexec_fn=die_with_parent, **as_uid,
             )  # fmt: skip
-            word = _await_pasta(pasta, pidfile)
+            word = _await_pasta(pasta, pid_fd)
         except OSError as exc:
             word = f"pasta: {exc}".encode()
     with contextlib.suppress(OSError):
@@ -136,19 +134,19 @@ def network_helper(
     if pasta is not None:
         pasta.kill()
         pasta.wait()
-    shutil.rmtree(folder, ignore_errors=True)
     os._exit(0)
 
 
-def _await_pasta(pasta: subprocess.Popen[bytes], pidfile: str) -> bytes:
-    """``ok`` once pasta has written its pid file (its namespace is configured by then)."""
+def _await_pasta(pasta: subprocess.Popen[bytes], pid_fd: int) -> bytes:
+    """``ok`` once pasta has written its pid file, ``pid_fd`` (its namespace is configured by
+    then)."""
     deadline = time.monotonic() + _PASTA_WAIT_S
     while time.monotonic() < deadline:
         if pasta.poll() is not None:
             assert pasta.stderr is not None
             return b"pasta: " + pasta.stderr.read()[-300:].strip()
         with contextlib.suppress(OSError):
-            if os.path.getsize(pidfile) > 0:
+            if os.fstat(pid_fd).st_size > 0:
                 return b"ok"
         time.sleep(0.002)
     return b"pasta: not ready after %d s" % _PASTA_WAIT_S

@@ -235,9 +235,11 @@ def test_the_sandbox_machinery_cannot_be_traced_or_stopped(
 def test_pasta_ends_with_its_network_helper_even_when_the_helper_is_killed() -> None:
     """pasta runs as the sandbox's uid and dies with the helper that started it: a helper
     killed with SIGKILL (which cannot stop pasta itself) leaves no pasta, and no namespace
-    held by one, behind."""
+    held by one, behind; nor any file: pasta's pid file is a memory file of the helper's (a
+    folder in /tmp was left for every helper killed)."""
     if not pasta_available() or sandbox_uid() != SANDBOX_UID:
         pytest.skip("a spare network needs root and pasta (Debian's passt)")
+    before = set(Path("/tmp").glob("relay-pasta-*"))
     spare = make_spare()
     assert spare is not None and spare.claim(), "the spare network did not start"
     try:
@@ -247,10 +249,16 @@ def test_pasta_ends_with_its_network_helper_even_when_the_helper_is_killed() -> 
         status = Path(f"/proc/{pasta}/status").read_text().splitlines()
         uid = next(line for line in status if line.startswith("Uid:")).split()[1:]
         assert uid == [str(SANDBOX_UID)] * 4, uid
+        argv = command(pasta).split(b"\0")
+        pidfile = argv[argv.index(b"--pid") + 1].decode()
+        assert pidfile.startswith("/proc/self/fd/"), pidfile
+        held = Path(f"/proc/{pasta}/fd/{pidfile.rsplit('/', 1)[1]}").readlink()
+        assert held.name.startswith("memfd:relay-pasta-pid"), held
         os.kill(helper, signal.SIGKILL)
         wait_until(lambda: not alive(pasta), timeout=10, what="pasta to end with its helper")
     finally:
         spare.close()
+    assert set(Path("/tmp").glob("relay-pasta-*")) <= before
 
 
 def test_abstract_unix_sockets_of_the_host_are_out_of_reach(
