@@ -43,7 +43,7 @@ ONE_STEP_RUN = textwrap.dedent(
 # a warm parent's part (rehearse), then a forked attempt's (a run on its own database)
 REHEARSED = ONE_STEP_RUN + textwrap.dedent(
     """
-    import asyncio, json, os, sqlite3, sys, tempfile, threading
+    import asyncio, json, os, sqlite3, sys, threading
     from pathlib import Path
     import dbos
     from relay_notebook.runner import dbos_engines
@@ -60,7 +60,7 @@ REHEARSED = ONE_STEP_RUN + textwrap.dedent(
     if engine is not None:
         out["compiled"] = len(engine._compiled_cache)
         out["connections"] = engine.pool.checkedout()
-    folder = Path(tempfile.mkdtemp())
+    folder = Path(sys.argv[2])  # the test's own folder (removed with it)
     r, w = os.pipe()
     if os.fork() == 0:  # as a forked attempt does (runner.child)
         from dbos import DBOS
@@ -93,7 +93,7 @@ REHEARSED = ONE_STEP_RUN + textwrap.dedent(
 
 def rehearse(tmp_path: Path, template: bool) -> dict[str, object]:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    argv = [sys.executable, "-c", REHEARSED, "template" if template else "none"]
+    argv = [sys.executable, "-c", REHEARSED, "template" if template else "none", str(tmp_path)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr
     out: dict[str, object] = json.loads(done.stdout)
