@@ -41,6 +41,7 @@ from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_engines import (
     engine_ahead_rehearsed,
     postgres_engine,
+    rehearsed_on,
     sessions_ahead,
     sqlite_engine_for,
 )
@@ -454,7 +455,10 @@ def _attempt(spec_path: str) -> None:
             "log_level": "WARNING",
         }
         if database_url is not None:
-            config["system_database_engine"] = postgres_engine(database_url)
+            engine = postgres_engine(database_url)
+            config["system_database_engine"] = engine
+            if rehearsed_on(database_url, engine):  # migrated by the rehearsal: verified only
+                config["run_migrations"] = False
         else:  # forked from a warm parent: its engine, DBOS's statements compiled already
             rehearsed = sqlite_engine_for(spec.database)
             if rehearsed is not None:

@@ -37,7 +37,12 @@ Design note: three reasons to make DBOS's engine rather than let ``DBOS.launch``
   again. What it leaves in the database is that application's version row. A forked
   attempt's leader opens its sessions ahead on that engine, and the relay's process gives it
   to DBOS: launching DBOS and a one-step workflow cost the relay's process about 8 ms less CPU
-  than with a new engine. Tried once per database and process: a server that cannot be
+  than with a new engine. DBOS's rehearsal launch migrated the database (this build's
+  migrations, its refusal of a sharded schema), so an attempt on the rehearsed engine launches
+  DBOS with its own ``run_migrations`` off (``rehearsed_on``): DBOS then verifies the schema's
+  version instead, one statement where the migration check took three; one of them, on
+  ``information_schema``, cost the server about 5 ms of CPU in a session that had not read
+  the catalog yet. Tried once per database and process: a server that cannot be
   reached, or a database that does not exist yet, keeps nothing, and attempts make their own.
   The rehearsal blocks the parent's forks, so its sessions wait for no statement or lock
   longer than ``REHEARSAL_LIMIT_MS`` (a session of the workspace's holding a lock on DBOS's
@@ -92,6 +97,7 @@ __all__ = [
     "postgres_engine",
     "rehearse",
     "rehearse_postgres",
+    "rehearsed_on",
     "sessions_ahead",
     "sharing_pool",
     "sqlite_engine_for",
@@ -399,6 +405,13 @@ def rehearse_postgres(database_url: str) -> bool:
         return False
     _rehearsed_pg[database_url] = engine
     return True
+
+
+def rehearsed_on(database_url: str, engine: Any) -> bool:
+    """Whether ``engine`` is the one this process's warm parent rehearsed DBOS on for
+    ``database_url``: that launch migrated the database, so an attempt's may only verify it
+    (DBOS's ``run_migrations: False``; a schema found behind fails the launch, saying so)."""
+    return engine is not None and engine is _rehearsed_pg.get(database_url)
 
 
 def tried_postgres(database_url: str) -> bool:

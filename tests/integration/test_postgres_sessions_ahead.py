@@ -260,3 +260,36 @@ def test_a_kernels_warm_parent_rehearses_on_the_database_of_its_first_postgres_a
         with psycopg.connect(resolve_backend(database_url).libpq_url) as conn:
             names = conn.execute("SELECT DISTINCT name FROM dbos.workflow_status").fetchall()
         assert names == [("run",)]  # the rehearsal's workflow was deleted
+
+
+def test_an_attempt_on_the_rehearsed_engine_verifies_dbos_schema_instead_of_migrating(
+    workspace: Workspace, database_url: str, postgres: PostgresServer
+) -> None:
+    """The rehearsal's launch migrated the database (and refused a sharded schema), so the
+    next attempt launches DBOS with ``run_migrations`` off: the server is asked for the
+    schema's version, not the migration check's statements (its ``information_schema``
+    query cost about 5 ms of server CPU per attempt). The first attempt, on an engine of its
+    own, still runs DBOS's migration check."""
+    backend = resolve_backend(database_url)
+    log = postgres.folder / "server.log"
+    with _fresh_warm_parent():
+        ws = Workspace(workspace.home, warm_start=True)
+        draft = ws.save_draft("loop", LOOP)
+        seen: list[str] = []
+        for n in (3, 4):
+            start = log.stat().st_size
+            handle = start_run(ws, draft, run_input=n, backend=backend)
+            outcome = handle.wait(timeout=120)
+            assert outcome.status == "succeeded" and outcome.result == n, outcome
+            (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
+            seen.append(attempt["confinement"].get("database_engine", "own"))
+            with open(log, "rb") as f:
+                f.seek(start)
+                statements = f.read().decode(errors="replace")
+            if n == 3:  # every session of the run's database logs its statements from now on
+                with psycopg.connect(backend.libpq_url, autocommit=True) as conn:
+                    name = _database(database_url)
+                    conn.execute(f"ALTER DATABASE \"{name}\" SET log_statement = 'all'")
+        assert seen == ["own", "rehearsed"]
+    assert "dbos_migrations" in statements  # the schema's version, verified
+    assert "shard_key" not in statements  # DBOS's migration check did not run again
