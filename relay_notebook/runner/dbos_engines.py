@@ -94,6 +94,7 @@ __all__ = [
     "SESSIONS_AHEAD",
     "connect_ahead",
     "engine_ahead_rehearsed",
+    "open_sessions",
     "postgres_engine",
     "rehearse",
     "rehearse_postgres",
@@ -154,14 +155,39 @@ def postgres_engine(database_url: str) -> Any:
     return _rehearsed_pg.get(database_url) or _new_postgres_engine(database_url)
 
 
-def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD) -> set[int]:
+def connect_ahead(
+    database_url: str,
+    above: int,
+    sessions: int = SESSIONS_AHEAD,
+    given: list[Any] | None = None,
+) -> set[int]:
     """In a forked PostgreSQL attempt's group leader, before the sandbox's network: the run's
     engine, and ``sessions`` sessions its pool takes before it connects any, each socket at a
     number above ``above``. Returns those numbers, to be kept open on the way to the child
     program (none if the server cannot be reached now: the child's DBOS then says why).
     libpq reads ``PG*`` variables (a password, TLS settings) from this process's environment:
-    the leader has taken on the child's by then (see ``runner.warm_parent``)."""
+    the leader has taken on the child's by then (see ``runner.warm_parent``). ``given``: the
+    sessions the warm parent kept for this attempt (``runner.warm_sessions``), opened with
+    that environment, taken instead of opening any."""
     _ahead.clear()
+    engine = _rehearsed_pg.get(database_url) or _new_postgres_engine(database_url)
+    opened = list(given) if given else open_sessions(database_url, above, sessions, engine)
+    if not opened:
+        return set()
+    sockets = [(c.fileno(), *_identity(c.fileno())) for c in opened]
+    if any(fd <= above for fd, _, _ in sockets):  # (opened here: cannot be; given: low ones)
+        _parked.append(opened)
+        return set()
+    _ahead.update(url=database_url, engine=engine, connections=opened, sockets=sockets)
+    return {fd for fd, _, _ in sockets}
+
+
+def open_sessions(
+    database_url: str, above: int, count: int, engine: Any = None, **connect: Any
+) -> list[Any]:
+    """``count`` sessions as DBOS's pool for ``database_url`` opens them (DBAPI connections),
+    each socket at a number above ``above``; none if one cannot be opened. ``connect``: libpq
+    settings of the caller's, over the pool's (a shorter ``connect_timeout``)."""
     null = os.open(os.devnull, os.O_RDONLY)
     fillers = [null]
     opened: list[Any] = []
@@ -169,27 +195,25 @@ def connect_ahead(database_url: str, above: int, sessions: int = SESSIONS_AHEAD)
         while fillers[-1] <= above:
             fillers.append(os.dup(null))
         os.close(fillers.pop())
-        engine = _rehearsed_pg.get(database_url) or _new_postgres_engine(database_url)
+        engine = engine or _rehearsed_pg.get(database_url) or _new_postgres_engine(database_url)
         # what the engine's pool would connect with: the dialect's arguments for the URL, and
         # the engine's own (``sqlalchemy.create_engine`` joins them so)
         cargs, cparams = engine.dialect.create_connect_args(engine.url)
-        cparams = {**cparams, **_connect_args()}
+        cparams = {**cparams, **_connect_args(), **connect}
         try:
-            for _ in range(sessions):
+            for _ in range(count):
                 opened.append(engine.dialect.connect(*cargs, **cparams))
         except Exception:  # no message kept: it could hold the URL's password
             for connection in opened:
                 connection.close()
-            return set()
+            return []
     finally:
         for fd in fillers:
             os.close(fd)
-    sockets = [(c.fileno(), *_identity(c.fileno())) for c in opened]
-    if any(fd <= above for fd, _, _ in sockets):  # (cannot be: the numbers were taken)
+    if any(c.fileno() <= above for c in opened):  # (cannot be: the numbers were taken)
         _parked.append(opened)
-        return set()
-    _ahead.update(url=database_url, engine=engine, connections=opened, sockets=sockets)
-    return {fd for fd, _, _ in sockets}
+        return []
+    return opened
 
 
 def sessions_ahead() -> int:

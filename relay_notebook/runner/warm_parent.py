@@ -54,6 +54,7 @@ from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox, na
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import OUTSIDE, Spare, make_spare
 from relay_notebook.runner.warm_launch import FRAMEWORK_MODULES
+from relay_notebook.runner.warm_sessions import Lease, WarmSessions
 
 __all__ = ["main"]
 
@@ -227,9 +228,12 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
     control.send(json.dumps({"ready": True, "pid": os.getpid(), **_probe_result(probing)}).encode())
     _make_template_aside()
     networks = _Networks()  # spare networks made ahead, and those kept for a relay's next
+    sessions = WarmSessions()  # PostgreSQL sessions kept for a relay's next attempt
     poller = select.poll()
     poller.register(control, select.POLLIN)
-    waiting: dict[int, tuple[int, socket.socket, Spare | None, tuple[str, str] | None]] = {}
+    waiting: dict[
+        int, tuple[int, socket.socket, Spare | None, tuple[str, str] | None, Lease | None]
+    ] = {}
     listening = True
     #: a PostgreSQL database an attempt ran on, to rehearse DBOS on once nothing else is asked
     rehearsal: str | None = None
@@ -253,6 +257,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     poller.unregister(control)
                     listening = False  # the supervisor is gone: finish what runs, then leave
                     networks.close()
+                    sessions.close()
                     continue
                 request = json.loads(msg)
                 if "rehearse" in request:  # sent as we started, read only now (see above)
@@ -261,11 +266,12 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     continue
                 _preload_frameworks(request.get("preload") or ())
                 given, owner = networks.give(request)
+                lease = sessions.give(request, _opens_ahead(request))
                 led_r, led_w = os.pipe()  # closed by the child once it leads its own group
                 pid = os.fork()
                 if pid == 0:
                     os.close(led_r)
-                    _attempt(request, fds, led_w, given)
+                    _attempt(request, fds, led_w, given, lease)
                 os.close(led_w)
                 if given is not None:
                     given.let_go()  # the attempt holds it now; we keep the hold, for its next
@@ -279,13 +285,13 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 pidfd = os.pidfd_open(pid)
                 with contextlib.suppress(OSError):
                     status.send(json.dumps({"pid": pid}).encode())
-                waiting[pidfd] = (pid, status, given, owner)
+                waiting[pidfd] = (pid, status, given, owner, lease)
                 poller.register(pidfd, select.POLLIN)
                 database_url = request.get("database_url")
                 if not one_attempt and database_url and not tried_postgres(database_url):
                     rehearsal = database_url
             elif fd in waiting:
-                pid, status, given, owner = waiting.pop(fd)
+                pid, status, given, owner, lease = waiting.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
                 _, code, usage = os.wait4(pid, 0)
@@ -298,6 +304,7 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                 status.close()
                 # its leader has ended, and so every process of its sandbox (runner.sandbox_net)
                 networks.ended(given, owner, listening=listening)
+                sessions.ended(lease, keep=listening)
     control.close()
 
 
@@ -418,8 +425,23 @@ def _key(network: dict[str, Any]) -> str:
     return json.dumps([network["mode"], sorted(network["allow"])])
 
 
+def _opens_ahead(request: dict[str, Any]) -> bool:
+    """Whether the attempt ``request`` asks for has its leader open its PostgreSQL sessions
+    ahead: a confined one whose sandbox's network reaches the server (see ``_attempt``)."""
+    confine = request.get("confine")
+    return (
+        request.get("database_url") is not None
+        and confine is not None
+        and confine["plan"]["network"]["mode"] in PASTA_MODES
+    )
+
+
 def _attempt(
-    request: dict[str, Any], fds: list[int], led: int, spare: Spare | None = None
+    request: dict[str, Any],
+    fds: list[int],
+    led: int,
+    spare: Spare | None = None,
+    lease: Lease | None = None,
 ) -> NoReturn:
     """The attempt's group leader: the relay's process itself, or its confined ancestor."""
     try:
@@ -443,7 +465,8 @@ def _attempt(
         # reaches the server anyway (an isolated one does not: nothing is opened for it)
         if database_url is not None and confine["plan"]["network"]["mode"] in PASTA_MODES:
             moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
-            sockets = connect_ahead(database_url, above=max(moved))
+            given = lease.connections if lease is not None else None  # the parent's, kept
+            sockets = connect_ahead(database_url, above=max(moved), given=given)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
         status_w, net_ready = enter_sandbox(confine["plan"], spare)

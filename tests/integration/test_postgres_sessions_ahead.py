@@ -20,9 +20,10 @@ import pytest
 
 from relay_notebook.runner import dbos_engines, start_run
 from relay_notebook.runner.backend import resolve_backend
-from relay_notebook.runner.warm import let_go_warm_parent, restart_warm_parent
 from relay_notebook.testing import PostgresServer
 from relay_notebook.workspace import Workspace
+from tests.polling import wait_until
+from tests.warm_parents import fresh_warm_parent
 
 #: above every number these tests hold open (pytest's own files included)
 ABOVE = 60
@@ -176,7 +177,7 @@ def test_a_forked_attempts_sessions_use_the_runs_environment_not_the_warm_parent
     """A warm parent started while ``PGSSLMODE=require`` was set (this server has no TLS) forks
     an attempt after it was unset: the leader connects as the run's own process would."""
     monkeypatch.setenv("PGSSLMODE", "require")
-    with _fresh_warm_parent():
+    with fresh_warm_parent():
         monkeypatch.delenv("PGSSLMODE")
         ws = Workspace(workspace.home, warm_start=True)
         draft = ws.save_draft("loop", LOOP)
@@ -186,22 +187,6 @@ def test_a_forked_attempts_sessions_use_the_runs_environment_not_the_warm_parent
         (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
         assert attempt["start"]["how"] == "forked"
         assert attempt["confinement"]["database_sessions_ahead"] == dbos_engines.SESSIONS_AHEAD
-
-
-@contextlib.contextmanager
-def _fresh_warm_parent() -> Iterator[None]:
-    """A warm parent started now, from this process's environment as it is now, ready and
-    able to confine (else the test is skipped); let go afterwards, so that the next test
-    starts one from its usual environment."""
-    let_go_warm_parent(restart_warm_parent())
-    parent = restart_warm_parent()
-    try:
-        assert parent.wait_ready(120), "the warm parent did not start"
-        if not parent.can_confine():
-            pytest.skip(f"no Landlock or namespaces here: {parent.info}")
-        yield
-    finally:
-        let_go_warm_parent(parent)
 
 
 def _close_all(engine: Any) -> None:
@@ -245,7 +230,7 @@ def test_a_kernels_warm_parent_rehearses_on_the_database_of_its_first_postgres_a
     """A warm parent that no worker started learns the database from its first PostgreSQL
     attempt and rehearses DBOS on it once that attempt is forked: the next attempt's engine
     is the rehearsed one, its statements compiled by the parent (runner.dbos_engines)."""
-    with _fresh_warm_parent():
+    with fresh_warm_parent():
         ws = Workspace(workspace.home, warm_start=True)
         draft = ws.save_draft("loop", LOOP)
         engines = []
@@ -272,7 +257,7 @@ def test_an_attempt_on_the_rehearsed_engine_verifies_dbos_schema_instead_of_migr
     own, still runs DBOS's migration check."""
     backend = resolve_backend(database_url)
     log = postgres.folder / "server.log"
-    with _fresh_warm_parent():
+    with fresh_warm_parent(), _every_statement_logged(_server(database_url)):
         ws = Workspace(workspace.home, warm_start=True)
         draft = ws.save_draft("loop", LOOP)
         seen: list[str] = []
@@ -286,10 +271,30 @@ def test_an_attempt_on_the_rehearsed_engine_verifies_dbos_schema_instead_of_migr
             with open(log, "rb") as f:
                 f.seek(start)
                 statements = f.read().decode(errors="replace")
-            if n == 3:  # every session of the run's database logs its statements from now on
-                with psycopg.connect(backend.libpq_url, autocommit=True) as conn:
-                    name = _database(database_url)
-                    conn.execute(f"ALTER DATABASE \"{name}\" SET log_statement = 'all'")
+            assert "dbos_migrations" in statements  # the schema's version: checked, or verified
+            assert ("shard_key" in statements) == (n == 3)  # DBOS's migration check: first only
         assert seen == ["own", "rehearsed"]
-    assert "dbos_migrations" in statements  # the schema's version, verified
-    assert "shard_key" not in statements  # DBOS's migration check did not run again
+
+
+@contextlib.contextmanager
+def _every_statement_logged(url: str) -> Iterator[None]:
+    """The server logs every statement of every session (those a warm parent keeps too)."""
+
+    def setting(value: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"ALTER SYSTEM SET log_statement = '{value}'")
+            conn.execute("SELECT pg_reload_conf()")
+        wait_until(lambda: _log_statement(url) == value, timeout=10, what="the server's reload")
+
+    setting("all")
+    try:
+        yield
+    finally:
+        setting("none")
+
+
+def _log_statement(url: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SHOW log_statement").fetchone()
+    assert row is not None
+    return str(row[0])
