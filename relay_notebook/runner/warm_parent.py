@@ -299,12 +299,14 @@ def main(control_fd: int, *, one_attempt: bool = False) -> None:
                     "returncode": os.waitstatus_to_exitcode(code),
                     "cpu": usage.ru_utime + usage.ru_stime,  # with the processes it waited for
                 }
+                # its leader has ended, and so every process of its sandbox (runner.sandbox_net):
+                # its sessions reset before the supervisor hears of the end, so that nothing a
+                # relay left in one (an advisory lock) outlives the attempt as it sees it
+                sessions.ended(lease, keep=listening)
                 with contextlib.suppress(OSError):
                     status.send(json.dumps(end).encode())
                 status.close()
-                # its leader has ended, and so every process of its sandbox (runner.sandbox_net)
                 networks.ended(given, owner, listening=listening)
-                sessions.ended(lease, keep=listening)
     control.close()
 
 

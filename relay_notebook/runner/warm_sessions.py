@@ -16,7 +16,9 @@ gives them to the next attempt, as a connection pooler does between its clients:
   attempt closes them (``warm_parent._arrange``, the sandbox's init and the leader's end), and
   so does every other attempt's, whose leader inherits the parent's sockets and closes all but
   its own before any code of a relay runs. The parent never touches a session it gave until
-  that attempt's leader has been reaped, and so every process of its sandbox has ended.
+  that attempt's leader has been reaped, and so every process of its sandbox has ended; it
+  resets them before it tells the supervisor the attempt ended, so that nothing a relay left
+  in one (an advisory lock, a ``LISTEN``) outlives the attempt as the supervisor sees it.
 - **Reset before it is given again** (``_reset``). Nothing may have arrived on the socket
   since (a late answer to a statement of the attempt's, a notification, the server's
   goodbye); then ``DISCARD ALL`` (what the server resets for a pooler: settings, roles,
