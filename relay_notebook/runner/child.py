@@ -52,6 +52,7 @@ from relay_notebook.runner.dbos_private import (
 )
 from relay_notebook.runner.leave import DISK_FULL_EXIT_CODE, leave, lost
 from relay_notebook.runner.legacy_entry import is_legacy, legacy_entry
+from relay_notebook.runner.locks import lock_session_given
 from relay_notebook.runner.namespaces import name_process
 from relay_notebook.runner.spec import AttemptSpec
 from relay_notebook.workspace.file_io import write_json_atomic
@@ -505,6 +506,8 @@ def _report_confinement(check: dict[str, Any], fd: int) -> None:
         report["database_sessions_ahead"] = ahead
         if engine_ahead_rehearsed():  # DBOS's statements compiled by the warm parent
             report["database_engine"] = "rehearsed"
+    if lock_session_given():  # the run lock's session: one its warm parent keeps
+        report["run_lock_session"] = "given"
     with contextlib.suppress(OSError):
         os.write(fd, (json.dumps(report) + "\n").encode())
     os.close(fd)

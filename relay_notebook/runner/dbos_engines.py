@@ -75,13 +75,14 @@ writing to its number), and DBOS's pool connects its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ __all__ = [
     "SESSIONS_AHEAD",
     "connect_ahead",
     "engine_ahead_rehearsed",
+    "numbers_taken",
     "open_sessions",
     "postgres_engine",
     "rehearse",
@@ -188,13 +190,8 @@ def open_sessions(
     """``count`` sessions as DBOS's pool for ``database_url`` opens them (DBAPI connections),
     each socket at a number above ``above``; none if one cannot be opened. ``connect``: libpq
     settings of the caller's, over the pool's (a shorter ``connect_timeout``)."""
-    null = os.open(os.devnull, os.O_RDONLY)
-    fillers = [null]
     opened: list[Any] = []
-    try:  # every free number up to ``above`` taken, so that no socket lands there
-        while fillers[-1] <= above:
-            fillers.append(os.dup(null))
-        os.close(fillers.pop())
+    with numbers_taken(above):
         engine = engine or _rehearsed_pg.get(database_url) or _new_postgres_engine(database_url)
         # what the engine's pool would connect with: the dialect's arguments for the URL, and
         # the engine's own (``sqlalchemy.create_engine`` joins them so)
@@ -207,9 +204,6 @@ def open_sessions(
             for connection in opened:
                 connection.close()
             return []
-    finally:
-        for fd in fillers:
-            os.close(fd)
     if any(c.fileno() <= above for c in opened):  # (cannot be: the numbers were taken)
         _parked.append(opened)
         return []
@@ -226,6 +220,22 @@ def engine_ahead_rehearsed() -> bool:
     """Whether the engine ``connect_ahead`` made in this process's leader is one its warm
     parent rehearsed DBOS on (for the attempt's confinement record)."""
     return sessions_ahead() > 0 and _ahead["engine"] is _rehearsed_pg.get(_ahead["url"])
+
+
+@contextlib.contextmanager
+def numbers_taken(above: int) -> Iterator[None]:
+    """Every free descriptor number up to ``above`` taken meanwhile, so that whatever is
+    opened meanwhile (a session's socket) lands above it."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    fillers = [null]
+    try:
+        while fillers[-1] <= above:
+            fillers.append(os.dup(null))
+        os.close(fillers.pop())
+        yield
+    finally:
+        for fd in fillers:
+            os.close(fd)
 
 
 def _take_ahead(database_url: str) -> Any | None:

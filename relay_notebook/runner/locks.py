@@ -30,7 +30,14 @@ from relay_notebook.runner.backend import Backend, connect
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
 
-__all__ = ["RunLock", "hold_child_lock", "take_run_lock"]
+__all__ = [
+    "RunLock",
+    "give_lock_session",
+    "hold_child_lock",
+    "lock_session_given",
+    "open_lock_session",
+    "take_run_lock",
+]
 
 _TRY = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 GRACE_S = 2.0
@@ -159,6 +166,68 @@ def _lock_connection(backend: Backend) -> Any:
     return conn
 
 
+def open_lock_session(backend: Backend, connect_timeout: int) -> Any:
+    """A run-lock session as ``_lock_connection`` makes one, its settings given as it starts
+    (so that ``RESET ALL`` keeps them): for a warm parent that keeps it for its attempts
+    (``runner.warm_sessions``). A server without one of the settings refuses it (psycopg's
+    ``OperationalError``): the attempts then open their own."""
+    import psycopg
+
+    options = " ".join(f"-c {setting}={value}" for setting, value in _SESSION)
+    return psycopg.connect(
+        backend.libpq_url, application_name="relay_notebook", autocommit=True,
+        connect_timeout=connect_timeout, options=options,
+        keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
+    )  # fmt: skip
+
+
+#: the run-lock session a warm parent gave this forked attempt (``give_lock_session``): the
+#: database's libpq URL, the connection, its socket's (fd, device, inode)
+_given: dict[str, Any] = {}
+#: given but not found as left (see ``runner.dbos_engines``): never used, never collected
+_parked: list[Any] = []
+
+
+def give_lock_session(url: str, connection: Any, above: int) -> int | None:
+    """In a forked attempt's leader: ``connection`` (``open_lock_session``'s, for ``url``) is
+    the run-lock session ``hold_child_lock`` takes. Returns its socket's number, to be kept
+    on the way to the child (``None``: at or below ``above``, so not usable)."""
+    _given.clear()
+    fd: int = connection.fileno()
+    if fd <= above:
+        _parked.append(connection)
+        return None
+    st = os.fstat(fd)
+    _given.update(url=url, connection=connection, socket=(fd, st.st_dev, st.st_ino))
+    return fd
+
+
+def lock_session_given() -> bool:
+    """Whether this process's leader was given a run-lock session still where it left it
+    (for the attempt's confinement record)."""
+    return bool(_given) and _in_place(_given["socket"])
+
+
+def _take_given(backend: Backend) -> Any | None:
+    if not _given:
+        return None
+    url, connection, socket = _given["url"], _given["connection"], _given["socket"]
+    _given.clear()
+    if url != backend.url or not _in_place(socket):
+        _parked.append(connection)  # its number may be another file's now: never closed
+        return None
+    return connection
+
+
+def _in_place(socket: tuple[int, int, int]) -> bool:
+    fd, dev, ino = socket
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (dev, ino)
+
+
 _SESSION = (
     ("idle_session_timeout", "0"),
     ("idle_in_transaction_session_timeout", "0"),
@@ -222,7 +291,7 @@ def hold_child_lock(
     A watchdog checks the session every second and calls ``on_lost`` (which ends the
     process) if the server ended it: without the lock the run could get a second executor.
     """
-    conn = _lock_connection(backend)
+    conn = _take_given(backend) or _lock_connection(backend)
     deadline = time.monotonic() + wait_s
     while not conn.execute(_TRY, (_key("child", run_id),)).fetchone()[0]:
         if time.monotonic() > deadline:

@@ -50,6 +50,7 @@ from relay_notebook.runner.dbos_engines import (
     tried_postgres,
 )
 from relay_notebook.runner.dbos_private import PRELOAD_MODULES, PRELOAD_POSTGRES
+from relay_notebook.runner.locks import give_lock_session
 from relay_notebook.runner.sandbox import FAILED, PASTA_MODES, enter_sandbox, name_process
 from relay_notebook.runner.sandbox import close_from as _close_from
 from relay_notebook.runner.sandbox_net import OUTSIDE, Spare, make_spare
@@ -469,6 +470,9 @@ def _attempt(
             moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
             given = lease.connections if lease is not None else None  # the parent's, kept
             sockets = connect_ahead(database_url, above=max(moved), given=given)
+            if lease is not None and lease.lock is not None:  # the child's run-lock session
+                lock_fd = give_lock_session(database_url, lease.lock, above=max(moved))
+                sockets |= {lock_fd} if lock_fd is not None else set()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # they reach the relay's process directly
         status_w, net_ready = enter_sandbox(confine["plan"], spare)
