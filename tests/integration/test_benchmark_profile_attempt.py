@@ -25,8 +25,10 @@ PARTS = (
 def test_the_attempt_profile_adds_up_each_part_by_its_process_name() -> None:
     """`profile_attempt.py --runs 3` exits 0 and prints CPU for the leader, the sandbox's init
     and the relay's process (found by the names the kit gives them: with those names gone,
-    their rows would be missing), and fewer PostgreSQL sessions per run than the 7 DBOS's
-    growing pool and the run lock opened before the pool shared them."""
+    their rows would be missing), and at most 3 PostgreSQL sessions per run where each
+    attempt opened 4 (DBOS's pool opened 7 before it shared them): the warm parent keeps its
+    attempts' sessions (``runner.warm_sessions``), so of the 3 runs only the one that runs
+    beside another opens its 4 (and DBOS's pool one more now and then)."""
     if shutil.which("perf") is None or os.geteuid() != 0:
         pytest.skip("the profile samples with perf record -a, as root")
     proc = subprocess.run(
@@ -43,4 +45,4 @@ def test_the_attempt_profile_adds_up_each_part_by_its_process_name() -> None:
         assert total > 0, row
     sessions = re.search(r"sessions opened per queued run: ([0-9.]+)", out)
     assert sessions is not None, out
-    assert 1 <= float(sessions.group(1)) <= 6, out
+    assert float(sessions.group(1)) <= 3, out

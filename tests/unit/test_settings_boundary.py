@@ -15,7 +15,16 @@ BOUNDARIES = {"cli", "commands/settings.py", "magics", "server/app.py"}
 # passing the whole environment on to a subprocess reads no setting
 PASS_THROUGH = {"items", "keys", "copy"}
 # a child forked by the warm parent takes on, whole, the environment a spawned child gets
-ADOPTS_ENVIRONMENT = {"runner/warm_parent.py": ["os.environ.clear()", "os.environ.update(env)"]}
+ADOPTS_ENVIRONMENT = {
+    "runner/warm_parent.py": ["os.environ.clear()", "os.environ.update(env)"],
+    # an attempt's libpq variables (PG*), for the sessions the warm parent opens for it
+    "runner/warm_sessions.py": [
+        "os.environ.update(variables)",
+        "os.environ[name]",
+        "os.environ.update(saved)",
+        "os.environ.pop(name, None)",
+    ],
+}
 
 
 def _key(node: ast.expr | None) -> str | None:
