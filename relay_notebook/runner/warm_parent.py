@@ -460,13 +460,14 @@ def _attempt(
         os.environ.clear()
         os.environ.update(env)
         confine = request.get("confine")
+        ahead = _opens_ahead(request)
         database_url = request.pop("database_url", None)
         if confine is None:
             _run(request, fds)
         sockets: set[int] = set()
         # its sessions skip pasta (see runner.dbos_engines); only where the sandbox's network
         # reaches the server anyway (an isolated one does not: nothing is opened for it)
-        if database_url is not None and confine["plan"]["network"]["mode"] in PASTA_MODES:
+        if ahead and database_url is not None:
             moved = [*fds, 2, *request["targets"], int(confine["plan"]["net_fd"])]
             given = lease.connections if lease is not None else None  # the parent's, kept
             sockets = connect_ahead(database_url, above=max(moved), given=given)
