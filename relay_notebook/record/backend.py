@@ -195,15 +195,20 @@ def connect(
     autocommit: bool = True,
     dbname: str | None = None,
     keepalive: bool = False,
+    connect_timeout: int = 10,
+    options: str | None = None,
 ) -> Any:
-    """A psycopg connection; ``DatabaseUnavailableError`` (password-free) when it fails."""
+    """A psycopg connection; ``DatabaseUnavailableError`` (password-free) when it fails.
+    ``options``: server settings the session starts with (libpq's ``-c NAME=VALUE ...``)."""
     import psycopg
 
-    kwargs: dict[str, Any] = {"autocommit": autocommit, "connect_timeout": 10}
+    kwargs: dict[str, Any] = {"autocommit": autocommit, "connect_timeout": connect_timeout}
     if keepalive:  # notice a dead server within about 25 s
         kwargs.update(keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3)
     if dbname is not None:
         kwargs["dbname"] = dbname
+    if options is not None:
+        kwargs["options"] = options
     try:
         return psycopg.connect(backend.libpq_url, application_name="relay_notebook", **kwargs)
     except psycopg.OperationalError as exc:

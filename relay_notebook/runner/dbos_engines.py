@@ -103,6 +103,8 @@ __all__ = [
     "rehearsed_on",
     "sessions_ahead",
     "sharing_pool",
+    "socket_identity",
+    "sockets_in_place",
     "sqlite_engine_for",
     "tried_postgres",
 ]
@@ -176,7 +178,7 @@ def connect_ahead(
     opened = list(given) if given else open_sessions(database_url, above, sessions, engine)
     if not opened:
         return set()
-    sockets = [(c.fileno(), *_identity(c.fileno())) for c in opened]
+    sockets = [(c.fileno(), *socket_identity(c.fileno())) for c in opened]
     if any(fd <= above for fd, _, _ in sockets):  # (opened here: cannot be; given: low ones)
         _parked.append(opened)
         return set()
@@ -213,7 +215,7 @@ def open_sessions(
 def sessions_ahead() -> int:
     """How many sessions ``connect_ahead`` opened in this process's leader that are still
     where it left them (for the attempt's confinement record)."""
-    return len(_ahead["sockets"]) if _ahead and _sockets_in_place(_ahead["sockets"]) else 0
+    return len(_ahead["sockets"]) if _ahead and sockets_in_place(_ahead["sockets"]) else 0
 
 
 def engine_ahead_rehearsed() -> bool:
@@ -244,7 +246,7 @@ def _take_ahead(database_url: str) -> Any | None:
     url, engine, opened = _ahead["url"], _ahead["engine"], _ahead["connections"]
     sockets = _ahead["sockets"]
     _ahead.clear()
-    if url != database_url or not _sockets_in_place(sockets):
+    if url != database_url or not sockets_in_place(sockets):
         _parked.append(opened)
         return None
     import sqlalchemy as sa
@@ -257,12 +259,14 @@ def _take_ahead(database_url: str) -> Any | None:
     return engine
 
 
-def _identity(fd: int) -> tuple[int, int]:
+def socket_identity(fd: int) -> tuple[int, int]:
+    """The (device, inode) of the file at ``fd``: whether a socket is still where it was left."""
     st = os.fstat(fd)
     return st.st_dev, st.st_ino
 
 
-def _sockets_in_place(sockets: list[tuple[int, int, int]]) -> bool:
+def sockets_in_place(sockets: list[tuple[int, int, int]]) -> bool:
+    """Whether each ``(fd, device, inode)`` is still the file at its number."""
     for fd, dev, ino in sockets:
         try:
             st = os.fstat(fd)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from relay_notebook.errors import RunLockedError, RunNotFoundError
 from relay_notebook.errors.storage import storage_error
 from relay_notebook.runner.backend import Backend, connect
+from relay_notebook.runner.dbos_engines import socket_identity, sockets_in_place
 
 if TYPE_CHECKING:
     from relay_notebook.record.folders import RunFolder
@@ -169,16 +170,10 @@ def _lock_connection(backend: Backend) -> Any:
 def open_lock_session(backend: Backend, connect_timeout: int) -> Any:
     """A run-lock session as ``_lock_connection`` makes one, its settings given as it starts
     (so that ``RESET ALL`` keeps them): for a warm parent that keeps it for its attempts
-    (``runner.warm_sessions``). A server without one of the settings refuses it (psycopg's
-    ``OperationalError``): the attempts then open their own."""
-    import psycopg
-
+    (``runner.warm_sessions``). A server without one of the settings refuses it
+    (``DatabaseUnavailableError``): the attempts then open their own."""
     options = " ".join(f"-c {setting}={value}" for setting, value in _SESSION)
-    return psycopg.connect(
-        backend.libpq_url, application_name="relay_notebook", autocommit=True,
-        connect_timeout=connect_timeout, options=options,
-        keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
-    )  # fmt: skip
+    return connect(backend, keepalive=True, connect_timeout=connect_timeout, options=options)
 
 
 #: the run-lock session a warm parent gave this forked attempt (``give_lock_session``): the
@@ -197,15 +192,14 @@ def give_lock_session(url: str, connection: Any, above: int) -> int | None:
     if fd <= above:
         _parked.append(connection)
         return None
-    st = os.fstat(fd)
-    _given.update(url=url, connection=connection, socket=(fd, st.st_dev, st.st_ino))
+    _given.update(url=url, connection=connection, socket=(fd, *socket_identity(fd)))
     return fd
 
 
 def lock_session_given() -> bool:
     """Whether this process's leader was given a run-lock session still where it left it
     (for the attempt's confinement record)."""
-    return bool(_given) and _in_place(_given["socket"])
+    return bool(_given) and sockets_in_place([_given["socket"]])
 
 
 def _take_given(backend: Backend) -> Any | None:
@@ -213,19 +207,10 @@ def _take_given(backend: Backend) -> Any | None:
         return None
     url, connection, socket = _given["url"], _given["connection"], _given["socket"]
     _given.clear()
-    if url != backend.url or not _in_place(socket):
+    if url != backend.url or not sockets_in_place([socket]):
         _parked.append(connection)  # its number may be another file's now: never closed
         return None
     return connection
-
-
-def _in_place(socket: tuple[int, int, int]) -> bool:
-    fd, dev, ino = socket
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == (dev, ino)
 
 
 _SESSION = (

@@ -67,7 +67,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from relay_notebook.runner.backend import Backend
 from relay_notebook.runner.dbos_engines import SESSIONS_AHEAD, numbers_taken, open_sessions
+from relay_notebook.runner.locks import open_lock_session
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -180,7 +182,7 @@ class WarmSessions:
         self._idle.clear()
 
     def idle(self) -> int:
-        """How many sessions are kept idle (for tests)."""
+        """How many sessions are kept idle."""
         return sum(len(c) for c in self._idle.values())
 
 
@@ -189,9 +191,6 @@ def _open(kind: str, url: str, count: int) -> list[Any]:
     the server refuses one)."""
     if kind == DBOS:
         return open_sessions(url, _floor(), count, connect_timeout=CONNECT_TIMEOUT_S)
-    from relay_notebook.record.backend import Backend
-    from relay_notebook.runner.locks import open_lock_session
-
     with numbers_taken(_floor()):
         try:
             return [open_lock_session(Backend(url), CONNECT_TIMEOUT_S) for _ in range(count)]

@@ -88,16 +88,16 @@ def _run(ws: Workspace, draft: Any, database_url: str, mode: str) -> tuple[Any, 
     return handle, handle.wait(timeout=120)
 
 
-def _ahead(handle: Any) -> Any:
+def _confinement(handle: Any) -> dict[str, Any]:
+    """What the run's one attempt, forked from the warm parent, says of its confinement."""
     (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
     assert attempt["start"]["how"] == "forked"
-    return attempt["confinement"].get("database_sessions_ahead")
-
-
-def _confinement(handle: Any) -> dict[str, Any]:
-    (attempt,) = json.loads((handle.folder.path / "run.json").read_text())["attempts"]
     report: dict[str, Any] = attempt["confinement"]
     return report
+
+
+def _ahead(handle: Any) -> Any:
+    return _confinement(handle).get("database_sessions_ahead")
 
 
 def _sessions_opened(database_url: str) -> int:
