@@ -17,6 +17,7 @@ resumption of every step).
 
 from __future__ import annotations
 
+import asyncio.events
 import contextvars
 import functools
 import itertools
@@ -30,6 +31,10 @@ __all__ = ["MAX_DEPTH", "Sited", "call_site", "made_at", "site_from"]
 
 #: frames searched for the relay's source; deeper stacks are cut off here
 MAX_DEPTH: Final = 64
+
+#: where the walk ends sooner: an event loop running a task's step (what is beyond it started
+#: the loop, not this call)
+_LOOP_CALLBACK: Final = asyncio.events.Handle._run.__code__
 
 #: the site a ``made_at`` coroutine was made at, while it runs (its inner calls, run in a task
 #: where no frame of the relay's is left, take it)
@@ -58,6 +63,8 @@ def site_from(frame: types.FrameType | None, relay_file: str) -> list[int] | Non
         if frame is None:
             break
         code = frame.f_code
+        if code is _LOOP_CALLBACK:
+            break
         if code.co_filename == relay_file:
             mine.append((frame.f_lineno, code.co_name))
         frame = frame.f_back

@@ -10,8 +10,10 @@ of the ledger itself and number from what is on disk, so no writer needs the run
 
 The line format is part of the vocabulary: every event starts with the header ``HEADER``, in
 that order, compact (``{"seq":1,"ts":…,"run_id":"invoice-3","attempt":1,"kind":"step_end",…``).
-``encode_event`` is the one encoder (``EventWriter.emit`` builds the same dict and encodes it
-with the same ``_encode``) and ``decode_event`` the one decoder; a reader that finds
+``encode_event`` is the one encoder (``EventWriter`` writes the same bytes: the fields by the
+same ``_encode``, ``encode_members``, the header's numbers as ``_encode`` writes numbers, so
+the path of every step encodes the fields its two lines share once) and ``decode_event`` the
+one decoder; a reader that finds
 lines by their bytes (history's ``LedgerScan``) asks ``line_start``, ``run_tag`` and
 ``kind_tag`` for the bytes to look for, so the encoder and the search change together. The
 kinds and their fields are ``record.events``; ``EventWriter.emit`` refuses a field its kind
@@ -49,6 +51,7 @@ __all__ = [
     "check_events",
     "decode_event",
     "encode_event",
+    "encode_members",
     "kind_tag",
     "line_start",
     "now_ms",
@@ -88,6 +91,12 @@ def encode_event(header: EventHeader, fields: Mapping[str, object]) -> str:
     event = {key: header[key] for key in HEADER}  # type: ignore[literal-required]
     event.update(fields)
     return _encode(event)
+
+
+def encode_members(fields: Mapping[str, object]) -> str:
+    """``fields`` encoded as ``_encode`` encodes them inside an event's line: its members
+    without the braces (``""`` for none), as ``EventWriter.emit_members`` takes them."""
+    return _encode(fields)[1:-1]
 
 
 def as_event(value: object) -> Event | None:
@@ -210,6 +219,8 @@ class EventWriter:
         self.scrub: Callable[[str], str] | None = None
         self._seq = 0
         self._size = -1  # the ledger's size after this writer's last append
+        #: every line's header after its time, up to its kind's name
+        self._tags = f',"run_id":{json.dumps(run_id)},"attempt":{int(attempt)!r},"kind":"'
         with self._locked():
             self._catch_up()
 
@@ -250,6 +261,27 @@ class EventWriter:
         allowed = FIELDS.get(kind)
         if allowed is None or not allowed.issuperset(fields):  # the vocabulary: no header key
             raise ValueError(unknown_fields(kind, fields))
+        members = encode_members(fields)
+        seq, ts = self._append(kind, members)
+        # the header in ``HEADER`` order, as ``encode_event`` writes it
+        event = {"seq": seq, "ts": ts, "run_id": self.run_id, "attempt": self.attempt}
+        event["kind"] = kind
+        event.update(fields)
+        return cast(Event, event)
+
+    def emit_members(self, kind: EventKind, members: str) -> None:
+        """Write one event whose fields are already encoded: ``members`` is
+        ``encode_members(fields)`` (plus members added after a comma, encoded alike) of fields
+        ``emit`` would take for ``kind``. The path of every step encodes the fields its
+        ``step_start`` and ``step_end`` share once, and writes the same line ``emit`` would."""
+        self._append(kind, members)
+
+    def _append(self, kind: str, members: str) -> tuple[int, float]:
+        """Append the line of event ``kind`` with ``members`` under the ledger's ``flock``;
+        its sequence number and time."""
+        rest = f'{self._tags}{kind}"{"," if members else ""}{members}}}'
+        if self.scrub is not None:  # the header's numbers carry nothing of the relay's
+            rest = self.scrub(rest)
         fd = self._fd
         # ``_locked`` and ``_catch_up`` in straight calls: this is on the path of every step
         with self._thread_lock:
@@ -258,23 +290,10 @@ class EventWriter:
                 size = os.lseek(fd, 0, os.SEEK_END)
                 if size != self._size:
                     self._count_again(size)
-                self._seq += 1
-                # the header in ``HEADER`` order, as ``encode_event`` writes it
-                event = cast(
-                    Event,
-                    {
-                        "seq": self._seq,
-                        "ts": now_ms(),
-                        "run_id": self.run_id,
-                        "attempt": self.attempt,
-                        "kind": kind,
-                        **fields,
-                    },
-                )
-                text = _encode(event)
-                if self.scrub is not None:
-                    text = self.scrub(text)
-                line = (text + "\n").encode()
+                self._seq = seq = self._seq + 1
+                ts = now_ms()
+                # as ``_encode`` writes the header: ``int.__repr__``, ``float.__repr__``
+                line = f'{{"seq":{seq},"ts":{ts!r}{rest}\n'.encode()
                 written = os.write(fd, line)
                 self._size = -1 if written != len(line) else self._size + written
             finally:
@@ -284,7 +303,7 @@ class EventWriter:
                 os.write(self._pipe_fd, line)
             except OSError:
                 self._pipe_fd = None  # the supervisor went away; the file still has it
-        return event
+        return seq, ts
 
     def sync(self) -> None:
         """Make every event so far durable on disk."""

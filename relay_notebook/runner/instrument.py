@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dbos import DBOS
 from dbos import error as dbos_error
@@ -39,7 +39,7 @@ from agentworks.framework_calls import framework_owned, framework_step
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.backend import database_error, error_text
-from relay_notebook.record.ledger import EventWriter
+from relay_notebook.record.ledger import EventWriter, encode_members
 from relay_notebook.record.ledger_events import StepInfo, StepReused
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_private import step_context
@@ -80,6 +80,10 @@ def _preview(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         except (TypeError, ValueError, RecursionError):
             text = repr(shown)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+#: a text as JSON writes it in a ledger line (``ensure_ascii``)
+_ASCII: Final = json.encoder.encode_basestring_ascii
 
 
 def _ms_since(started: float) -> float:
@@ -222,6 +226,10 @@ class Instrumentation:
     def _body_done(self, info: StepInfo, started: float) -> None:
         self.events.emit("step_end", **info, duration_ms=_ms_since(started))
 
+    def _native_done(self, members: str, started: float) -> None:
+        """A native step's body returned: its ``step_end``, as ``_body_done`` writes it."""
+        self.events.emit_members("step_end", f'{members},"duration_ms":{_ms_since(started)!r}')
+
     @contextlib.contextmanager
     def _ran(
         self, info: StepInfo, preview: str | None, last: Callable[[], None] | None = None
@@ -269,9 +277,10 @@ class Instrumentation:
 
     def _begin_body(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], framework: bool
-    ) -> tuple[StepInfo, _Call | None, float]:
+    ) -> tuple[StepInfo, str, _Call | None, float]:
         """One run of a native step's body starts: ``step_start``. A framework's call
-        (``agentworks.frameworks``) has its receipt instead of an argument preview."""
+        (``agentworks.frameworks``) has its receipt instead of an argument preview. Returns
+        the step's info, encoded too (its ``step_end`` shares it), its call and start."""
         begin_step_body()
         call = _CALL.get()
         if call is not None and call.name == name:
@@ -280,11 +289,13 @@ class Instrumentation:
             info = self._step_info(name, None, None)
         else:
             info = self._step_info(name, call.occurrence, call.site)
+        members = encode_members(info)
         if framework:
-            self.events.emit("step_start", **info)
+            self.events.emit_members("step_start", members)
         else:
-            self.events.emit("step_start", **info, input_preview=_preview(args, kwargs))
-        return info, call, time.perf_counter()
+            preview = _ASCII(_preview(args, kwargs))
+            self.events.emit_members("step_start", f'{members},"input_preview":{preview}')
+        return info, members, call, time.perf_counter()
 
     def _refuse_arguments(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A native step's arguments carry no secret. A framework's call is not searched: its
@@ -313,7 +324,7 @@ class Instrumentation:
 
             @functools.wraps(func)
             async def async_body(*args: Any, **kwargs: Any) -> Any:
-                info, call, started = self._begin_body(name, args, kwargs, framework)
+                info, members, call, started = self._begin_body(name, args, kwargs, framework)
                 try:
                     if not framework:
                         self._refuse_arguments(name, args, kwargs)
@@ -326,14 +337,14 @@ class Instrumentation:
                     raise
                 finally:
                     self._end_body(call)
-                self._body_done(info, started)
+                self._native_done(members, started)
                 return result
 
             return async_body
 
         @functools.wraps(func)
         def sync_body(*args: Any, **kwargs: Any) -> Any:
-            info, call, started = self._begin_body(name, args, kwargs, framework)
+            info, members, call, started = self._begin_body(name, args, kwargs, framework)
             try:
                 if not framework:
                     self._refuse_arguments(name, args, kwargs)
@@ -346,7 +357,7 @@ class Instrumentation:
                 raise
             finally:
                 self._end_body(call)
-            self._body_done(info, started)
+            self._native_done(members, started)
             return result
 
         return sync_body

@@ -19,6 +19,7 @@ from relay_notebook.record.ledger import (
     EventHeader,
     EventWriter,
     encode_event,
+    encode_members,
     read_events,
 )
 from relay_notebook.record.ledger_events import FIELDS
@@ -243,6 +244,67 @@ def test_a_written_line_is_the_one_encoders(tmp_path: Path) -> None:
     fields = {"step": "tick", "site": [27], "max_attempts": None, "duration_ms": 0.5}
     assert line == encode_event(header, fields)
     assert list(json.loads(line)) == [*HEADER, *fields]
+
+
+def test_a_line_of_encoded_members_is_the_line_emit_writes(tmp_path: Path) -> None:
+    """The path of every step encodes the fields its ``step_start`` and ``step_end`` share once
+    (``encode_members``) and writes each with ``emit_members``: byte for byte what ``emit``
+    writes for the same fields (and ``encode_event``), numbered on with it, scrubbed as it is;
+    no fields at all make a line of the header alone."""
+    info = {
+        "step": "fetch",
+        "occurrence": 2,
+        "site": [12, 30],
+        "step_id": 5,
+        "workflow_id": 'q"uote-1',
+        "step_attempt": 1,
+        "max_attempts": None,
+    }
+    preview = json.dumps({"city": "Zürich", "key": SECRET}, ensure_ascii=False)
+    fast = EventWriter(tmp_path / "fast.jsonl", run_id='q"uote-1', attempt=3)
+    slow = EventWriter(tmp_path / "slow.jsonl", run_id='q"uote-1', attempt=3)
+    for writer in (fast, slow):
+        writer.scrub = REDACTOR.scrub
+    members = encode_members(info)
+    fast.emit_members("attempt_start", "")
+    fast.emit_members("step_start", members + ',"input_preview":' + json.dumps(preview))
+    fast.emit_members("step_end", members + ',"duration_ms":0.25')
+    slow.emit("attempt_start")
+    slow.emit("step_start", **info, input_preview=preview)  # type: ignore[arg-type]
+    slow.emit("step_end", **info, duration_ms=0.25)  # type: ignore[arg-type]
+    for writer in (fast, slow):
+        writer.close()
+    got = (tmp_path / "fast.jsonl").read_bytes().splitlines()
+    want = (tmp_path / "slow.jsonl").read_bytes().splitlines()
+    for line, other in zip(got, want, strict=True):
+        event, expected = json.loads(line), json.loads(other)
+        assert {**event, "ts": 0} == {**expected, "ts": 0}
+        header = EventHeader(**{key: event[key] for key in HEADER})  # type: ignore[typeddict-item]
+        fields = {key: value for key, value in event.items() if key not in HEADER}
+        assert line == encode_event(header, fields).encode()
+    assert [json.loads(line)["seq"] for line in got] == [1, 2, 3]
+    assert json.loads(got[0]).keys() == set(HEADER)
+    assert SECRET.encode() not in b"".join(got) and b"[vault:API_KEY]" in got[1]
+
+
+def test_the_site_walk_ends_at_the_event_loop_running_the_call() -> None:
+    """A step's coroutine runs on an event loop; the frames beyond the loop's callback started
+    the loop (the child's own), so the walk for a call's site stops there instead of reading
+    them all: a relay function that started a loop does not count for calls made inside it."""
+    code = compile(
+        "def outer(make):\n"  # line 1
+        "    return make()\n",  # line 2: runs a loop, or makes the call itself
+        RELAY,
+        "exec",
+    )
+    relay: dict[str, Any] = {}
+    exec(code, relay)
+
+    async def inner() -> list[int] | None:
+        return call_site(RELAY)
+
+    assert relay["outer"](lambda: call_site(RELAY)) == [2]  # no loop between: found
+    assert relay["outer"](lambda: asyncio.run(inner())) is None  # beyond the loop: not read
 
 
 def test_no_kind_has_a_field_named_like_the_header() -> None:
