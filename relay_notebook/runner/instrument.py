@@ -147,6 +147,8 @@ class Instrumentation:
         #: told of every step call, so that a waiting run never leaves while a step runs
         self.watch = watch
         self.redactor = redactor or Redactor({})
+        #: whether there is any secret to search for (a redactor's are fixed when it is made)
+        self._has_secrets = bool(self.redactor)
         self.crash = crash
         self.code_dir = code_dir
         #: the relay's module file as its frames name it (see ``agentworks._sites``)
@@ -300,7 +302,7 @@ class Instrumentation:
     def _refuse_arguments(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A native step's arguments carry no secret. A framework's call is not searched: its
         arguments are the framework's run context, which DBOS does not save."""
-        if self.redactor and (args or kwargs):
+        if self._has_secrets and (args or kwargs):
             self._refuse_secret(f"An argument of step {name!r}", (args, kwargs))
 
     def _body_raised(self, info: StepInfo, started: float, exc: BaseException) -> BaseException:
@@ -310,7 +312,7 @@ class Instrumentation:
         return self._scrubbed(exc) if isinstance(exc, Exception) else exc
 
     def _end_body(self, call: _Call | None) -> None:
-        """As the body ends, whatever way: ``--crash during``."""
+        """As the body ends, whatever way: ``--crash during`` (called only with a crash asked)."""
         if call is not None:
             self._crash_now(call, "during")
 
@@ -329,14 +331,16 @@ class Instrumentation:
                     if not framework:
                         self._refuse_arguments(name, args, kwargs)
                     result = await func(*args, **kwargs)
-                    self._refuse_secret(result_is, result)
+                    if self._has_secrets:
+                        self._refuse_secret(result_is, result)
                 except BaseException as exc:
                     safe = self._body_raised(info, started, exc)
                     if safe is not exc:
                         raise safe from None
                     raise
                 finally:
-                    self._end_body(call)
+                    if self.crash is not None:
+                        self._end_body(call)
                 self._native_done(members, started)
                 return result
 
@@ -349,14 +353,16 @@ class Instrumentation:
                 if not framework:
                     self._refuse_arguments(name, args, kwargs)
                 result = func(*args, **kwargs)
-                self._refuse_secret(result_is, result)
+                if self._has_secrets:
+                    self._refuse_secret(result_is, result)
             except BaseException as exc:
                 safe = self._body_raised(info, started, exc)
                 if safe is not exc:
                     raise safe from None
                 raise
             finally:
-                self._end_body(call)
+                if self.crash is not None:
+                    self._end_body(call)
             self._native_done(members, started)
             return result
 
@@ -392,7 +398,7 @@ class Instrumentation:
     def _after_call(self, call: _Call) -> None:
         if not call.executed:
             self._reused(call)
-        else:
+        elif self.crash is not None:
             self._crash_now(call, "after")
 
     def _reused(self, call: _Call, raised: str | None = None) -> None:
