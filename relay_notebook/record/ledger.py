@@ -52,6 +52,7 @@ __all__ = [
     "decode_event",
     "encode_event",
     "encode_members",
+    "encode_text",
     "kind_tag",
     "line_start",
     "now_ms",
@@ -65,17 +66,21 @@ HEADER: Final = tuple(EventHeader.__annotations__)
 _HEADER_KEYS: Final = frozenset(HEADER)
 
 
+#: a text as ``_encode`` writes it in a line (``ensure_ascii``), for members added to
+#: ``encode_members``'s
+encode_text: Final[Callable[[str], str]] = json.encoder.encode_basestring_ascii
+
+
 def _encoder() -> Callable[[Mapping[str, object]], str]:
     """``json.dumps(event, default=repr, separators=(",", ":"))``: the C encoder ``json`` itself
     makes for it, called without ``json``'s Python layers (two lines are written per step)."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # an interpreter without ``_json``
         return json.JSONEncoder(default=repr, separators=(",", ":")).encode
-    ascii_text = json.encoder.encode_basestring_ascii
 
     def encode(event: Mapping[str, object]) -> str:
         # fresh markers each time, as ``json`` makes them: a cycle is refused, not recursed
-        return "".join(make({}, repr, ascii_text, None, ":", ",", False, False, True)(event, 0))
+        return "".join(make({}, repr, encode_text, None, ":", ",", False, False, True)(event, 0))
 
     return encode
 

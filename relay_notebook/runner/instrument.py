@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from dbos import DBOS
 from dbos import error as dbos_error
@@ -39,7 +39,7 @@ from agentworks.framework_calls import framework_owned, framework_step
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.backend import database_error, error_text
-from relay_notebook.record.ledger import EventWriter, encode_members
+from relay_notebook.record.ledger import EventWriter, encode_members, encode_text
 from relay_notebook.record.ledger_events import StepInfo, StepReused
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_private import step_context
@@ -80,10 +80,6 @@ def _preview(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         except (TypeError, ValueError, RecursionError):
             text = repr(shown)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-
-
-#: a text as JSON writes it in a ledger line (``ensure_ascii``)
-_ASCII: Final = json.encoder.encode_basestring_ascii
 
 
 def _ms_since(started: float) -> float:
@@ -225,11 +221,20 @@ class Instrumentation:
             error=error_text(exc)[:2000],
         )
 
-    def _body_done(self, info: StepInfo, started: float) -> None:
-        self.events.emit("step_end", **info, duration_ms=_ms_since(started))
+    def _step_started(self, info: StepInfo, preview: str | None) -> str:
+        """``step_start``, with the argument preview if any; returns ``info`` encoded, which
+        the step's ``step_end`` shares (``_step_done``): encoded once for the two lines."""
+        members = encode_members(info)
+        if preview is None:
+            self.events.emit_members("step_start", members)
+        else:
+            self.events.emit_members(
+                "step_start", f'{members},"input_preview":{encode_text(preview)}'
+            )
+        return members
 
-    def _native_done(self, members: str, started: float) -> None:
-        """A native step's body returned: its ``step_end``, as ``_body_done`` writes it."""
+    def _step_done(self, members: str, started: float) -> None:
+        """The body returned: ``step_end``, with the info ``_step_started`` encoded."""
         self.events.emit_members("step_end", f'{members},"duration_ms":{_ms_since(started)!r}')
 
     @contextlib.contextmanager
@@ -239,10 +244,7 @@ class Instrumentation:
         """Around one run of any step's body: ``step_start``, then ``step_end`` or
         ``step_error``; an exception carrying a secret is replaced before DBOS saves it.
         ``last`` runs as the body ends, before ``step_end`` (a crash point)."""
-        if preview is None:
-            self.events.emit("step_start", **info)
-        else:
-            self.events.emit("step_start", **info, input_preview=preview)
+        members = self._step_started(info, preview)
         started = time.perf_counter()
         try:
             yield
@@ -258,7 +260,7 @@ class Instrumentation:
         finally:
             if last is not None:
                 last()
-        self._body_done(info, started)
+        self._step_done(members, started)
 
     @contextlib.contextmanager
     def platform_step(self, call: StepCall) -> Iterator[None]:
@@ -291,12 +293,7 @@ class Instrumentation:
             info = self._step_info(name, None, None)
         else:
             info = self._step_info(name, call.occurrence, call.site)
-        members = encode_members(info)
-        if framework:
-            self.events.emit_members("step_start", members)
-        else:
-            preview = _ASCII(_preview(args, kwargs))
-            self.events.emit_members("step_start", f'{members},"input_preview":{preview}')
+        members = self._step_started(info, None if framework else _preview(args, kwargs))
         return info, members, call, time.perf_counter()
 
     def _refuse_arguments(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -341,7 +338,7 @@ class Instrumentation:
                 finally:
                     if self.crash is not None:
                         self._end_body(call)
-                self._native_done(members, started)
+                self._step_done(members, started)
                 return result
 
             return async_body
@@ -363,7 +360,7 @@ class Instrumentation:
             finally:
                 if self.crash is not None:
                     self._end_body(call)
-            self._native_done(members, started)
+            self._step_done(members, started)
             return result
 
         return sync_body

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import types
 import typing
 from pathlib import Path
@@ -32,6 +33,7 @@ UNPACKED = {
     "info": set(StepInfo.__annotations__),
     "fields": set(StepReused.__annotations__),
     "raised": {"raised"},  # agentworks.platform: a replayed error's ``**raised`` keyword
+    "members": set(StepInfo.__annotations__),  # ``info`` encoded, for ``emit_members``
 }
 
 
@@ -67,15 +69,36 @@ def test_a_field_not_of_its_kind_is_refused_and_nothing_written(tmp_path: Path) 
     ]
 
 
+def _member_names(where: str, members: ast.expr) -> set[str]:
+    """The fields an ``emit_members(KIND, MEMBERS)`` call writes: encoded fields named as
+    ``UNPACKED`` names them, and the members an f-string adds after them (``,"name":VALUE``)."""
+    parts = members.values if isinstance(members, ast.JoinedStr) else [members]
+    names: set[str] = set()
+    value_next = False  # the part after ``"name":`` is that member's value
+    for part in parts:
+        if isinstance(part, ast.Constant):
+            names |= set(re.findall(r'"(\w+)":', str(part.value)))
+            value_next = str(part.value).endswith(":")
+            continue
+        encoded = part.value if isinstance(part, ast.FormattedValue) else part
+        if not value_next:
+            assert isinstance(encoded, ast.Name), f"{where}: members of unknown fields"
+            assert encoded.id in UNPACKED, f"{where}: members of unknown fields"
+            names |= UNPACKED[encoded.id]
+        value_next = False
+    return names
+
+
 def _emit_calls(path: Path) -> list[tuple[str, ast.Call, int]]:
-    """Every ``….emit(KIND, …)``, ``emit(KIND, …)`` and ``record_event(_, _, KIND, …)`` call."""
+    """Every ``….emit(KIND, …)``, ``emit(KIND, …)``, ``….emit_members(KIND, …)`` and
+    ``record_event(_, _, KIND, …)`` call."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-        if name == "emit":
+        if name in ("emit", "emit_members"):
             found.append((f"{path.relative_to(ROOT)}:{node.lineno}", node, 0))
         elif name == "record_event":
             found.append((f"{path.relative_to(ROOT)}:{node.lineno}", node, 2))
@@ -98,6 +121,9 @@ def test_every_emit_call_of_the_runner_and_agentworks_is_in_the_vocabulary() -> 
                 assert isinstance(kind_arg, ast.Constant), f"{where}: the kind is not a literal"
                 kind = kind_arg.value
                 assert kind in FIELDS, f"{where}: {kind!r} is not in record.events"
+                if getattr(call.func, "attr", None) == "emit_members":
+                    names = _member_names(where, call.args[1])
+                    assert names <= FIELDS[kind], f"{where}: {kind} has no {names - FIELDS[kind]}"
                 for keyword in call.keywords:
                     if keyword.arg is None:  # **info: a step's own fields, typed as the kind's
                         assert isinstance(keyword.value, ast.Name), where
