@@ -128,8 +128,12 @@ asyncio.run(main())
 """
 
 
-def measure(url: str, folder: Path, blocks: int, size: int) -> list[dict[str, list[float]]]:
-    """Run the contestants' process once; its blocks, each pair's times."""
+Pairs = list[dict[str, list[float]]]
+
+
+def measure(url: str, folder: Path, blocks: int, size: int) -> tuple[Pairs, int]:
+    """Run the contestants' process once; its blocks (each pair's times) and the ledger lines
+    the kit's steps wrote."""
     script = folder / "step_path.py"
     script.write_text(SCRIPT, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
@@ -143,10 +147,11 @@ def measure(url: str, folder: Path, blocks: int, size: int) -> list[dict[str, li
     kinds = Counter(event["kind"] for event in read_events(folder / "ledger.jsonl"))
     if kinds["step_start"] != blocks * size or kinds["step_end"] != blocks * size:
         raise RuntimeError(f"the kit's steps wrote {dict(kinds)}, expected {blocks * size} each")
-    return list(json.loads(proc.stdout.strip().splitlines()[-1]))
+    pairs = list(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return pairs, kinds["step_start"] + kinds["step_end"]
 
 
-def report(pairs: list[dict[str, list[float]]], size: int, what: str, elapsed: float) -> None:
+def report(pairs: Pairs, lines: int, size: int, what: str, elapsed: float) -> None:
     """Print the row: the kit's rate over bare DBOS's, per pair; CPU per step beside."""
     rate = [p["bare"][0] / p["kit"][0] for p in pairs]  # same steps: rate ratio = time ratio
     interval = median_interval(rate)
@@ -156,7 +161,7 @@ def report(pairs: list[dict[str, list[float]]], size: int, what: str, elapsed: f
         return statistics.median(p[who][part] for p in pairs) / size * 1e6
 
     print(f"bench_step_path: {len(pairs)} pairs of {size}-step blocks, {what}")
-    print(f"ledger: {2 * len(pairs) * size} lines, two for each of the kit's steps")
+    print(f"ledger: {lines} lines, two for each of the kit's steps")
     print(
         f"{'contestant':<12} {'steps/s':>8} {'loop thread CPU/step':>21} {'process CPU/step':>17}"
     )
@@ -200,12 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             from relay_notebook.testing import postgres_server
 
             with postgres_server(fsync=True) as server:
-                pairs = measure(server.database_url(), folder, blocks, size)
+                pairs, lines = measure(server.database_url(), folder, blocks, size)
             what = "PostgreSQL (fsync on)"
         else:
-            pairs = measure(f"sqlite:///{folder / 'dbos.sqlite'}", folder, blocks, size)
+            pairs, lines = measure(f"sqlite:///{folder / 'dbos.sqlite'}", folder, blocks, size)
             what = "SQLite (WAL)"
-    report(pairs, size, what, time.perf_counter() - started)
+    report(pairs, lines, size, what, time.perf_counter() - started)
     return 0
 
 
