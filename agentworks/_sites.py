@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio.events
 import contextvars
 import functools
+import inspect
 import itertools
 import os
 import sys
@@ -43,10 +44,9 @@ _MADE_AT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
 )
 
 
-def _site_of(mine: list[tuple[int, str]]) -> list[int] | None:
-    """The call site from the relay's frames (line, function name), innermost first."""
-    if not mine:
-        return None
+def _site_of(mine: list[tuple[int, str]]) -> list[int]:
+    """The call site from the relay's frames (line, function name), innermost first: one or
+    more."""
     site = [mine[0][0]]
     for (_, inner_name), (line, _) in itertools.pairwise(mine):
         if not inner_name.startswith("<"):
@@ -55,10 +55,37 @@ def _site_of(mine: list[tuple[int, str]]) -> list[int] | None:
     return site
 
 
+#: code flags of a frame that can be resumed by another caller than the one it had
+_RESUMABLE: Final = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
+#: the last walk: (its frame, the frame's instruction, the frame's caller, the relay's file,
+#: the site), or ``None``
+_last: tuple[types.FrameType, int, types.FrameType | None, str, list[int]] | None = None
+
+
 def site_from(frame: types.FrameType | None, relay_file: str) -> list[int] | None:
     """The call site in ``relay_file`` of a call made in ``frame`` (see the module's note);
-    with no frame of the relay's on the stack, the site of the ``made_at`` call this runs in."""
-    mine: list[tuple[int, str]] = []
+    with no frame of the relay's on the stack, the site of the ``made_at`` call this runs in.
+
+    A loop calling steps asks again and again from one frame at one instruction: while a frame
+    runs, the frames it was called from stay where they are (each waits in its call of the
+    next), so the site found for the frame at that instruction, from that caller, is the site
+    again. The last one found is kept (with the frame: one frame kept alive, at most) and given
+    again without a walk, unless the frame is a generator's (resumed by any caller) or the
+    site came from ``made_at`` (it depends on the task, not the frames)."""
+    global _last
+    if frame is None:
+        return _MADE_AT.get()
+    last = _last
+    if (
+        last is not None
+        and last[0] is frame
+        and last[1] == frame.f_lasti
+        and last[2] is frame.f_back
+        and last[3] == relay_file
+    ):
+        return last[4].copy()
+    start, mine = frame, []
     for _ in range(MAX_DEPTH):  # only the relay's frames are read: the walk is the cost
         if frame is None:
             break
@@ -68,9 +95,12 @@ def site_from(frame: types.FrameType | None, relay_file: str) -> list[int] | Non
         if code.co_filename == relay_file:
             mine.append((frame.f_lineno, code.co_name))
         frame = frame.f_back
-    if mine:
-        return _site_of(mine)
-    return _MADE_AT.get()
+    if not mine:
+        return _MADE_AT.get()
+    site = _site_of(mine)
+    if not start.f_code.co_flags & _RESUMABLE:
+        _last = (start, start.f_lasti, start.f_back, relay_file, site.copy())
+    return site
 
 
 def call_site(relay_file: str | os.PathLike[str], skip: int = 1) -> list[int] | None:

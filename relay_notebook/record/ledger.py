@@ -6,7 +6,14 @@ an ``O_APPEND`` descriptor: a process killed mid-run loses at most the line it w
 (readers skip a torn last line), and lines reach the OS page cache at once, so they survive
 ``os._exit`` and SIGKILL. Sequence numbers increase across attempts. Writers in different
 processes (the child, its supervisor, a refused ``recover`` next door) serialise on a ``flock``
-of the ledger itself and number from what is on disk, so no writer needs the run lock.
+of the ledger itself and number from what is on disk, so no writer needs the run lock. The
+child writes two lines for every step, and taking and checking the lock for each was most of
+what a line cost (three of its four system calls), so the child's writer *holds* the ledger:
+it keeps the lock from one line to the next, and a keeper thread lets go of it every
+``HOLD_TICK_S`` (the next line takes it again and counts what others appended meanwhile), so
+another writer, blocked in ``flock``, waits a tick at most, as a rule (the kernel wakes it as
+the lock is let go; the child's next line could take it first, and the writer waits one tick
+more). A process forked from a holding child writes through a descriptor of its own.
 
 The line format is part of the vocabulary: every event starts with the header ``HEADER``, in
 that order, compact (``{"seq":1,"ts":…,"run_id":"invoice-3","attempt":1,"kind":"step_end",…``).
@@ -29,6 +36,7 @@ import json.encoder
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final, Unpack, cast
@@ -44,6 +52,7 @@ from relay_notebook.record.ledger_events import (
 
 __all__ = [
     "HEADER",
+    "HOLD_TICK_S",
     "Event",
     "EventHeader",
     "EventWriter",
@@ -203,16 +212,38 @@ def _last_seq(path: Path, size: int) -> int:
     return len(read_events(path)) if start else 0
 
 
+#: how long a holding writer keeps the ledger's lock at most before letting other writers in
+HOLD_TICK_S: Final = 0.05
+
+#: the holding writers of this process (a fork gives each a descriptor of its own)
+_holders: weakref.WeakSet[EventWriter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for writer in list(_holders):
+        writer._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class EventWriter:
     """Appends tagged events to the ledger and, optionally, mirrors them to a live pipe.
 
     Any number of writers, in any processes, may hold the ledger open: each append takes an
     exclusive ``flock`` on the ledger and, if another writer appended since, numbers on from
-    the ledger as it is now, so sequence numbers never collide.
+    the ledger as it is now, so sequence numbers never collide. A writer made with ``hold``
+    (the child's) keeps the lock between its lines and lets go of it every ``HOLD_TICK_S``.
     """
 
     def __init__(
-        self, path: Path, *, run_id: str, attempt: int, pipe_fd: int | None = None
+        self,
+        path: Path,
+        *,
+        run_id: str,
+        attempt: int,
+        pipe_fd: int | None = None,
+        hold: bool = False,
     ) -> None:
         self.path = path
         self.run_id = run_id
@@ -226,8 +257,43 @@ class EventWriter:
         self._size = -1  # the ledger's size after this writer's last append
         #: every line's header after its time, up to its kind's name
         self._tags = f',"run_id":{json.dumps(run_id)},"attempt":{int(attempt)!r},"kind":"'
+        #: whether this writer has the ledger's lock now, and keeps it after a line
+        self._holding = False
+        self._keep = hold
+        self._closed = threading.Event()
         with self._locked():
             self._catch_up()
+        if hold:
+            _holders.add(self)
+            threading.Thread(target=self._keeper, name="relay-ledger", daemon=True).start()
+
+    def _keeper(self) -> None:
+        """A holding writer's thread: lets go of the ledger's lock every tick."""
+        while not self._closed.wait(HOLD_TICK_S):
+            with self._thread_lock:
+                self._let_go()
+
+    def _let_go(self) -> None:
+        """Under the thread lock: the ledger's lock given back, if this writer has it."""
+        if self._holding:
+            self._holding = False
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _forked(self) -> None:
+        """In a process forked from this one: the same ledger through a descriptor of its own,
+        so that its lock is this process's (the descriptor it inherited shares the lock of its
+        parent, which may hold it); lines one by one, as a writer that does not hold."""
+        # another thread may have had these at the fork; no keeper here (threads do not survive)
+        self._thread_lock, self._closed = threading.Lock(), threading.Event()
+        self._closed.set()
+        self._holding = self._keep = False
+        self._size = -1
+        inherited = self._fd
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            self._fd = -1  # its lines fail loudly (EBADF), never under the parent's lock
+        os.close(inherited)  # the parent's lock stays the parent's
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -235,10 +301,12 @@ class EventWriter:
         # threads, its wait watch) share the descriptor, so they take the writer's own lock too
         # (``emit`` does the same in straight calls: it is on the path of every step)
         with self._thread_lock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            if not self._holding:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
+                self._holding = False
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _catch_up(self) -> None:
@@ -287,22 +355,30 @@ class EventWriter:
         rest = f'{self._tags}{kind}"{"," if members else ""}{members}}}'
         if self.scrub is not None:  # the header's numbers carry nothing of the relay's
             rest = self.scrub(rest)
-        fd = self._fd
         # ``_locked`` and ``_catch_up`` in straight calls: this is on the path of every step
         with self._thread_lock:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd, locked, held = self._fd, self._holding, False
             try:
-                size = os.lseek(fd, 0, os.SEEK_END)
-                if size != self._size:
-                    self._count_again(size)
+                if not locked:  # else: held since this writer's last line, which it counted
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    locked = True
+                    size = os.lseek(fd, 0, os.SEEK_END)
+                    if size != self._size:
+                        self._count_again(size)
                 self._seq = seq = self._seq + 1
                 ts = now_ms()
                 # as ``_encode`` writes the header: ``int.__repr__``, ``float.__repr__``
                 line = f'{{"seq":{seq},"ts":{ts!r}{rest}\n'.encode()
                 written = os.write(fd, line)
-                self._size = -1 if written != len(line) else self._size + written
+                if written == len(line):
+                    self._size += written
+                    held = self._keep
+                else:
+                    self._size = -1  # torn: counted again under the lock taken again
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                self._holding = held
+                if locked and not held:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
         if self._pipe_fd is not None:
             try:
                 os.write(self._pipe_fd, line)
@@ -315,4 +391,9 @@ class EventWriter:
         os.fsync(self._fd)
 
     def close(self) -> None:
-        os.close(self._fd)
+        self._closed.set()
+        with self._thread_lock:
+            self._holding = self._keep = False
+            fd, self._fd = self._fd, -1
+            if fd >= 0:  # once: the number may be another file's after
+                os.close(fd)  # and with it the lock, if held

@@ -374,6 +374,7 @@ def _attempt(spec_path: str) -> None:
         run_id=spec.run_id,
         attempt=spec.attempt,
         pipe_fd=spec.pipe_fd,
+        hold=True,  # two lines a step: the lock kept between them (see ``record.ledger``)
     )
     outcome_path = spec.outcome_path
     code_dir = spec.code_dir

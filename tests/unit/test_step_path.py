@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agentworks import _sites
 from agentworks._sites import Sited, call_site, made_at
 from agentworks.redact import Redactor
 from relay_notebook.record.ledger import (
@@ -347,3 +348,59 @@ def test_step_runner_arguments_bind_as_dbos_binds_them_and_say_what_is_missing_a
     assert by_keyword == ({"name": "s"}, shout, (), {"loud": True})
     with pytest.raises(TypeError, match=r"^DBOS\.run_step_async\(\) missing 1 .*'func'$"):
         bind(dbos_step_options=None)
+
+
+def test_a_site_found_again_from_the_same_frame_is_the_one_its_callers_make_now() -> None:
+    """A loop asking from one frame at one instruction gets the site it got before (kept, not
+    walked again); a frame at the same instruction reached from other callers (a generator
+    resumed elsewhere, a helper called from another line) gets its own."""
+    code = compile(
+        "def run(step):\n"  # line 1
+        "    sites = [step() for _ in range(2)]\n"  # line 2: one frame, one instruction
+        "    sites.append(helper(step))\n"  # line 3
+        "    sites.append(helper(step))\n"  # line 4
+        "    g = gen(step)\n"  # line 5
+        "    sites.append(first(g))\n"  # line 6
+        "    sites.append(second(g))\n"  # line 7
+        "    return sites\n"  # line 8
+        "def helper(step):\n"  # line 9
+        "    return step()\n"  # line 10
+        "def gen(step):\n"  # line 11
+        "    while True:\n"  # line 12
+        "        yield step()\n"  # line 13
+        "def first(g):\n"  # line 14
+        "    return next(g)\n"  # line 15
+        "def second(g):\n"  # line 16
+        "    return next(g)\n",  # line 17
+        RELAY,
+        "exec",
+    )
+    relay: dict[str, Any] = {}
+    exec(code, relay)
+
+    def step() -> list[int] | None:
+        return call_site(RELAY)  # the relay's frame calling ``step`` starts the walk
+
+    sites = relay["run"](step)
+    assert sites == [[2], [2], [3, 10], [4, 10], [6, 15, 13], [7, 17, 13]]
+    # a site given again is a copy: changing one changes no later call's
+    sites[0].append(99)
+    assert relay["run"](step)[:2] == [[2], [2]]
+
+
+def test_a_site_from_made_at_is_never_kept_for_the_frame() -> None:
+    """With no frame of the relay's on the stack, the site is the ``made_at`` call's, which
+    depends on the task, not on the frames: one frame asking at one instruction in two such
+    calls gets each one's."""
+
+    def probe() -> list[list[int] | None]:
+        found = []
+        for made in ([1], [2]):
+            token = _sites._MADE_AT.set(made)
+            try:
+                found.append(call_site(RELAY, skip=0))  # this frame starts the walk
+            finally:
+                _sites._MADE_AT.reset(token)
+        return found
+
+    assert probe() == [[1], [2]]
