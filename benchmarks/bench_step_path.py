@@ -15,8 +15,9 @@ them in alternating blocks (``--block-steps`` each, which goes first alternating
 times each block (wall, and CPU of the event loop's thread and of the process); a pair is a
 kit block and the bare block beside it, so both see the same machine. Blocks are short (20
 steps, about 40 ms) and many (600 pairs): the machine drifts less within a pair, and the
-interval of the median narrows to about +-0.005 (blocks of 200 steps left it at +-0.02-0.03). Each pair's steps-per-second ratio is a sample; the row is judged
-on their median and its 95% interval (``verdict``).
+interval of the median narrows to about +-0.005 (blocks of 200 steps: +-0.02-0.03). Each
+pair's steps-per-second ratio is a sample; the row is judged on their median and its 95%
+interval (``verdict``).
 
 What it leaves out, by design: what a run costs once (a process, the sandbox, DBOS's launch,
 the supervisor), which ``bench_runner.py`` measures, and a live pipe (none without a listener,
