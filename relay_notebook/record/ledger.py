@@ -47,6 +47,7 @@ from relay_notebook.record.ledger_events import (
     EventFields,
     EventHeader,
     EventKind,
+    StepInfo,
     unknown_fields,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "decode_event",
     "encode_event",
     "encode_members",
+    "encode_step_info",
     "encode_text",
     "kind_tag",
     "line_start",
@@ -111,6 +113,36 @@ def encode_members(fields: Mapping[str, object]) -> str:
     """``fields`` encoded as ``_encode`` encodes them inside an event's line: its members
     without the braces (``""`` for none), as ``EventWriter.emit_members`` takes them."""
     return _encode(fields)[1:-1]
+
+
+def encode_step_info(info: StepInfo) -> str:
+    """``encode_members(info)`` for the fields every line of a step's run shares, written
+    directly: the path of every step encodes them, and ``json``'s encoder, made for each
+    event, cost more than the rest of the line. ``info``'s keys in ``StepInfo``'s order, as
+    ``StepInfo(...)`` makes them; a value of a type other than the declared ones (a name
+    that is not a text, a ``bool`` for a number) is encoded by ``encode_members``."""
+    step, occurrence, site = info["step"], info["occurrence"], info["site"]
+    step_id, workflow_id = info["step_id"], info["workflow_id"]
+    attempt, max_attempts = info["step_attempt"], info["max_attempts"]
+    if not (
+        type(step) is str
+        and (occurrence is None or type(occurrence) is int)
+        and (step_id is None or type(step_id) is int)
+        and (workflow_id is None or type(workflow_id) is str)
+        and type(attempt) is int
+        and (max_attempts is None or type(max_attempts) is int)
+        and (site is None or (type(site) is list and all(type(n) is int for n in site)))
+    ):
+        return encode_members(info)
+    return (
+        f'"step":{encode_text(step)},'
+        f'"occurrence":{"null" if occurrence is None else occurrence},'
+        f'"site":{"null" if site is None else "[" + ",".join(map(int.__repr__, site)) + "]"},'
+        f'"step_id":{"null" if step_id is None else step_id},'
+        f'"workflow_id":{"null" if workflow_id is None else encode_text(workflow_id)},'
+        f'"step_attempt":{attempt},'
+        f'"max_attempts":{"null" if max_attempts is None else max_attempts}'
+    )
 
 
 def as_event(value: object) -> Event | None:

@@ -39,7 +39,7 @@ from agentworks.framework_calls import framework_owned, framework_step
 from agentworks.platform import begin_step_body
 from agentworks.redact import Redactor
 from relay_notebook.record.backend import database_error, error_text
-from relay_notebook.record.ledger import EventWriter, encode_members, encode_text
+from relay_notebook.record.ledger import EventWriter, encode_step_info, encode_text
 from relay_notebook.record.ledger_events import StepInfo, StepReused
 from relay_notebook.runner.crash import CrashSpec
 from relay_notebook.runner.dbos_private import step_context
@@ -224,7 +224,7 @@ class Instrumentation:
     def _step_started(self, info: StepInfo, preview: str | None) -> str:
         """``step_start``, with the argument preview if any; returns ``info`` encoded, which
         the step's ``step_end`` shares (``_step_done``): encoded once for the two lines."""
-        members = encode_members(info)
+        members = encode_step_info(info)
         if preview is None:
             self.events.emit_members("step_start", members)
         else:

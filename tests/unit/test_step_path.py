@@ -8,9 +8,11 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from agentworks import _sites
 from agentworks._sites import Sited, call_site, made_at
@@ -21,9 +23,10 @@ from relay_notebook.record.ledger import (
     EventWriter,
     encode_event,
     encode_members,
+    encode_step_info,
     read_events,
 )
-from relay_notebook.record.ledger_events import FIELDS
+from relay_notebook.record.ledger_events import FIELDS, StepInfo
 from relay_notebook.runner.instrument import PREVIEW_CHARS, _preview, step_runner_binder
 
 SECRET = "tok-5ecret-Value-77"
@@ -404,3 +407,60 @@ def test_a_site_from_made_at_is_never_kept_for_the_frame() -> None:
         return found
 
     assert probe() == [[1], [2]]
+
+
+_COUNT = st.one_of(st.none(), st.integers())
+
+_STEP = StepInfo(
+    step='say "hé"',
+    occurrence=2,
+    site=[4, 12],
+    step_id=5,
+    workflow_id="x-3",
+    step_attempt=1,
+    max_attempts=None,
+)
+
+#: a value of another type than the one declared, for each of a step's fields
+_OFF_TYPE: dict[str, st.SearchStrategy[Any]] = {
+    "step": st.one_of(st.integers(), st.none()),
+    "occurrence": st.one_of(st.booleans(), st.floats(allow_nan=False)),
+    "site": st.lists(st.booleans(), min_size=1, max_size=3).map(lambda b: [7, *b]),
+    "step_id": st.booleans(),
+    "workflow_id": st.integers(),
+    "step_attempt": st.one_of(st.booleans(), st.none()),
+    "max_attempts": st.floats(allow_nan=False),
+}
+
+
+@given(
+    info=st.builds(
+        StepInfo,
+        step=st.text(),
+        occurrence=_COUNT,
+        site=st.one_of(st.none(), st.lists(st.integers(), max_size=4)),
+        step_id=_COUNT,
+        workflow_id=st.one_of(st.none(), st.text()),
+        step_attempt=st.integers(),
+        max_attempts=_COUNT,
+    ),
+    off=st.one_of(
+        st.none(),
+        st.sampled_from(sorted(_OFF_TYPE)).flatmap(
+            lambda key: st.tuples(st.just(key), _OFF_TYPE[key])
+        ),
+    ),
+)
+@example(info=_STEP, off=("site", [7, True]))  # not "[7,1]"
+@example(info=_STEP, off=("step_attempt", False))
+@example(info=_STEP, off=("step", 3))
+@example(info=_STEP, off=None)
+def test_a_steps_shared_fields_are_encoded_as_json_encodes_them(
+    info: StepInfo, off: tuple[str, Any] | None
+) -> None:
+    """``encode_step_info`` writes a step's fields itself (the path of every step); the bytes
+    are ``encode_members``'s for values of the declared types, and for one of another type
+    (``off``: a ``bool`` where a number is declared is JSON's ``true``, not ``1``)."""
+    if off is not None:
+        info = cast(StepInfo, {**info, off[0]: off[1]})  # a copy: examples share theirs
+    assert encode_step_info(info) == encode_members(info)
