@@ -19,9 +19,9 @@ The line format is part of the vocabulary: every event starts with the header ``
 that order, compact (``{"seq":1,"ts":…,"run_id":"invoice-3","attempt":1,"kind":"step_end",…``).
 ``encode_event`` is the one encoder (``EventWriter`` writes the same bytes: the fields by the
 same ``_encode``, ``encode_members``, the header's numbers as ``_encode`` writes numbers, so
-the path of every step encodes the fields its two lines share once) and ``decode_event`` the
-one decoder; a reader that finds
-lines by their bytes (history's ``LedgerScan``) asks ``line_start``, ``run_tag`` and
+the path of every step encodes the fields its two lines share once, with ``encode_step_info``,
+which writes what ``encode_members`` would) and ``decode_event`` the one decoder; a reader
+that finds lines by their bytes (history's ``LedgerScan``) asks ``line_start``, ``run_tag`` and
 ``kind_tag`` for the bytes to look for, so the encoder and the search change together. The
 kinds and their fields are ``record.events``; ``EventWriter.emit`` refuses a field its kind
 does not have.
