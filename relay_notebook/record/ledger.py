@@ -315,6 +315,8 @@ class EventWriter:
         """In a process forked from this one: the same ledger through a descriptor of its own,
         so that its lock is this process's (the descriptor it inherited shares the lock of its
         parent, which may hold it); lines one by one, as a writer that does not hold."""
+        if self._fd < 0:
+            return  # closed (``close`` forgets it; a fork in between finds it so)
         # another thread may have had these at the fork; no keeper here (threads do not survive)
         self._thread_lock, self._closed = threading.Lock(), threading.Event()
         self._closed.set()
@@ -424,6 +426,7 @@ class EventWriter:
 
     def close(self) -> None:
         self._closed.set()
+        _holders.discard(self)
         with self._thread_lock:
             self._holding = self._keep = False
             fd, self._fd = self._fd, -1

@@ -171,3 +171,18 @@ def test_a_holding_child_killed_leaves_the_lock_to_the_next_writer(tmp_path: Pat
     supervisor.emit("attempt_end", status="interrupted")
     supervisor.close()
     assert _numbered(path) == [(1, "step_start"), (2, "attempt_end")]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_fork_after_a_holding_writer_closed_leaves_it_closed(tmp_path: Path) -> None:
+    """A closed writer is forgotten: a later fork neither opens its ledger again nor closes
+    a descriptor number that may be another file's by then."""
+    path = tmp_path / "dbos_events.jsonl"
+    child = EventWriter(path, run_id=RUN, attempt=1, hold=True)
+    child.emit("step_start", step="a")
+    child.close()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if child._fd == -1 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
